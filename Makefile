@@ -1,0 +1,27 @@
+# jobguard: `make run` starts everything in one process, `make test` runs every check.
+GO ?= go
+TEST_FLAGS ?= -race -count=1 -timeout 12m
+
+.PHONY: run test deps vet staticcheck unit bench
+
+run:
+	$(GO) run ./cmd/jobguard
+
+## test: install redis-server and chromium when missing, then vet, staticcheck and all tests with -race.
+test: deps vet staticcheck unit
+
+deps:
+	@./scripts/ensure-deps.sh
+
+vet:
+	$(GO) vet ./...
+
+staticcheck:
+	$(GO) tool staticcheck ./...
+
+unit:
+	$(GO) test $(TEST_FLAGS) ./...
+
+## bench: the benchmarks that back the README's figures.
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchtime 3s ./...

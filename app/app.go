@@ -1,0 +1,227 @@
+// Package app wires a jobguard process from its Config: the shared Redis client, the asynq client,
+// server and inspector, the Fiber app with the API and the monitoring UI, and their shutdown.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gofiber/fiber/v2"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/jobguard/jobguard/web"
+)
+
+// Role says which parts of jobguard a process runs.
+type Role string
+
+// The roles: api (HTTP API and UI), worker (asynq server plus health and metrics endpoints), and
+// all (both in one process, the development default).
+const (
+	RoleAll    Role = "all"
+	RoleAPI    Role = "api"
+	RoleWorker Role = "worker"
+)
+
+// ParseRole turns a command-line argument into a Role; "" is RoleAll.
+func ParseRole(s string) (Role, error) {
+	switch Role(s) {
+	case "", RoleAll:
+		return RoleAll, nil
+	case RoleAPI, RoleWorker:
+		return Role(s), nil
+	}
+	return "", fmt.Errorf("app: unknown role %q (want api, worker or nothing for both)", s)
+}
+
+func (r Role) serves(part Role) bool { return r == RoleAll || r == part }
+
+// httpShutdownTimeout bounds how long open HTTP requests may take once a stop was asked for.
+const httpShutdownTimeout = 5 * time.Second
+
+// App is one jobguard process.
+type App struct {
+	cfg      Config
+	role     Role
+	log      zerolog.Logger
+	rdb      redis.UniversalClient
+	embedded *miniredis.Miniredis
+
+	client    *asynq.Client
+	inspector *asynq.Inspector
+	server    *asynq.Server
+	mux       *asynq.ServeMux
+
+	http *fiber.App
+	ln   net.Listener
+
+	closeOnce sync.Once
+}
+
+// New connects to Redis (or starts the embedded one), builds every part the role needs and binds
+// the HTTP listener, so Addr is known before Run. Close releases what New took if Run is not called.
+func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, role: role, log: log.With().Str("role", string(role)).Logger()}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	a.rdb, a.embedded, err = openRedis(ctx, cfg, a.log)
+	if err != nil {
+		return nil, err
+	}
+	a.client = asynq.NewClientFromRedisClient(a.rdb)
+	a.inspector = asynq.NewInspectorFromRedisClient(a.rdb)
+
+	a.http = newFiber(cfg, a.log)
+	healthRoutes(a.http, func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() })
+
+	if role.serves(RoleAPI) {
+		if err := web.Mount(a.http, a.rdb, web.Monitoring{
+			User:     cfg.MonitoringUser,
+			Password: cfg.MonitoringPassword,
+			Loopback: isLoopback(cfg.HTTPAddr),
+			ReadOnly: cfg.MonitoringReadOnly,
+		}); err != nil {
+			return nil, &ConfigError{Var: "MONITORING_USER", Err: err}
+		}
+	}
+	if role.serves(RoleWorker) {
+		a.mux = asynq.NewServeMux()
+		a.server = asynq.NewServerFromRedisClient(a.rdb, asynq.Config{
+			Concurrency: cfg.WorkerConcurrency,
+			Queues:      cfg.Queues,
+			// The floor of every bounce and retry delay: asynq moves due scheduled and retry
+			// tasks back to pending on this tick (its default is 5 s).
+			DelayedTaskCheckInterval: time.Second,
+			ShutdownTimeout:          cfg.ShutdownTimeout,
+			Logger:                   newAsynqLogger(a.log),
+			LogLevel:                 asynqLevel(cfg.LogLevel),
+		})
+	}
+	a.http.Use(func(c *fiber.Ctx) error {
+		return &HTTPError{Status: fiber.StatusNotFound, Detail: "no route for " + c.Method() + " " + c.Path()}
+	})
+
+	a.ln, err = net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, &ConfigError{Var: "HTTP_ADDR", Err: err}
+	}
+	return a, nil
+}
+
+// Addr is the address the HTTP listener is bound to (useful with HTTP_ADDR=127.0.0.1:0).
+func (a *App) Addr() string { return a.ln.Addr().String() }
+
+// Redis is the process's shared client.
+func (a *App) Redis() redis.UniversalClient { return a.rdb }
+
+// Client is the process's asynq client, on the shared Redis client.
+func (a *App) Client() *asynq.Client { return a.client }
+
+// Run serves until ctx ends, then stops taking work, lets running handlers finish within
+// SHUTDOWN_TIMEOUT and closes everything. A clean stop returns nil.
+func (a *App) Run(ctx context.Context) error {
+	defer a.Close()
+	if a.server != nil {
+		if err := a.server.Start(a.mux); err != nil {
+			return fmt.Errorf("app: start worker: %w", err)
+		}
+	}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- a.http.Listener(a.ln) }()
+	a.log.Info().Str("addr", a.Addr()).Int("concurrency", a.cfg.WorkerConcurrency).
+		Strs("queues", a.cfg.QueueNames()).Bool("embedded_redis", a.cfg.Embedded()).Msg("jobguard started")
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		a.log.Info().Msg("stop requested: draining")
+	case err := <-httpErr:
+		runErr = fmt.Errorf("app: http server: %w", err)
+	}
+
+	var wg sync.WaitGroup
+	if a.server != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Shutdown waits up to ShutdownTimeout for handlers, then asynq requeues the rest.
+			a.server.Shutdown()
+		}()
+	}
+	if err := a.http.ShutdownWithTimeout(httpShutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		a.log.Warn().Err(err).Msg("http shutdown")
+	}
+	wg.Wait()
+	a.log.Info().Msg("jobguard stopped")
+	return runErr
+}
+
+// Close releases Redis and the embedded server. It is safe to call more than once.
+func (a *App) Close() {
+	a.closeOnce.Do(func() {
+		if a.ln != nil {
+			_ = a.ln.Close()
+		}
+		if a.client != nil {
+			_ = a.client.Close()
+		}
+		if a.inspector != nil {
+			_ = a.inspector.Close()
+		}
+		if a.rdb != nil {
+			_ = a.rdb.Close()
+		}
+		if a.embedded != nil {
+			a.embedded.Close()
+		}
+	})
+}
+
+// Main is the whole program behind cmd/jobguard: args are the command-line arguments after the
+// program name, lookup reads the environment. It returns the process exit code; configuration
+// errors are one line on stderr naming the variable.
+func Main(ctx context.Context, args []string, lookup func(string) (string, bool), stderr io.Writer) int {
+	if len(args) > 1 {
+		fmt.Fprintln(stderr, "usage: jobguard [api|worker]")
+		return 2
+	}
+	roleArg := ""
+	if len(args) == 1 {
+		roleArg = args[0]
+	}
+	role, err := ParseRole(roleArg)
+	if err != nil {
+		fmt.Fprintln(stderr, "jobguard:", err)
+		return 2
+	}
+	cfg, err := FromLookup(lookup)
+	if err != nil {
+		fmt.Fprintln(stderr, "jobguard:", err)
+		return 2
+	}
+	log := NewLogger(cfg, stderr)
+	a, err := New(ctx, cfg, role, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "jobguard:", err)
+		return 1
+	}
+	if err := a.Run(ctx); err != nil {
+		log.Error().Err(err).Msg("jobguard failed")
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,388 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+)
+
+// Redis modes accepted by REDIS_MODE.
+const (
+	RedisStandalone = "standalone"
+	RedisSentinel   = "sentinel"
+	RedisCluster    = "cluster"
+)
+
+// Log formats accepted by LOG_FORMAT.
+const (
+	LogJSON    = "json"
+	LogConsole = "console"
+)
+
+// Config is the whole configuration of a jobguard process. The zero value is not valid; start from
+// Defaults or FromEnv. Every field names the environment variable it is read from.
+type Config struct {
+	// RedisURL (REDIS_URL) is the Redis to use. Empty: an embedded in-memory Redis that loses
+	// everything when the process exits (development only).
+	RedisURL string
+	// RedisMode (REDIS_MODE) says how RedisURL is parsed: standalone (default, redis.ParseURL),
+	// sentinel (redis.ParseFailoverURL) or cluster (redis.ParseClusterURL).
+	RedisMode string
+	// HTTPAddr (HTTP_ADDR) is where the API, UI, health and metrics endpoints listen.
+	// Default 127.0.0.1:8080.
+	HTTPAddr string
+	// WorkerConcurrency (WORKER_CONCURRENCY) is the most handlers one worker process runs at once,
+	// zombies included. Default 10.
+	WorkerConcurrency int
+	// Queues (QUEUES, e.g. "critical=6,default=3,low=1") are the queues a worker serves and their
+	// weights. Default critical=6,default=3,low=1.
+	Queues map[string]int
+	// LeaseTTL (LEASE_TTL) is the TTL of resource leases and so the time after which the job of a
+	// dead worker is rescued. Default 30s; at least 2s.
+	LeaseTTL time.Duration
+	// ShutdownTimeout (SHUTDOWN_TIMEOUT) is how long running handlers may take to finish after a
+	// stop signal before their contexts are cancelled. Default 25s.
+	ShutdownTimeout time.Duration
+	// KeyPrefix (KEY_PREFIX) is put before every key jobguard writes, so several apps can share one
+	// Redis. Default "jobguard".
+	KeyPrefix string
+	// JobRetention (JOB_RETENTION) is how long a finished job's record and timeline are kept.
+	// Default 168h (7 days).
+	JobRetention time.Duration
+	// IdempotencyRetention (IDEMPOTENCY_RETENTION) is how long an Idempotency-Key's stored answer is
+	// kept. Default 24h.
+	IdempotencyRetention time.Duration
+	// LogLevel (LOG_LEVEL: trace, debug, info, warn, error). Default info.
+	LogLevel zerolog.Level
+	// LogFormat (LOG_FORMAT: json or console). Default json.
+	LogFormat string
+	// MonitoringUser and MonitoringPassword (MONITORING_USER, MONITORING_PASSWORD) protect the UI
+	// under /monitoring/ with basic auth. Both or neither; without them the UI is served only when
+	// HTTPAddr is a loopback address.
+	MonitoringUser     string
+	MonitoringPassword string
+	// MonitoringReadOnly (MONITORING_READONLY) lets the UI look but not change anything. Default false.
+	MonitoringReadOnly bool
+	// APITokens (API_TOKENS, "token1:tenantA,token2:tenantB") maps bearer tokens to tenants. Empty:
+	// the API is open (development only).
+	APITokens map[string]string
+	// RebuildSourceURL (REBUILD_SOURCE_URL) is where the rebuild-cache task fetches its source.
+	// Empty: the value is computed locally.
+	RebuildSourceURL string
+	// BodyLimit (BODY_LIMIT) is the largest request body accepted, in bytes. Default 65536.
+	BodyLimit int
+}
+
+// Defaults returns the configuration used for every variable that is not set.
+func Defaults() Config {
+	return Config{
+		RedisMode:            RedisStandalone,
+		HTTPAddr:             "127.0.0.1:8080",
+		WorkerConcurrency:    10,
+		Queues:               map[string]int{"critical": 6, "default": 3, "low": 1},
+		LeaseTTL:             30 * time.Second,
+		ShutdownTimeout:      25 * time.Second,
+		KeyPrefix:            "jobguard",
+		JobRetention:         7 * 24 * time.Hour,
+		IdempotencyRetention: 24 * time.Hour,
+		LogLevel:             zerolog.InfoLevel,
+		LogFormat:            LogJSON,
+		BodyLimit:            64 << 10,
+	}
+}
+
+// ConfigError names the environment variable whose value is wrong.
+type ConfigError struct {
+	Var string
+	Err error
+}
+
+func (e *ConfigError) Error() string { return "config: " + e.Var + ": " + e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// FromEnv reads the configuration from the process environment and validates it.
+func FromEnv() (Config, error) { return FromLookup(os.LookupEnv) }
+
+// FromLookup reads the configuration through lookup (os.LookupEnv in production, a map in tests)
+// and validates it. The error names the first variable that is wrong.
+func FromLookup(lookup func(string) (string, bool)) (Config, error) {
+	c := Defaults()
+	p := envParser{lookup: lookup}
+	p.str("REDIS_URL", &c.RedisURL)
+	p.str("REDIS_MODE", &c.RedisMode)
+	p.str("HTTP_ADDR", &c.HTTPAddr)
+	p.integer("WORKER_CONCURRENCY", &c.WorkerConcurrency)
+	p.fn("QUEUES", func(v string) (err error) { c.Queues, err = parseQueues(v); return err })
+	p.duration("LEASE_TTL", &c.LeaseTTL)
+	p.duration("SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
+	p.str("KEY_PREFIX", &c.KeyPrefix)
+	p.duration("JOB_RETENTION", &c.JobRetention)
+	p.duration("IDEMPOTENCY_RETENTION", &c.IdempotencyRetention)
+	p.fn("LOG_LEVEL", func(v string) (err error) { c.LogLevel, err = parseLevel(v); return err })
+	p.str("LOG_FORMAT", &c.LogFormat)
+	p.str("MONITORING_USER", &c.MonitoringUser)
+	p.str("MONITORING_PASSWORD", &c.MonitoringPassword)
+	p.fn("MONITORING_READONLY", func(v string) (err error) { c.MonitoringReadOnly, err = strconv.ParseBool(v); return err })
+	p.fn("API_TOKENS", func(v string) (err error) { c.APITokens, err = parseTokens(v); return err })
+	p.str("REBUILD_SOURCE_URL", &c.RebuildSourceURL)
+	p.integer("BODY_LIMIT", &c.BodyLimit)
+	if p.err != nil {
+		return Config{}, p.err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+var keyPrefixRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+var queueNameRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// Validate checks every field and returns a *ConfigError naming the variable of the first bad one.
+func (c Config) Validate() error {
+	bad := func(v string, format string, args ...any) error {
+		return &ConfigError{Var: v, Err: fmt.Errorf(format, args...)}
+	}
+	switch c.RedisMode {
+	case RedisStandalone, RedisSentinel, RedisCluster:
+	default:
+		return bad("REDIS_MODE", "%q is not one of standalone, sentinel, cluster", c.RedisMode)
+	}
+	if c.RedisURL != "" {
+		if _, err := c.redisOptions(); err != nil {
+			return bad("REDIS_URL", "%w", redactErr(err, c.RedisURL))
+		}
+	} else if c.RedisMode != RedisStandalone {
+		return bad("REDIS_URL", "is required when REDIS_MODE is %s", c.RedisMode)
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return bad("HTTP_ADDR", "%q is not host:port", c.HTTPAddr)
+	}
+	if c.WorkerConcurrency < 1 || c.WorkerConcurrency > 10000 {
+		return bad("WORKER_CONCURRENCY", "%d is not between 1 and 10000", c.WorkerConcurrency)
+	}
+	if len(c.Queues) == 0 {
+		return bad("QUEUES", "at least one queue is required")
+	}
+	for name, w := range c.Queues {
+		if !queueNameRe.MatchString(name) || w < 1 {
+			return bad("QUEUES", "queue %q: name must be 1-64 of [A-Za-z0-9._-] and weight at least 1", name)
+		}
+	}
+	if c.LeaseTTL < 2*time.Second || c.LeaseTTL > time.Hour {
+		return bad("LEASE_TTL", "%s is not between 2s and 1h", c.LeaseTTL)
+	}
+	if c.ShutdownTimeout < time.Second || c.ShutdownTimeout > 10*time.Minute {
+		return bad("SHUTDOWN_TIMEOUT", "%s is not between 1s and 10m", c.ShutdownTimeout)
+	}
+	if !keyPrefixRe.MatchString(c.KeyPrefix) {
+		return bad("KEY_PREFIX", "%q must be 1-64 characters of [A-Za-z0-9._-]", c.KeyPrefix)
+	}
+	if c.JobRetention < time.Minute {
+		return bad("JOB_RETENTION", "%s is shorter than 1m", c.JobRetention)
+	}
+	if c.IdempotencyRetention < time.Minute {
+		return bad("IDEMPOTENCY_RETENTION", "%s is shorter than 1m", c.IdempotencyRetention)
+	}
+	if c.LogFormat != LogJSON && c.LogFormat != LogConsole {
+		return bad("LOG_FORMAT", "%q is not json or console", c.LogFormat)
+	}
+	if (c.MonitoringUser == "") != (c.MonitoringPassword == "") {
+		return bad("MONITORING_PASSWORD", "MONITORING_USER and MONITORING_PASSWORD are set together or not at all")
+	}
+	if c.MonitoringUser == "" && !isLoopback(c.HTTPAddr) {
+		return bad("MONITORING_USER", "the UI needs MONITORING_USER and MONITORING_PASSWORD when HTTP_ADDR (%s) is not a loopback address", c.HTTPAddr)
+	}
+	if c.RebuildSourceURL != "" {
+		u, err := url.Parse(c.RebuildSourceURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("REBUILD_SOURCE_URL", "%q is not an http(s) URL", c.RebuildSourceURL)
+		}
+	}
+	if c.BodyLimit < 1024 || c.BodyLimit > 16<<20 {
+		return bad("BODY_LIMIT", "%d is not between 1024 and 16777216", c.BodyLimit)
+	}
+	return nil
+}
+
+// Embedded reports whether the process runs on the in-memory development Redis.
+func (c Config) Embedded() bool { return c.RedisURL == "" }
+
+// PoolSize is the connection pool of the one Redis client a process shares: every handler may hold
+// one connection for its own scripts while asynq's fetchers, heartbeats and the API use the rest.
+func (c Config) PoolSize() int { return 2*c.WorkerConcurrency + 32 }
+
+// redisOptions parses RedisURL for RedisMode into universal options.
+func (c Config) redisOptions() (*redis.UniversalOptions, error) {
+	switch c.RedisMode {
+	case RedisSentinel:
+		o, err := redis.ParseFailoverURL(c.RedisURL)
+		if err != nil {
+			return nil, err
+		}
+		if o.MasterName == "" {
+			return nil, errors.New("a sentinel URL needs master_name=NAME")
+		}
+		return &redis.UniversalOptions{
+			Addrs: o.SentinelAddrs, MasterName: o.MasterName, DB: o.DB,
+			Username: o.Username, Password: o.Password,
+			SentinelUsername: o.SentinelUsername, SentinelPassword: o.SentinelPassword,
+			TLSConfig: o.TLSConfig, Protocol: o.Protocol,
+		}, nil
+	case RedisCluster:
+		o, err := redis.ParseClusterURL(c.RedisURL)
+		if err != nil {
+			return nil, err
+		}
+		return &redis.UniversalOptions{
+			Addrs: o.Addrs, Username: o.Username, Password: o.Password,
+			TLSConfig: o.TLSConfig, Protocol: o.Protocol, IsClusterMode: true,
+		}, nil
+	default:
+		o, err := redis.ParseURL(c.RedisURL)
+		if err != nil {
+			return nil, err
+		}
+		return &redis.UniversalOptions{
+			Addrs: []string{o.Addr}, DB: o.DB, Username: o.Username, Password: o.Password,
+			TLSConfig: o.TLSConfig, Protocol: o.Protocol,
+		}, nil
+	}
+}
+
+var userinfoRe = regexp.MustCompile(`//[^@/?#]*@`)
+
+// redactErr keeps the credentials of a URL out of the start-up error line.
+func redactErr(err error, raw string) error {
+	if !userinfoRe.MatchString(raw) {
+		return err
+	}
+	return errors.New(userinfoRe.ReplaceAllString(err.Error(), "//xxxxx@"))
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func parseQueues(v string) (map[string]int, error) {
+	q := map[string]int{}
+	for _, part := range strings.Split(v, ",") {
+		name, weight, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not name=weight", part)
+		}
+		w, err := strconv.Atoi(weight)
+		if err != nil {
+			return nil, fmt.Errorf("weight of %q is not an integer", name)
+		}
+		if _, dup := q[name]; dup {
+			return nil, fmt.Errorf("queue %q is listed twice", name)
+		}
+		q[name] = w
+	}
+	return q, nil
+}
+
+func parseTokens(v string) (map[string]string, error) {
+	m := map[string]string{}
+	for i, part := range strings.Split(v, ",") {
+		token, tenant, ok := strings.Cut(strings.TrimSpace(part), ":")
+		// Tokens are never echoed back: the error names the entry by position only.
+		if !ok || len(token) < 16 || !tenantRe.MatchString(tenant) {
+			return nil, fmt.Errorf("entry %d is not token:tenant (token at least 16 characters, tenant 1-128 of [A-Za-z0-9._-])", i+1)
+		}
+		if _, dup := m[token]; dup {
+			return nil, fmt.Errorf("entry %d repeats a token", i+1)
+		}
+		m[token] = tenant
+	}
+	return m, nil
+}
+
+var tenantRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+
+func parseLevel(v string) (zerolog.Level, error) {
+	switch v {
+	case "trace", "debug", "info", "warn", "error":
+		return zerolog.ParseLevel(v)
+	}
+	return 0, fmt.Errorf("%q is not one of trace, debug, info, warn, error", v)
+}
+
+// QueueNames lists the configured queues, highest weight first.
+func (c Config) QueueNames() []string {
+	names := make([]string, 0, len(c.Queues))
+	for n := range c.Queues {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if c.Queues[names[i]] != c.Queues[names[j]] {
+			return c.Queues[names[i]] > c.Queues[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	return names
+}
+
+// envParser reads variables and keeps the first error, so FromLookup reads as a list.
+type envParser struct {
+	lookup func(string) (string, bool)
+	err    error
+}
+
+func (p *envParser) fn(name string, parse func(string) error) {
+	if p.err != nil {
+		return
+	}
+	v, ok := p.lookup(name)
+	if !ok || v == "" {
+		return
+	}
+	if err := parse(v); err != nil {
+		p.err = &ConfigError{Var: name, Err: err}
+	}
+}
+
+func (p *envParser) str(name string, dst *string) {
+	p.fn(name, func(v string) error { *dst = v; return nil })
+}
+
+func (p *envParser) integer(name string, dst *int) {
+	p.fn(name, func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", v)
+		}
+		*dst = n
+		return nil
+	})
+}
+
+func (p *envParser) duration(name string, dst *time.Duration) {
+	p.fn(name, func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (e.g. 30s, 5m, 24h)", v)
+		}
+		*dst = d
+		return nil
+	})
+}

@@ -1,0 +1,81 @@
+package app
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/rs/zerolog"
+)
+
+// Problem is an RFC 9457 problem details object, the body of every error answer.
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	// Field names the request field or header that failed validation.
+	Field string `json:"field,omitempty"`
+	// RequestID matches the X-Request-ID header and the access log line.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// ProblemContentType is the media type of error answers.
+const ProblemContentType = "application/problem+json"
+
+// HTTPError is an error with the status and detail the API answers with. Handlers return it (or
+// wrap it); errorHandler is the one place that turns errors into HTTP answers.
+type HTTPError struct {
+	Status int
+	Detail string
+	Field  string
+	Err    error
+}
+
+func (e *HTTPError) Error() string {
+	if e.Err != nil {
+		return e.Detail + ": " + e.Err.Error()
+	}
+	return e.Detail
+}
+
+func (e *HTTPError) Unwrap() error { return e.Err }
+
+// BadField is the answer to a request whose field (or header) is invalid.
+func BadField(field, detail string) *HTTPError {
+	return &HTTPError{Status: http.StatusBadRequest, Field: field, Detail: detail}
+}
+
+// errorHandler maps every error a handler returns to a problem+json answer. Unknown errors are
+// 500s whose detail never leaks internals; they are logged with the request id.
+func errorHandler(log zerolog.Logger) fiber.ErrorHandler {
+	return func(c *fiber.Ctx, err error) error {
+		p := Problem{Instance: c.Path(), RequestID: requestID(c)}
+		var he *HTTPError
+		var fe *fiber.Error
+		switch {
+		case errors.As(err, &he):
+			p.Status, p.Detail, p.Field = he.Status, he.Detail, he.Field
+		case errors.As(err, &fe):
+			p.Status, p.Detail = fe.Code, fe.Message
+		default:
+			p.Status, p.Detail = http.StatusInternalServerError, "internal error; see the server log for request "+p.RequestID
+		}
+		if p.Status >= 500 {
+			log.Error().Err(err).Str("request_id", p.RequestID).Str("path", c.Path()).Msg("request failed")
+		}
+		p.Title = http.StatusText(p.Status)
+		p.Type = "about:blank"
+		c.Status(p.Status)
+		c.Set(fiber.HeaderContentType, ProblemContentType)
+		return c.JSON(p, ProblemContentType)
+	}
+}
+
+func requestID(c *fiber.Ctx) string {
+	if id, ok := c.Locals("requestid").(string); ok {
+		return id
+	}
+	return ""
+}

@@ -1,0 +1,53 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+)
+
+// openRedis returns the one client this process shares between the API, asynq, asynqmon and
+// jobguard's scripts, and the embedded server when none is configured (nil otherwise).
+func openRedis(ctx context.Context, cfg Config, log zerolog.Logger) (redis.UniversalClient, *miniredis.Miniredis, error) {
+	var embedded *miniredis.Miniredis
+	opts := &redis.UniversalOptions{}
+	if cfg.Embedded() {
+		embedded = miniredis.NewMiniRedis()
+		// Without ClockTTL miniredis never expires keys on its own; with it leases, claims and
+		// retentions really run out.
+		embedded.ClockTTL(true)
+		if err := embedded.Start(); err != nil {
+			return nil, nil, fmt.Errorf("app: start embedded redis: %w", err)
+		}
+		opts.Addrs = []string{embedded.Addr()}
+		log.Warn().Str("redis_addr", embedded.Addr()).
+			Msg("REDIS_URL is not set: using an EMBEDDED IN-MEMORY Redis; every job, lease and record is lost when this process exits. Set REDIS_URL for anything but development")
+	} else {
+		o, err := cfg.redisOptions()
+		if err != nil {
+			return nil, nil, &ConfigError{Var: "REDIS_URL", Err: redactErr(err, cfg.RedisURL)}
+		}
+		opts = o
+	}
+	opts.PoolSize = cfg.PoolSize()
+	// go-redis retries a command after a timeout; every jobguard script is written to be safe to
+	// run twice, and asynq's are too.
+	opts.MaxRetries = 3
+	opts.ClientName = "jobguard"
+	rdb := redis.NewUniversalClient(opts)
+
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pingCtx).Err(); err != nil {
+		_ = rdb.Close()
+		if embedded != nil {
+			embedded.Close()
+		}
+		return nil, nil, fmt.Errorf("app: redis at %v does not answer: %w", opts.Addrs, err)
+	}
+	return rdb, embedded, nil
+}

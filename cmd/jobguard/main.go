@@ -1,0 +1,19 @@
+// Command jobguard runs the HTTP API and UI (jobguard api), an asynq worker (jobguard worker), or
+// both in one process (jobguard). Configuration comes from the environment; see the README.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jobguard/jobguard/app"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := app.Main(ctx, os.Args[1:], os.LookupEnv, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,144 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Cluster is a local Redis Cluster of three masters (no replicas) covering all 16384 slots.
+type Cluster struct {
+	Nodes []*Server
+}
+
+var nextPrefix atomic.Int64
+
+// Addrs lists the masters' addresses.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		addrs[i] = n.Addr
+	}
+	return addrs
+}
+
+// URL is a redis:// cluster URL (for REDIS_MODE=cluster) naming every master.
+func (c *Cluster) URL() string {
+	u := "redis://" + c.Nodes[0].Addr
+	for i, n := range c.Nodes[1:] {
+		if i == 0 {
+			u += "?addr=" + n.Addr
+		} else {
+			u += "&addr=" + n.Addr
+		}
+	}
+	return u
+}
+
+// ClusterDB is one test's share of the package's cluster: a client and a key prefix of its own.
+type ClusterDB struct {
+	Cluster *Cluster
+	Client  *redis.ClusterClient
+	// Prefix is unique to the test; keys under it are deleted when the test ends.
+	Prefix string
+}
+
+// NewCluster gives the test the package's 3-master cluster (started on first use) with a client
+// and a key prefix of its own.
+func NewCluster(tb testing.TB) ClusterDB {
+	tb.Helper()
+	clusterOnce.Do(func() {
+		cluster, clusterErr = startCluster()
+		if clusterErr == nil {
+			onExit(func() {
+				for _, n := range cluster.Nodes {
+					n.Stop()
+				}
+			})
+		}
+	})
+	if clusterErr != nil {
+		tb.Fatal(clusterErr)
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+	prefix := fmt.Sprintf("t%d", nextPrefix.Add(1))
+	tb.Cleanup(func() {
+		ctx := context.Background()
+		_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			iter := m.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+			for iter.Next(ctx) {
+				m.Del(ctx, iter.Val())
+			}
+			return iter.Err()
+		})
+		_ = c.Close()
+	})
+	return ClusterDB{Cluster: cluster, Client: c, Prefix: prefix}
+}
+
+func startCluster() (*Cluster, error) {
+	const masters = 3
+	cl := &Cluster{}
+	fail := func(err error) (*Cluster, error) {
+		for _, n := range cl.Nodes {
+			n.Stop()
+		}
+		return nil, fmt.Errorf("redistest: cluster: %w", err)
+	}
+	busPorts := make([]int, masters)
+	for i := 0; i < masters; i++ {
+		bus, err := FreePort()
+		if err != nil {
+			return fail(err)
+		}
+		busPorts[i] = bus
+		n, err := start("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(bus),
+			"--cluster-require-full-coverage", "yes")
+		if err != nil {
+			return fail(err)
+		}
+		cl.Nodes = append(cl.Nodes, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clients := make([]*redis.Client, masters)
+	for i, n := range cl.Nodes {
+		clients[i] = redis.NewClient(&redis.Options{Addr: n.Addr})
+		defer clients[i].Close()
+	}
+	per := 16384 / masters
+	for i, c := range clients {
+		lo, hi := i*per, (i+1)*per-1
+		if i == masters-1 {
+			hi = 16383
+		}
+		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
+			return fail(err)
+		}
+	}
+	for i := 1; i < masters; i++ {
+		if err := clients[0].Do(ctx, "CLUSTER", "MEET", "127.0.0.1", cl.Nodes[i].Port, busPorts[i]).Err(); err != nil {
+			return fail(err)
+		}
+	}
+	for _, c := range clients {
+		for {
+			info, err := c.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3") {
+				break
+			}
+			if ctx.Err() != nil {
+				return fail(fmt.Errorf("not ok within 30s: %v %q", err, info))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return cl, nil
+}

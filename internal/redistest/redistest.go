@@ -1,0 +1,246 @@
+// Package redistest starts real redis-server processes for tests: one standalone server per test
+// package (each test gets a database of its own) and, on demand, a local 3-master Redis Cluster.
+// Servers run in temporary directories and are killed when the package's tests end, and by the
+// kernel if the test binary dies first. Only tests import it.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// databases is how many logical databases the shared server has: one per test that asks.
+const databases = 4096
+
+// Server is one redis-server process.
+type Server struct {
+	Addr string
+	Port int
+	dir  string
+	args []string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *Server
+	sharedErr  error
+	nextDB     atomic.Int64
+
+	clusterOnce sync.Once
+	cluster     *Cluster
+	clusterErr  error
+
+	startedMu sync.Mutex
+	started   []func()
+)
+
+// Main runs the package's tests and then stops every server they started. Use it as
+//
+//	func TestMain(m *testing.M) { redistest.Main(m) }
+func Main(m *testing.M) {
+	code := m.Run()
+	startedMu.Lock()
+	for _, stop := range started {
+		stop()
+	}
+	startedMu.Unlock()
+	os.Exit(code)
+}
+
+func onExit(stop func()) {
+	startedMu.Lock()
+	started = append(started, stop)
+	startedMu.Unlock()
+}
+
+// Binary is the redis-server executable the tests run.
+func Binary() (string, error) {
+	if p := os.Getenv("REDIS_SERVER_BIN"); p != "" {
+		return p, nil
+	}
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", fmt.Errorf("redistest: redis-server is not installed (make test installs it: apt-get install -y redis-server)")
+	}
+	return p, nil
+}
+
+// Start starts a redis-server on a free loopback port with extra config args (e.g.
+// "--appendonly", "yes"); it is stopped at the end of the test.
+func Start(tb testing.TB, args ...string) *Server {
+	tb.Helper()
+	s, err := start(args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+func start(args ...string) (*Server, error) {
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, dir: dir, args: args}
+	if err := s.launch(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) launch() error {
+	bin, err := Binary()
+	if err != nil {
+		return err
+	}
+	base := []string{
+		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--dir", s.dir,
+		"--save", "", "--appendonly", "no", "--databases", strconv.Itoa(databases),
+		"--daemonize", "no", "--logfile", filepath.Join(s.dir, "redis.log"),
+		"--protected-mode", "no",
+	}
+	cmd := exec.Command(bin, append(base, s.args...)...)
+	// The kernel kills the server if the test binary dies without running its cleanup.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: start redis-server: %w", err)
+	}
+	s.mu.Lock()
+	s.cmd = cmd
+	s.mu.Unlock()
+	if err := waitReady(s.Addr, 10*time.Second); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("redistest: redis-server on %s: %w; log: %s", s.Addr, err, s.logTail())
+	}
+	return nil
+}
+
+// Stop kills the server and removes its directory.
+func (s *Server) Stop() {
+	s.Kill()
+	_ = os.RemoveAll(s.dir)
+}
+
+// Kill stops the server process at once (SIGKILL), keeping its directory so Restart can reuse
+// its data files.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+}
+
+// Restart starts the server again on the same port and directory.
+func (s *Server) Restart() error {
+	s.Kill()
+	return s.launch()
+}
+
+// Client returns a client for database db of this server, closed at the end of the test.
+func (s *Server) Client(tb testing.TB, db int) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, DB: db})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (s *Server) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+// DB is one test's isolated database on the package's shared server.
+type DB struct {
+	Server *Server
+	N      int
+	Client *redis.Client
+}
+
+// URL is a redis:// URL of this database, for configuring the app under test.
+func (d DB) URL() string { return fmt.Sprintf("redis://%s/%d", d.Server.Addr, d.N) }
+
+// NewDB gives the test a fresh database on the package's shared server (started on first use);
+// the database is flushed when the test ends.
+func NewDB(tb testing.TB) DB {
+	tb.Helper()
+	sharedOnce.Do(func() {
+		shared, sharedErr = start()
+		if sharedErr == nil {
+			onExit(shared.Stop)
+		}
+	})
+	if sharedErr != nil {
+		tb.Fatal(sharedErr)
+	}
+	n := int(nextDB.Add(1))
+	if n >= databases {
+		tb.Fatalf("redistest: more than %d databases asked for in one package", databases-1)
+	}
+	c := redis.NewClient(&redis.Options{Addr: shared.Addr, DB: n})
+	tb.Cleanup(func() {
+		_ = c.FlushDB(context.Background()).Err()
+		_ = c.Close()
+	})
+	return DB{Server: shared, N: n, Client: c}
+}
+
+// FreePort asks the kernel for a free loopback TCP port.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitReady(addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	var last error
+	for time.Now().Before(deadline) {
+		conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			_ = conn.SetDeadline(time.Now().Add(time.Second))
+			_, _ = conn.Write([]byte("PING\r\n"))
+			line, rerr := bufio.NewReader(conn).ReadString('\n')
+			_ = conn.Close()
+			if rerr == nil && strings.HasPrefix(line, "+PONG") {
+				return nil
+			}
+			last = fmt.Errorf("answered %q, %v", line, rerr)
+		} else {
+			last = err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("not ready after %s: %v", within, last)
+}

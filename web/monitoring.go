@@ -1,0 +1,83 @@
+// Package web mounts the asynqmon UI inside the Fiber app, on the process's shared Redis client.
+package web
+
+import (
+	"crypto/subtle"
+	"errors"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/gofiber/fiber/v2/middleware/basicauth"
+	"github.com/hibiken/asynqmon"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultRoot is where the UI is mounted unless Monitoring.Root says otherwise.
+const DefaultRoot = "/monitoring"
+
+// ErrUnprotected is returned by Mount when the UI would be reachable from other hosts without
+// credentials.
+var ErrUnprotected = errors.New("web: monitoring UI needs credentials when not served on loopback only")
+
+// Monitoring configures the UI.
+type Monitoring struct {
+	// Root is the URL path the UI is served under. Default "/monitoring".
+	Root string
+	// User and Password turn on basic auth. Empty: no auth, which Mount accepts only when Loopback.
+	User     string
+	Password string
+	// Loopback says the HTTP listener is reachable from this host only.
+	Loopback bool
+	// ReadOnly lets the UI look but not pause, delete, run or archive anything.
+	ReadOnly bool
+	// PrometheusAddress, when set, makes the UI draw its queue charts from that Prometheus.
+	PrometheusAddress string
+}
+
+// sharedConn hands asynqmon the process's client instead of letting it dial its own. asynqmon's
+// Close would close that client, so the handler it returns is never closed: the process closes the
+// client once, at exit.
+type sharedConn struct{ c redis.UniversalClient }
+
+func (s sharedConn) MakeRedisClient() any { return s.c }
+
+// Mount serves asynqmon on app under m.Root, using rdb for every Redis call it makes.
+func Mount(app *fiber.App, rdb redis.UniversalClient, m Monitoring) error {
+	if m.Root == "" {
+		m.Root = DefaultRoot
+	}
+	m.Root = "/" + strings.Trim(m.Root, "/")
+	if m.User == "" && !m.Loopback {
+		return ErrUnprotected
+	}
+	h := asynqmon.New(asynqmon.Options{
+		RootPath:          m.Root,
+		RedisConnOpt:      sharedConn{rdb},
+		ReadOnly:          m.ReadOnly,
+		PrometheusAddress: m.PrometheusAddress,
+	})
+	handlers := []any{m.Root}
+	if m.User != "" {
+		user, pass := []byte(m.User), []byte(m.Password)
+		handlers = append(handlers, basicauth.New(basicauth.Config{
+			Realm: "jobguard monitoring",
+			Authorizer: func(u, p string) bool {
+				// Both compared in constant time, and both always compared.
+				okUser := subtle.ConstantTimeCompare([]byte(u), user)
+				okPass := subtle.ConstantTimeCompare([]byte(p), pass)
+				return okUser&okPass == 1
+			},
+		}))
+	}
+	ui := adaptor.HTTPHandler(h)
+	handlers = append(handlers, func(c *fiber.Ctx) error {
+		// The bare root redirects so that the UI's relative asset paths resolve under it.
+		if c.Path() == m.Root {
+			return c.Redirect(m.Root+"/", fiber.StatusMovedPermanently)
+		}
+		return ui(c)
+	})
+	app.Use(handlers...)
+	return nil
+}
