@@ -56,8 +56,8 @@ var (
 func Main(m *testing.M) {
 	code := m.Run()
 	startedMu.Lock()
-	for _, stop := range started {
-		stop()
+	for i := len(started) - 1; i >= 0; i-- { // last started, first stopped
+		started[i]()
 	}
 	startedMu.Unlock()
 	os.Exit(code)
@@ -192,14 +192,8 @@ func (d DB) URL() string { return fmt.Sprintf("redis://%s/%d", d.Server.Addr, d.
 // the database is flushed when the test ends.
 func NewDB(tb testing.TB) DB {
 	tb.Helper()
-	sharedOnce.Do(func() {
-		shared, sharedErr = start()
-		if sharedErr == nil {
-			onExit(shared.Stop)
-		}
-	})
-	if sharedErr != nil {
-		tb.Fatal(sharedErr)
+	if err := startShared(); err != nil {
+		tb.Fatal(err)
 	}
 	n := int(nextDB.Add(1))
 	if n >= databases {
@@ -243,4 +237,26 @@ func waitReady(addr string, within time.Duration) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("not ready after %s: %v", within, last)
+}
+
+// MustDB is NewDB for examples, which have no testing.TB: it panics instead of failing, and the
+// database is flushed when the package's tests end.
+func MustDB() DB {
+	if err := startShared(); err != nil {
+		panic(err)
+	}
+	n := int(nextDB.Add(1))
+	c := redis.NewClient(&redis.Options{Addr: shared.Addr, DB: n})
+	onExit(func() { _ = c.FlushDB(context.Background()).Err(); _ = c.Close() })
+	return DB{Server: shared, N: n, Client: c}
+}
+
+func startShared() error {
+	sharedOnce.Do(func() {
+		shared, sharedErr = start()
+		if sharedErr == nil {
+			onExit(shared.Stop)
+		}
+	})
+	return sharedErr
 }
