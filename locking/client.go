@@ -104,8 +104,15 @@ func (c *Client) Tag(resource string) string { return c.prefix + ":{" + resource
 // Key is the key called name in the resource's slot: "<prefix>:{<resource>}:<name>".
 func (c *Client) Key(resource, name string) string { return c.Tag(resource) + ":" + name }
 
-func (c *Client) leaseKey(resource string) string { return c.Key(resource, "lock") }
-func (c *Client) fenceKey(resource string) string { return c.Key(resource, "fence") }
+// LeaseKey is the key of the resource's lease; its value is the owner. The names "lock" and
+// "fence" are reserved in every resource's key space.
+func (c *Client) LeaseKey(resource string) string { return c.Key(resource, "lock") }
+
+// FenceKey is the key of the resource's fence counter.
+func (c *Client) FenceKey(resource string) string { return c.Key(resource, "fence") }
+
+func (c *Client) leaseKey(resource string) string { return c.LeaseKey(resource) }
+func (c *Client) fenceKey(resource string) string { return c.FenceKey(resource) }
 
 // ValidateResource reports whether resource can name a lease: 1-512 bytes, no '{' or '}' (they
 // would change the hash tag), no control characters.
@@ -124,6 +131,9 @@ func ValidateResource(resource string) error {
 func (c *Client) margin(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*c.drift) + c.minMargin
 }
+
+// NewOwner returns a fresh owner value, for scripts that acquire leases themselves (Granted).
+func (c *Client) NewOwner() string { return c.newOwner() }
 
 func (c *Client) newOwner() string {
 	var b [16]byte

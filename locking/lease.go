@@ -162,6 +162,16 @@ func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration
 	}
 }
 
+// Granted wraps a lease that the caller's own script acquired with the semantics of acquire.lua
+// (SET NX PX of owner on LeaseKey, INCR of FenceKey) so that it can be kept, renewed and released
+// like one from TryAcquire. sent is when the script was sent.
+func (c *Client) Granted(resource, owner string, token int64, ttl time.Duration, sent time.Time) *Lease {
+	return &Lease{Resource: resource, Owner: owner, Token: token, TTL: ttl, c: c, validUntil: sent.Add(ttl - c.margin(ttl))}
+}
+
+// Now is the client's clock.
+func (c *Client) Now() time.Time { return c.clock.Now() }
+
 // Renew extends the lease by its TTL. A refused renewal (the lease expired or another owner holds
 // it) returns ErrLeaseLost and marks the lease lost; so does a failed one, since whether Redis
 // applied it is unknown.

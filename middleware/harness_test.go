@@ -1,0 +1,120 @@
+package middleware
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// harness is a stack with a real asynq server in-process on a fresh database.
+type harness struct {
+	t      *testing.T
+	rdb    *redis.Client
+	stack  *Stack
+	client *asynq.Client
+	insp   *asynq.Inspector
+	srv    *asynq.Server
+}
+
+type quiet struct{}
+
+func (quiet) Debug(...any) {}
+func (quiet) Info(...any)  {}
+func (quiet) Warn(...any)  {}
+func (quiet) Error(...any) {}
+func (quiet) Fatal(...any) {}
+
+func newHarness(t *testing.T, cfg Config, register func(s *Stack)) *harness {
+	t.Helper()
+	db := redistest.NewDB(t)
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 4
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = 5 * time.Second
+	}
+	s := New(db.Client, cfg)
+	register(s)
+	h := &harness{t: t, rdb: db.Client, stack: s, client: asynq.NewClientFromRedisClient(db.Client), insp: asynq.NewInspectorFromRedisClient(db.Client)}
+	h.srv = asynq.NewServerFromRedisClient(db.Client, s.ServerConfig(asynq.Config{
+		Concurrency: cfg.Concurrency, Queues: map[string]int{"default": 1},
+		ShutdownTimeout: 2 * time.Second, Logger: quiet{}, LogLevel: asynq.FatalLevel,
+	}))
+	if err := h.srv.Start(s.Mux()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) stop() {
+	if h.srv == nil {
+		return
+	}
+	h.stack.BeginShutdown()
+	h.srv.Shutdown()
+	h.srv = nil
+	h.stack.Close()
+}
+
+func (h *harness) enqueue(spec Spec) string {
+	h.t.Helper()
+	id, err := h.stack.Enqueue(context.Background(), h.client, spec)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return id
+}
+
+// waitStatus polls the job until it has status, or fails the test after within.
+func (h *harness) waitStatus(id, status string, within time.Duration) View {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		v, err := h.stack.Get(context.Background(), id)
+		if err == nil && v.Record["status"] == status {
+			return v
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("job %s not %s within %s: %v %+v", id, status, within, err, v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func events(v View) []string {
+	var out []string
+	for _, e := range v.Timeline {
+		out = append(out, e.Event)
+	}
+	return out
+}
+
+func has(v View, event string) bool {
+	for _, e := range v.Timeline {
+		if e.Event == event {
+			return true
+		}
+	}
+	return false
+}
+
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var bg = context.Background()

@@ -1,0 +1,117 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/locking"
+)
+
+// Job is a handler's view of the job it runs: identity, payload, attempt, the lease's fence, the
+// last checkpoint, and the fenced ways to write.
+type Job struct {
+	ID       string
+	Type     string
+	Queue    string
+	Delivery string // asynq task id of this delivery
+	Payload  []byte
+	// Attempt is 1-based and counts runs that started, not bounces.
+	Attempt     int
+	MaxAttempts int
+	OpKey       string
+	// Checkpoint is what an earlier attempt saved with SaveCheckpoint, nil when none.
+	Checkpoint []byte
+	CreatedAt  time.Time
+	Headers    map[string]string
+
+	s      *Stack
+	keys   jobKeys
+	tc     TaskConfig
+	lease  *locking.Lease
+	result string
+}
+
+// Fence is the token and owner of this run's lease; carry it to every write, in Redis or elsewhere
+// (e.g. SQL "UPDATE ... SET fence_token = $1 WHERE fence_token < $1").
+func (j *Job) Fence() locking.Fence { return j.lease.Fence() }
+
+// Lease is this run's resource lease (kept renewed by the stack while the handler runs).
+func (j *Job) Lease() *locking.Lease { return j.lease }
+
+// Key is the key called name in the job's resource slot, for the handler's own fenced scripts.
+func (j *Job) Key(name string) string { return j.s.locks.Key(j.keys.tag, name) }
+
+// Locks is the stack's locking client, for SetFields, SetValue and fenced scripts.
+func (j *Job) Locks() *locking.Client { return j.s.locks }
+
+// Redis is the stack's client.
+func (j *Job) Redis() redis.UniversalClient { return j.s.rdb }
+
+// SetResult sets the short result stored in the job record when the job is done.
+func (j *Job) SetResult(result string) { j.result = result }
+
+// SaveCheckpoint stores progress in the job record, fenced: a later attempt starts with it in
+// Checkpoint. It fails with locking.ErrStaleToken when a newer run owns the job.
+func (j *Job) SaveCheckpoint(ctx context.Context, data []byte) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return j.s.locks.SetFields(ctx, j.Fence(), j.keys.record, j.s.cfg.Retention,
+		"checkpoint", string(data), "checkpoint_at", time.Now().UnixMilli())
+}
+
+func (j *Job) age() time.Duration {
+	if j.CreatedAt.IsZero() || j.CreatedAt.Unix() == 0 {
+		return 0
+	}
+	return time.Since(j.CreatedAt)
+}
+
+// Effect is a fenced script that applies a side effect at most once per operation key: it commits
+// the effect and the applied-operation record together, in one script over the job's slot.
+type Effect struct{ script *locking.FencedScript }
+
+// NewEffect builds an effect from a Lua body. In the body, KEYS[1] is the fence record of the
+// target (a hash), KEYS[2] the applied-operation record, KEYS[3..] the caller's keys; ARGV[1..4]
+// are reserved (token, owner, job id, applied TTL) and the caller's arguments start at ARGV[5].
+// The body's return value is returned by Apply.
+func NewEffect(body string) *Effect {
+	return &Effect{script: locking.NewFencedScript(`
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return redis.error_reply('APPLIED ' .. redis.call('GET', KEYS[2]))
+end
+local function effect()
+` + body + `
+end
+local result = effect()
+if tonumber(ARGV[4]) > 0 then
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+else
+  redis.call('SET', KEYS[2], ARGV[3])
+end
+return result`)}
+}
+
+// Apply runs eff for this job's operation: target is the fence record of what it changes (a hash
+// in the job's slot), keys the body's own keys. It fails with ErrAlreadyApplied when the operation
+// was applied before (nothing changes), and with locking.ErrStaleToken when a newer run wrote the
+// target. A job without an operation key cannot Apply.
+func (j *Job) Apply(ctx context.Context, eff *Effect, target string, keys []string, args ...any) (any, error) {
+	if j.OpKey == "" {
+		return nil, errors.New("middleware: Apply needs a job with an operation key")
+	}
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	all := append([]string{target, j.keys.applied}, keys...)
+	res, err := eff.script.Run(ctx, j.s.rdb, j.Fence(), all, append([]any{j.ID, ms(j.tc.AppliedTTL)}, args...)...).Result()
+	if err != nil && strings.HasPrefix(err.Error(), "APPLIED ") {
+		return nil, fmt.Errorf("%w by job %s", ErrAlreadyApplied, strings.TrimPrefix(err.Error(), "APPLIED "))
+	}
+	return res, err
+}

@@ -1,0 +1,538 @@
+package middleware
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/jobguard/jobguard/locking"
+)
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+func mustScript(name string) *redis.Script {
+	b, err := scriptFS.ReadFile("scripts/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return redis.NewScript(string(b))
+}
+
+var (
+	startScript  = mustScript("start.lua")
+	finishScript = mustScript("finish.lua")
+	eventScript  = mustScript("event.lua")
+	createScript = mustScript("create.lua")
+)
+
+// Task headers a delivery carries.
+const (
+	HeaderJobID = "jobguard-job-id"
+	// HeaderOpKey is the job's operation key (execution idempotency): the task type's, or the
+	// request's Idempotency-Key.
+	HeaderOpKey = "jobguard-op-key"
+)
+
+// Config configures a Stack; the zero value of each field means its documented default.
+type Config struct {
+	// Prefix is put before every key (default "jobguard").
+	Prefix string
+	// WorkerID names this process in records, timelines and logs (default host-pid).
+	WorkerID string
+	// Concurrency is the most handlers that may run at once in this process, zombies included
+	// (default 10). Set it to the asynq server's Concurrency.
+	Concurrency int
+	// LeaseTTL is the default resource lease TTL (default 30s).
+	LeaseTTL time.Duration
+	// Retention is how long job records and timelines live after their last change (default 7 days).
+	Retention time.Duration
+	// TimelineCap is the most events kept per job; older ones are dropped (default 100).
+	TimelineCap int
+	// SlotWait is how long a delivery waits for a free slot before it bounces (default 1s).
+	SlotWait time.Duration
+	// BounceDelay is the least delay of a bounce; a random part of the same size is added (default 1s).
+	BounceDelay time.Duration
+	// Logger receives one event per job outcome (default: no logging).
+	Logger *zerolog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = "jobguard"
+	}
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		c.WorkerID = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 10
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 30 * time.Second
+	}
+	if c.Retention <= 0 {
+		c.Retention = 7 * 24 * time.Hour
+	}
+	if c.TimelineCap <= 0 {
+		c.TimelineCap = 100
+	}
+	if c.SlotWait <= 0 {
+		c.SlotWait = time.Second
+	}
+	if c.BounceDelay < minDelay {
+		c.BounceDelay = minDelay
+	}
+	if c.Logger == nil {
+		nop := zerolog.Nop()
+		c.Logger = &nop
+	}
+	return c
+}
+
+// TaskConfig is how one task type is protected.
+type TaskConfig struct {
+	// Type is the asynq task type name.
+	Type string
+	// Queue is the queue its deliveries go to (default "default").
+	Queue string
+	// MaxAttempts is the attempt budget (default 5). Bounces never spend it.
+	MaxAttempts int
+	// Backoff between failed attempts (default 1s doubling to 5m, full jitter).
+	Backoff Backoff
+	// Timeout bounds one run (asynq Timeout, whole seconds; default 0: asynq's 30 minutes).
+	Timeout time.Duration
+	// LeaseTTL overrides the stack's lease TTL for this type.
+	LeaseTTL time.Duration
+	// AppliedTTL is how long applied-operation records are kept (default 0: for ever, as live data).
+	AppliedTTL time.Duration
+	// RateLimitMaxAge bounds how long a job may keep bouncing on rate limits, measured from its
+	// creation; past it a rate limit spends an attempt like a transient error (default 1h).
+	RateLimitMaxAge time.Duration
+}
+
+func (tc TaskConfig) withDefaults(s Config) TaskConfig {
+	if tc.Queue == "" {
+		tc.Queue = "default"
+	}
+	if tc.MaxAttempts <= 0 {
+		tc.MaxAttempts = 5
+	}
+	tc.Backoff = tc.Backoff.withDefaults()
+	if tc.LeaseTTL <= 0 {
+		tc.LeaseTTL = s.LeaseTTL
+	}
+	if tc.RateLimitMaxAge <= 0 {
+		tc.RateLimitMaxAge = time.Hour
+	}
+	return tc
+}
+
+// Handler is business logic: it gets the job and returns nil, or an error classed with Transient,
+// RateLimited, Permanent or Revoked (unclassed errors are transient).
+type Handler func(ctx context.Context, job *Job) error
+
+// Stack protects the handlers of registered task types. Order of the layers around a handler:
+// slot (bounded concurrency) -> start script (stale-delivery check, lease + fence, attempt, status,
+// already-applied, checkpoint) -> heartbeat (keeper) -> panic recovery -> handler -> finish script
+// (status, idempotency commit, release) -> retry decision for asynq.
+type Stack struct {
+	cfg    Config
+	rdb    redis.UniversalClient
+	locks  *locking.Client
+	keeper *locking.Keeper
+	log    zerolog.Logger
+	sema   chan struct{}
+
+	mu       sync.Mutex
+	types    map[string]registered
+	running  map[*Job]context.Context
+	stopping atomic.Bool
+	wg       sync.WaitGroup
+
+	rng   *rand.Rand
+	rngMu sync.Mutex
+	Stats Stats
+}
+
+type registered struct {
+	cfg     TaskConfig
+	handler Handler
+}
+
+// Stats are the stack's counters since start; metrics read them.
+type Stats struct {
+	Started, Succeeded, Retried, Failed, Revoked, Requeued    atomic.Int64
+	Bounces, StaleDeliveries, StaleWrites, InvalidTransitions atomic.Int64
+	AlreadyApplied, LeaseLost, Panics                         atomic.Int64
+}
+
+// New builds a stack on rdb. Close stops its keeper.
+func New(rdb redis.UniversalClient, cfg Config) *Stack {
+	cfg = cfg.withDefaults()
+	locks := locking.New(rdb, locking.WithPrefix(cfg.Prefix), locking.WithOwnerPrefix(cfg.WorkerID))
+	return &Stack{
+		cfg: cfg, rdb: rdb, locks: locks, keeper: locks.NewKeeper(), log: *cfg.Logger,
+		sema: make(chan struct{}, cfg.Concurrency), types: map[string]registered{}, running: map[*Job]context.Context{},
+		rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+	}
+}
+
+// Locks is the stack's locking client (same prefix), for task handlers and the API.
+func (s *Stack) Locks() *locking.Client { return s.locks }
+
+// Register adds a task type and its handler. Registering the same type twice panics.
+func (s *Stack) Register(tc TaskConfig, h Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.types[tc.Type]; dup || tc.Type == "" {
+		panic(fmt.Sprintf("middleware: task type %q registered twice or empty", tc.Type))
+	}
+	s.types[tc.Type] = registered{cfg: tc.withDefaults(s.cfg), handler: h}
+}
+
+// TaskConfig returns the effective configuration of a registered type.
+func (s *Stack) TaskConfig(typ string) (TaskConfig, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.types[typ]
+	return r.cfg, ok
+}
+
+// Mux returns an asynq ServeMux serving every registered type through the stack.
+func (s *Stack) Mux() *asynq.ServeMux {
+	mux := asynq.NewServeMux()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for typ, r := range s.types {
+		mux.Handle(typ, s.wrap(r))
+	}
+	return mux
+}
+
+// ServerConfig completes an asynq server configuration for the stack: its retry delays and
+// failure test, and the 1 s scheduling tick that is the floor of bounce and retry delays.
+func (s *Stack) ServerConfig(c asynq.Config) asynq.Config {
+	c.RetryDelayFunc = RetryDelay
+	c.IsFailure = IsFailure
+	c.DelayedTaskCheckInterval = minDelay
+	if c.Concurrency == 0 {
+		c.Concurrency = s.cfg.Concurrency
+	}
+	return c
+}
+
+// BeginShutdown tells the stack that the server is stopping: handlers cancelled from now on are
+// requeued (their attempt given back) instead of counted as failures.
+func (s *Stack) BeginShutdown() { s.stopping.Store(true) }
+
+// Wait waits until every running handler returned or ctx ends, and reports how many still run.
+func (s *Stack) Wait(ctx context.Context) int {
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return 0
+	case <-ctx.Done():
+		return s.Running()
+	}
+}
+
+// Close stops renewing leases. Leases of handlers still running are left to expire.
+func (s *Stack) Close() { s.keeper.Close() }
+
+// Running is how many handlers run now, zombies included.
+func (s *Stack) Running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.running)
+}
+
+// Zombies is how many running handlers asynq has given up on (their context ended: timeout,
+// shutdown abort) but that have not returned. They still hold a slot.
+func (s *Stack) Zombies() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, ctx := range s.running {
+		if ctx.Err() != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *Stack) jitter(base time.Duration) time.Duration {
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	return base + time.Duration(s.rng.Int64N(int64(base)+1))
+}
+
+func (s *Stack) bounce(reason string, after time.Duration, err error) error {
+	s.Stats.Bounces.Add(1)
+	return &delayed{bounce: true, reason: reason, delay: max(after, s.jitter(s.cfg.BounceDelay)), err: err}
+}
+
+// keys of one job, all in the resource's slot.
+type jobKeys struct {
+	tag, record, timeline, lease, fence, applied string
+}
+
+func (s *Stack) keysFor(jobID, opKey string) (jobKeys, error) {
+	tag, err := TagOf(jobID)
+	if err != nil {
+		return jobKeys{}, err
+	}
+	k := jobKeys{
+		tag:      tag,
+		record:   s.locks.Key(tag, "job:"+jobID),
+		timeline: s.locks.Key(tag, "job:"+jobID+":timeline"),
+		lease:    s.locks.LeaseKey(tag),
+		fence:    s.locks.FenceKey(tag),
+	}
+	k.applied = k.record // a key of the slot that is never an applied record
+	if opKey != "" {
+		k.applied = s.locks.Key(tag, "applied:"+opKey)
+	}
+	return k, nil
+}
+
+func (s *Stack) wrap(r registered) asynq.HandlerFunc {
+	tc := r.cfg
+	return func(ctx context.Context, t *asynq.Task) error {
+		jobID := t.Headers()[HeaderJobID]
+		opKey := t.Headers()[HeaderOpKey]
+		delivery, _ := asynq.GetTaskID(ctx)
+		keys, err := s.keysFor(jobID, opKey)
+		if err != nil {
+			// Not a jobguard delivery: nothing to protect or retry.
+			return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+		}
+		log := s.log.With().Str("job_id", jobID).Str("delivery", delivery).Str("type", tc.Type).Str("worker_id", s.cfg.WorkerID).Logger()
+
+		// Slot: released only when the handler returns, zombies included.
+		slot := time.NewTimer(s.cfg.SlotWait)
+		select {
+		case s.sema <- struct{}{}:
+			slot.Stop()
+		case <-slot.C:
+			s.event(ctx, keys, delivery, "bounced", "no free slot in "+s.cfg.WorkerID)
+			log.Info().Str("event", "bounced").Str("reason", "no_slot").Msg("no free slot")
+			return s.bounce("no_slot", 0, errors.New("no free slot"))
+		case <-ctx.Done():
+			slot.Stop()
+			return s.bounce("cancelled", 0, context.Cause(ctx))
+		}
+		defer func() { <-s.sema }()
+
+		owner := s.locks.NewOwner()
+		sent := s.locks.Now()
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		res, err := startScript.Run(wctx, s.rdb,
+			[]string{keys.record, keys.lease, keys.fence, keys.timeline, keys.applied},
+			delivery, owner, ms(tc.LeaseTTL), sent.UnixMilli(), s.cfg.WorkerID, s.cfg.TimelineCap, bit(opKey != ""), ms(s.cfg.Retention),
+		).Slice()
+		cancel()
+		if err != nil {
+			// Unknown whether it ran: the lease (if taken) lapses within its TTL; try again soon.
+			return s.bounce("start_failed", 0, fmt.Errorf("start script: %w", err))
+		}
+		switch res[0].(string) {
+		case "gone", "terminal", "stale":
+			s.Stats.StaleDeliveries.Add(1)
+			log.Info().Str("event", "stale_delivery").Str("state", fmt.Sprint(res...)).Msg("delivery acknowledged without running")
+			return nil
+		case "busy":
+			remaining := time.Duration(res[1].(int64)) * time.Millisecond
+			log.Info().Str("event", "lease_not_acquired").Dur("remaining", remaining).Msg("resource busy")
+			return s.bounce("lease_not_acquired", 0, errors.New("resource lease held by another worker"))
+		case "applied":
+			s.Stats.AlreadyApplied.Add(1)
+			log.Info().Str("event", "already_applied").Msg("operation applied before; job done")
+			return nil
+		case "exhausted":
+			s.Stats.Failed.Add(1)
+			log.Warn().Str("event", "failed").Msg("attempt budget spent")
+			return fmt.Errorf("attempt budget spent: %w", asynq.SkipRetry)
+		}
+		token, _ := res[1].(int64)
+		attempt, _ := res[2].(int64)
+		job := &Job{
+			ID: jobID, Type: tc.Type, Queue: tc.Queue, Delivery: delivery, Payload: []byte(res[3].(string)),
+			Attempt: int(attempt), MaxAttempts: tc.MaxAttempts, OpKey: opKey, Headers: t.Headers(),
+			s: s, keys: keys, tc: tc,
+		}
+		if cp := res[4].(string); cp != "" {
+			job.Checkpoint = []byte(cp)
+		}
+		created, _ := res[5].(int64)
+		job.CreatedAt = time.UnixMilli(created)
+		job.lease = s.locks.Granted(keys.tag, owner, token, tc.LeaseTTL, sent)
+		log = log.With().Int("attempt", job.Attempt).Str("lease_owner", owner).Int64("fencing_token", token).Logger()
+		s.Stats.Started.Add(1)
+
+		hctx, stop := s.keeper.Keep(ctx, job.lease)
+		s.track(job, ctx)
+		s.wg.Add(1)
+		herr := s.call(hctx, job, r.handler, log)
+		stop()
+		defer s.wg.Done()
+		defer s.untrack(job)
+		return s.conclude(ctx, hctx, job, herr, log)
+	}
+}
+
+func (s *Stack) track(j *Job, ctx context.Context) {
+	s.mu.Lock()
+	s.running[j] = ctx
+	s.mu.Unlock()
+}
+
+func (s *Stack) untrack(j *Job) {
+	s.mu.Lock()
+	delete(s.running, j)
+	s.mu.Unlock()
+}
+
+// call runs the handler, turning a panic into an error that carries the stack.
+func (s *Stack) call(ctx context.Context, job *Job, h Handler, log zerolog.Logger) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.Stats.Panics.Add(1)
+			log.Error().Str("event", "panic").Interface("panic", p).Bytes("stack", debug.Stack()).Msg("handler panicked")
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return h(ctx, job)
+}
+
+// outcome is what the finish script writes and what asynq is told.
+type outcome struct {
+	status, event, detail string
+	refund                bool
+}
+
+// conclude decides the job's outcome from the handler's error and writes it.
+func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log zerolog.Logger) error {
+	tc := job.tc
+	if cause := context.Cause(hctx); errors.Is(cause, locking.ErrLeaseLost) {
+		// Nothing more is written under this token; the job is another delivery's now, or will be.
+		s.Stats.LeaseLost.Add(1)
+		log.Warn().Str("event", "lease_lost").Err(cause).Msg("lease lost; handler stopped")
+		return s.bounce("lease_lost", 0, cause)
+	}
+	if herr == nil {
+		s.Stats.Succeeded.Add(1)
+		if err := s.finish(job, outcome{status: "done"}, log); err != nil {
+			return err
+		}
+		log.Info().Str("event", "done").Msg("job done")
+		return nil
+	}
+	if ctx.Err() != nil && s.stopping.Load() {
+		s.Stats.Requeued.Add(1)
+		_ = s.finish(job, outcome{status: "queued", event: "requeued", detail: "shutdown", refund: true}, log)
+		log.Info().Str("event", "requeued").Msg("shutdown: job requeued")
+		return s.bounce("shutdown", 0, context.Cause(ctx))
+	}
+	class, retryAfter := classOf(herr)
+	msg := herr.Error()
+	switch class {
+	case classRevoked:
+		s.Stats.Revoked.Add(1)
+		_ = s.finish(job, outcome{status: "revoked", detail: msg}, log)
+		log.Info().Str("event", "revoked").Str("reason", msg).Msg("job revoked")
+		return fmt.Errorf("%s: %w", msg, asynq.RevokeTask)
+	case classPermanent:
+		s.Stats.Failed.Add(1)
+		_ = s.finish(job, outcome{status: "failed", detail: msg}, log)
+		log.Warn().Str("event", "failed").Str("error", msg).Msg("permanent error: dead letter")
+		return fmt.Errorf("%s: %w", msg, asynq.SkipRetry)
+	case classRateLimited:
+		if job.age() < tc.RateLimitMaxAge {
+			_ = s.finish(job, outcome{status: "retrying", event: "rate_limited", detail: msg, refund: true}, log)
+			log.Info().Str("event", "bounced").Str("reason", "rate_limited").Dur("retry_after", retryAfter).Msg("rate limited")
+			return s.bounce("rate_limited", retryAfter, herr)
+		}
+	}
+	if job.Attempt >= tc.MaxAttempts {
+		s.Stats.Failed.Add(1)
+		_ = s.finish(job, outcome{status: "failed", detail: msg}, log)
+		log.Warn().Str("event", "failed").Str("error", msg).Msg("attempt budget spent: dead letter")
+		return fmt.Errorf("%s: %w", msg, asynq.SkipRetry)
+	}
+	s.rngMu.Lock()
+	delay := tc.Backoff.Delay(job.Attempt, s.rng)
+	s.rngMu.Unlock()
+	s.Stats.Retried.Add(1)
+	_ = s.finish(job, outcome{status: "retrying", detail: msg, event: "retry_scheduled"}, log)
+	log.Info().Str("event", "retry_scheduled").Str("error", msg).Dur("delay", delay).Msg("retry scheduled")
+	return &delayed{delay: delay, err: herr}
+}
+
+// finish writes the outcome with the job's fence, in one round trip, on a context that survives
+// the delivery's (shutdown, timeout) for at most 5 s.
+func (s *Stack) finish(job *Job, o outcome, log zerolog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	f := job.lease.Fence()
+	res, err := finishScript.Run(ctx, s.rdb,
+		[]string{job.keys.record, job.keys.lease, job.keys.timeline, job.keys.applied},
+		f.Token, f.Owner, o.status, time.Now().UnixMilli(), errText(o), job.result, ms(s.cfg.Retention), s.cfg.TimelineCap,
+		bit(job.OpKey != ""), ms(job.tc.AppliedTTL), job.Delivery, o.detail, s.cfg.WorkerID, o.event, bit(o.refund),
+	).Slice()
+	if err != nil {
+		log.Error().Err(err).Str("status", o.status).Msg("finish script failed")
+		return s.bounce("finish_failed", 0, fmt.Errorf("finish script: %w", err))
+	}
+	switch res[0].(string) {
+	case "stale":
+		s.Stats.StaleWrites.Add(1)
+		log.Warn().Str("event", "stale_write_rejected").Interface("current_token", res[1]).Msg("a newer token owns the job")
+	case "invalid":
+		s.Stats.InvalidTransitions.Add(1)
+		log.Warn().Str("event", "invalid_transition").Interface("status", res[1]).Str("to", o.status).Msg("transition rejected")
+	}
+	return nil
+}
+
+func errText(o outcome) string {
+	if o.status == "done" {
+		return ""
+	}
+	return o.detail
+}
+
+// event appends a timeline event without changing status (bounces).
+func (s *Stack) event(ctx context.Context, k jobKeys, delivery, name, detail string) {
+	ev := fmt.Sprintf(`{"at":%d,"event":%q,"delivery":%q,"worker":%q,"detail":%q}`, time.Now().UnixMilli(), name, delivery, s.cfg.WorkerID, detail)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = eventScript.Run(wctx, s.rdb, []string{k.timeline}, ev, s.cfg.TimelineCap, ms(s.cfg.Retention)).Err()
+}
+
+func bit(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func ms(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return max(d.Milliseconds(), 1)
+}
