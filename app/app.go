@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/middleware"
 	"github.com/jobguard/jobguard/web"
 )
 
@@ -58,7 +59,7 @@ type App struct {
 	client    *asynq.Client
 	inspector *asynq.Inspector
 	server    *asynq.Server
-	mux       *asynq.ServeMux
+	stack     *middleware.Stack
 
 	http *fiber.App
 	ln   net.Listener
@@ -84,6 +85,13 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	}
 	a.client = asynq.NewClientFromRedisClient(a.rdb)
 	a.inspector = asynq.NewInspectorFromRedisClient(a.rdb)
+	a.stack = middleware.New(a.rdb, middleware.Config{
+		Prefix:      cfg.KeyPrefix,
+		Concurrency: cfg.WorkerConcurrency,
+		LeaseTTL:    cfg.LeaseTTL,
+		Retention:   cfg.JobRetention,
+		Logger:      &a.log,
+	})
 
 	a.http = newFiber(cfg, a.log)
 	healthRoutes(a.http, func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() })
@@ -99,17 +107,15 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 		}
 	}
 	if role.serves(RoleWorker) {
-		a.mux = asynq.NewServeMux()
-		a.server = asynq.NewServerFromRedisClient(a.rdb, asynq.Config{
-			Concurrency: cfg.WorkerConcurrency,
-			Queues:      cfg.Queues,
-			// The floor of every bounce and retry delay: asynq moves due scheduled and retry
-			// tasks back to pending on this tick (its default is 5 s).
-			DelayedTaskCheckInterval: time.Second,
-			ShutdownTimeout:          cfg.ShutdownTimeout,
-			Logger:                   newAsynqLogger(a.log),
-			LogLevel:                 asynqLevel(cfg.LogLevel),
-		})
+		// ServerConfig adds the stack's retry delays and failure test, and sets asynq's
+		// DelayedTaskCheckInterval to 1 s: the floor of every bounce and retry delay.
+		a.server = asynq.NewServerFromRedisClient(a.rdb, a.stack.ServerConfig(asynq.Config{
+			Concurrency:     cfg.WorkerConcurrency,
+			Queues:          cfg.Queues,
+			ShutdownTimeout: cfg.ShutdownTimeout,
+			Logger:          newAsynqLogger(a.log),
+			LogLevel:        asynqLevel(cfg.LogLevel),
+		}))
 	}
 	a.http.Use(func(c *fiber.Ctx) error {
 		return &HTTPError{Status: fiber.StatusNotFound, Detail: "no route for " + c.Method() + " " + c.Path()}
@@ -136,7 +142,7 @@ func (a *App) Client() *asynq.Client { return a.client }
 func (a *App) Run(ctx context.Context) error {
 	defer a.Close()
 	if a.server != nil {
-		if err := a.server.Start(a.mux); err != nil {
+		if err := a.server.Start(a.stack.Mux()); err != nil {
 			return fmt.Errorf("app: start worker: %w", err)
 		}
 	}
@@ -158,8 +164,17 @@ func (a *App) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Shutdown waits up to ShutdownTimeout for handlers, then asynq requeues the rest.
+			// Handlers cancelled from here on are requeued with their attempt given back. asynq
+			// waits up to ShutdownTimeout for them, then cancels their contexts and requeues.
+			a.stack.BeginShutdown()
 			a.server.Shutdown()
+			// A handler that ignores its context keeps its lease until it returns or the TTL
+			// runs out; only leases of handlers that returned were released.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if n := a.stack.Wait(ctx); n > 0 {
+				a.log.Warn().Int("running", n).Msg("handlers still running at exit; their leases expire on their own")
+			}
 		}()
 	}
 	if err := a.http.ShutdownWithTimeout(httpShutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -181,6 +196,9 @@ func (a *App) Close() {
 		}
 		if a.inspector != nil {
 			_ = a.inspector.Close()
+		}
+		if a.stack != nil {
+			a.stack.Close()
 		}
 		if a.rdb != nil {
 			_ = a.rdb.Close()
