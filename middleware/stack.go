@@ -520,7 +520,7 @@ func (s *Stack) event(ctx context.Context, k jobKeys, delivery, name, detail str
 	ev := fmt.Sprintf(`{"at":%d,"event":%q,"delivery":%q,"worker":%q,"detail":%q}`, time.Now().UnixMilli(), name, delivery, s.cfg.WorkerID, detail)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = eventScript.Run(wctx, s.rdb, []string{k.timeline}, ev, s.cfg.TimelineCap, ms(s.cfg.Retention)).Err()
+	_ = eventScript.Run(wctx, s.rdb, []string{k.timeline, k.record}, ev, s.cfg.TimelineCap, ms(s.cfg.Retention)).Err()
 }
 
 func bit(b bool) string {

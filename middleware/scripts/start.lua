@@ -39,6 +39,7 @@ end
 if holder then
   local ttl = redis.call('PTTL', KEYS[2])
   event('lease_not_acquired', nil, nil, 'held for ' .. ttl .. ' ms more')
+  redis.call('PEXPIRE', KEYS[1], ARGV[8])
   return {'busy', ttl}
 end
 local token = redis.call('INCR', KEYS[3])
