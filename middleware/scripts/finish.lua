@@ -12,9 +12,9 @@
 --         written but the timeline event; {"invalid", status}: the transition is not allowed.
 local token, owner, outcome, now = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local function event(name, detail)
-  redis.call('RPUSH', KEYS[3], cjson.encode({at = tonumber(now), event = name, delivery = ARGV[11],
+  local n = redis.call('RPUSH', KEYS[3], cjson.encode({at = tonumber(now), event = name, delivery = ARGV[11],
     token = token, worker = ARGV[13], detail = detail}))
-  redis.call('LTRIM', KEYS[3], -tonumber(ARGV[8]), -1)
+  if n > tonumber(ARGV[8]) then redis.call('LTRIM', KEYS[3], -tonumber(ARGV[8]), -1) end
   redis.call('PEXPIRE', KEYS[3], ARGV[7])
 end
 local function release()

@@ -13,9 +13,9 @@
 --         {"exhausted"}: no attempt left (the job is failed).
 local now = ARGV[4]
 local function event(name, token, attempt, detail)
-  redis.call('RPUSH', KEYS[4], cjson.encode({at = tonumber(now), event = name, delivery = ARGV[1],
+  local n = redis.call('RPUSH', KEYS[4], cjson.encode({at = tonumber(now), event = name, delivery = ARGV[1],
     token = token, attempt = attempt, worker = ARGV[5], detail = detail}))
-  redis.call('LTRIM', KEYS[4], -tonumber(ARGV[6]), -1)
+  if n > tonumber(ARGV[6]) then redis.call('LTRIM', KEYS[4], -tonumber(ARGV[6]), -1) end
   redis.call('PEXPIRE', KEYS[4], ARGV[8])
 end
 local function finish(status, token, name, detail)

@@ -1,0 +1,68 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/middleware"
+)
+
+// reserve applies an order to a SKU's stock exactly once: the reserved total and the
+// applied-order record commit together, fenced, in one script over the SKU's slot.
+var reserve = middleware.NewEffect(`return redis.call('HINCRBY', KEYS[1], 'reserved', ARGV[5])`)
+
+// A complete handler: business logic only. The stack around it takes the SKU's lease, keeps it
+// renewed, counts attempts, writes status and timeline fenced, and skips the handler when the
+// order was applied before.
+func Example() {
+	ctx := context.Background()
+	rdb := redistest.MustDB().Client
+
+	stack := middleware.New(rdb, middleware.Config{Prefix: "shop", Concurrency: 2})
+	defer stack.Close()
+	stack.Register(middleware.TaskConfig{Type: "reserve-stock", MaxAttempts: 3},
+		func(ctx context.Context, job *middleware.Job) error {
+			_, err := job.Apply(ctx, reserve, job.Key("stock"), nil, 2)
+			if errors.Is(err, middleware.ErrAlreadyApplied) {
+				return nil
+			}
+			return err // transient unless marked with middleware.Permanent or middleware.Revoked
+		})
+
+	srv := asynq.NewServerFromRedisClient(rdb, stack.ServerConfig(asynq.Config{
+		Concurrency: 2, LogLevel: asynq.FatalLevel,
+	}))
+	if err := srv.Start(stack.Mux()); err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+
+	client := asynq.NewClientFromRedisClient(rdb)
+	for i := 0; i < 2; i++ { // the same order, submitted twice
+		id, err := stack.Enqueue(ctx, client, middleware.Spec{
+			Type: "reserve-stock", Resource: "tenant-a:sku-1", OpKey: "tenant-a:order-9",
+		})
+		if err != nil {
+			panic(err)
+		}
+		for {
+			v, _ := stack.Get(ctx, id)
+			if s := v.Record["status"]; s == "done" {
+				fmt.Println(strings.TrimSpace(fmt.Sprint("job ", i+1, " ", s, " ", v.Record["result"])))
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	fmt.Println("reserved:", rdb.HGet(ctx, stack.Locks().Key(middleware.ResourceTag("tenant-a:sku-1"), "stock"), "reserved").Val())
+	// Output:
+	// job 1 done
+	// job 2 done already_applied
+	// reserved: 2
+}
