@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/tasks"
 	"github.com/jobguard/jobguard/web"
 )
 
@@ -92,6 +93,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 		Retention:   cfg.JobRetention,
 		Logger:      &a.log,
 	})
+	tasks.Register(a.stack, tasks.Deps{SourceURL: cfg.RebuildSourceURL})
 
 	a.http = newFiber(cfg, a.log)
 	healthRoutes(a.http, func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() })

@@ -1,0 +1,163 @@
+package tasks
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/locking"
+	"github.com/jobguard/jobguard/middleware"
+)
+
+// TypeRebuildCache rebuilds a tenant's cache entry for a resource from its source.
+const TypeRebuildCache = "rebuild-cache"
+
+// RebuildCachePayload is the job's payload.
+type RebuildCachePayload struct {
+	TenantID   string `json:"tenant_id"`
+	ResourceID string `json:"resource_id"`
+}
+
+// Validate names the first invalid field.
+func (p RebuildCachePayload) Validate() error {
+	if err := checkID("tenant_id", p.TenantID); err != nil {
+		return err
+	}
+	return checkID("resource_id", p.ResourceID)
+}
+
+// Resource is what the lease protects: the tenant's resource.
+func (p RebuildCachePayload) Resource() string { return p.TenantID + ":" + p.ResourceID }
+
+// Spec is the job a validated payload is enqueued as.
+func (p RebuildCachePayload) Spec() middleware.Spec {
+	b, _ := json.Marshal(p)
+	return middleware.Spec{Type: TypeRebuildCache, Tenant: p.TenantID, Resource: p.Resource(), Payload: b}
+}
+
+// maxSourceBytes bounds what is read from the source.
+const maxSourceBytes = 1 << 20
+
+var rebuildCache = Task{
+	Config: middleware.TaskConfig{Type: TypeRebuildCache, Queue: "default", MaxAttempts: 6,
+		Backoff: middleware.Backoff{Base: 2 * time.Second, Max: 2 * time.Minute}},
+	Handler: func(d Deps) middleware.Handler {
+		return func(ctx context.Context, job *middleware.Job) error {
+			var p RebuildCachePayload
+			if err := json.Unmarshal(job.Payload, &p); err != nil {
+				return middleware.Permanent(fmt.Errorf("payload: %w", err))
+			}
+			if err := p.Validate(); err != nil {
+				return middleware.Permanent(err)
+			}
+			value, err := fetchSource(ctx, d, p)
+			if err != nil {
+				return err
+			}
+			version, err := cacheWrite.Run(ctx, job.Redis(), job.Fence(), []string{job.Key("cache")},
+				value, job.ID, time.Now().UnixMilli()).Int64()
+			if err != nil {
+				return err // a stale token ends here: the newer run's entry stays
+			}
+			job.SetResult("version=" + strconv.FormatInt(version, 10))
+			return nil
+		}
+	},
+}
+
+// cacheWrite replaces the cache entry, fenced: value, version, token, job and time.
+var cacheWrite = locking.NewFencedScript(`
+-- KEYS[1] cache hash (its own fence record); ARGV[3] value, ARGV[4] job id, ARGV[5] unix ms
+-- returns the entry's new version
+local version = redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('HSET', KEYS[1], 'value', ARGV[3], 'job_id', ARGV[4], 'built_at', ARGV[5], 'token', ARGV[1])
+return version`)
+
+// fetchSource gets the resource's value: from SourceURL when set, else computed locally.
+// Upstream 5xx and timeouts are transient, 429 is rate-limited (Retry-After), other 4xx permanent.
+func fetchSource(ctx context.Context, d Deps, p RebuildCachePayload) (string, error) {
+	if d.SourceURL == "" {
+		sum := sha256.Sum256([]byte(p.TenantID + "/" + p.ResourceID + "/" + time.Now().UTC().Format(time.RFC3339Nano)))
+		return "computed:" + hex.EncodeToString(sum[:8]), nil
+	}
+	u, err := url.Parse(d.SourceURL)
+	if err != nil {
+		return "", middleware.Permanent(err)
+	}
+	q := u.Query()
+	q.Set("tenant_id", p.TenantID)
+	q.Set("resource_id", p.ResourceID)
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return "", middleware.Permanent(err)
+	}
+	resp, err := d.HTTP.Do(req)
+	if err != nil {
+		return "", middleware.Transient(fmt.Errorf("source: %w", err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSourceBytes))
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		return "", middleware.RateLimited(fmt.Errorf("source: 429"), retryAfter(resp.Header.Get("Retry-After")))
+	case resp.StatusCode >= 500:
+		return "", middleware.Transient(fmt.Errorf("source: %s", resp.Status))
+	case resp.StatusCode >= 400:
+		return "", middleware.Permanent(fmt.Errorf("source: %s", resp.Status))
+	case err != nil:
+		return "", middleware.Transient(fmt.Errorf("source body: %w", err))
+	}
+	return string(body), nil
+}
+
+// retryAfter parses Retry-After (seconds or an HTTP date); 1 s when absent or unparsable.
+func retryAfter(v string) time.Duration {
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return time.Second
+}
+
+// CacheEntry is the read model of a tenant's cached resource.
+type CacheEntry struct {
+	TenantID     string `json:"tenant_id"`
+	ResourceID   string `json:"resource_id"`
+	Value        string `json:"value"`
+	Version      int64  `json:"version"`
+	FencingToken int64  `json:"fencing_token"`
+	JobID        string `json:"job_id"`
+	BuiltAt      int64  `json:"built_at"`
+}
+
+// ErrNoEntry: the resource was never built.
+var ErrNoEntry = errors.New("tasks: no cache entry")
+
+// ReadCache reads a cache entry in one round trip.
+func ReadCache(ctx context.Context, locks *locking.Client, tenant, resource string) (CacheEntry, error) {
+	key := locks.Key(middleware.ResourceTag(tenant+":"+resource), "cache")
+	m, err := locks.Redis().HGetAll(ctx, key).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return CacheEntry{}, err
+	}
+	if len(m) == 0 {
+		return CacheEntry{}, ErrNoEntry
+	}
+	return CacheEntry{
+		TenantID: tenant, ResourceID: resource, Value: m["value"], JobID: m["job_id"],
+		Version: toInt(m["version"]), FencingToken: toInt(m["token"]), BuiltAt: toInt(m["built_at"]),
+	}, nil
+}
