@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -35,16 +36,10 @@ func (tp topology) client(opts ...Option) *Client {
 	return New(tp.rdb, append([]Option{WithPrefix(tp.prefix)}, opts...)...)
 }
 
-// eventually polls cond every 10ms until it holds or d passes.
+// eventually polls cond until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testsupport.Eventually(t, d, what, cond)
 }
 
 func bg() context.Context { return context.Background() }

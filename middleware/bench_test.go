@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
 )
 
 // roundTrips counts commands and pipelines sent, except a new connection's handshake.
@@ -48,7 +49,7 @@ func drain(b *testing.B, db redistest.DB, n int, mux func(rdb *redis.Client) (as
 	rdb.AddHook(counter)
 	defer rdb.Close()
 	h, cfg := mux(rdb)
-	srv := asynq.NewServerFromRedisClient(rdb, cfg(asynq.Config{Concurrency: benchConcurrency, Logger: quiet{}, LogLevel: asynq.FatalLevel}))
+	srv := asynq.NewServerFromRedisClient(rdb, cfg(asynq.Config{Concurrency: benchConcurrency, Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel}))
 	start := time.Now()
 	if err := srv.Start(h); err != nil {
 		b.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -22,14 +23,6 @@ type harness struct {
 	insp   *asynq.Inspector
 	srv    *asynq.Server
 }
-
-type quiet struct{}
-
-func (quiet) Debug(...any) {}
-func (quiet) Info(...any)  {}
-func (quiet) Warn(...any)  {}
-func (quiet) Error(...any) {}
-func (quiet) Fatal(...any) {}
 
 func newHarness(t *testing.T, cfg Config, register func(s *Stack)) *harness {
 	t.Helper()
@@ -45,7 +38,7 @@ func newHarness(t *testing.T, cfg Config, register func(s *Stack)) *harness {
 	h := &harness{t: t, rdb: db.Client, stack: s, client: asynq.NewClientFromRedisClient(db.Client), insp: asynq.NewInspectorFromRedisClient(db.Client)}
 	h.srv = asynq.NewServerFromRedisClient(db.Client, s.ServerConfig(asynq.Config{
 		Concurrency: cfg.Concurrency, Queues: map[string]int{"default": 1},
-		ShutdownTimeout: 2 * time.Second, Logger: quiet{}, LogLevel: asynq.FatalLevel,
+		ShutdownTimeout: 2 * time.Second, Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel,
 	}))
 	if err := h.srv.Start(s.Mux()); err != nil {
 		t.Fatal(err)
@@ -108,13 +101,7 @@ func has(v View, event string) bool {
 
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testsupport.Eventually(t, d, what, cond)
 }
 
 var bg = context.Background()

@@ -16,18 +16,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/middleware"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
-
-type quiet struct{}
-
-func (quiet) Debug(...any) {}
-func (quiet) Info(...any)  {}
-func (quiet) Warn(...any)  {}
-func (quiet) Error(...any) {}
-func (quiet) Fatal(...any) {}
 
 type env struct {
 	t      *testing.T
@@ -42,7 +35,7 @@ func start(t *testing.T, deps Deps) env {
 	s := middleware.New(db.Client, middleware.Config{Concurrency: 4, LeaseTTL: 5 * time.Second})
 	Register(s, deps)
 	srv := asynq.NewServerFromRedisClient(db.Client, s.ServerConfig(asynq.Config{
-		Concurrency: 4, Queues: map[string]int{"critical": 2, "default": 1}, Logger: quiet{}, LogLevel: asynq.FatalLevel,
+		Concurrency: 4, Queues: map[string]int{"critical": 2, "default": 1}, Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel,
 	}))
 	if err := srv.Start(s.Mux()); err != nil {
 		t.Fatal(err)
