@@ -217,7 +217,8 @@ func (k *Keeper) pipeline(ctx context.Context, batch []*Lease) ([]*redis.Cmd, er
 	pipe := k.c.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
 	for i, l := range batch {
-		cmds[i] = renewScript.EvalSha(ctx, pipe, []string{k.c.leaseKey(l.Resource)}, l.Owner, ms(l.TTL))
+		keys, args := l.renewArgs()
+		cmds[i] = renewScript.EvalSha(ctx, pipe, keys, args...)
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil && !errors.Is(err, redis.Nil) {

@@ -160,3 +160,33 @@ func TestKeeperBatchesRenewals(t *testing.T) {
 		}
 	})
 }
+
+// Renewals stamp the lease's heartbeat into a hash of its slot.
+func TestKeeperStampsHeartbeats(t *testing.T) {
+	eachTopology(t, func(t *testing.T, tp topology) {
+		c := tp.client()
+		k := c.NewKeeper(WithTick(time.Hour))
+		defer k.Close()
+		record := c.Key("r", "job:1")
+		tp.rdb.HSet(bg(), record, "status", "processing")
+		l, _ := c.TryAcquire(bg(), "r", time.Minute)
+		l.StampHeartbeat(record, "heartbeat_at")
+		_, stop := k.Keep(bg(), l)
+		defer stop()
+		before := time.Now().UnixMilli()
+		k.RenewNow()
+		beat, _ := tp.rdb.HGet(bg(), record, "heartbeat_at").Int64()
+		if beat < before {
+			t.Fatalf("heartbeat %d, renewed at or after %d", beat, before)
+		}
+		if err := l.Renew(bg()); err != nil {
+			t.Fatal(err)
+		}
+		// A missing record is not recreated by a heartbeat.
+		tp.rdb.Del(bg(), record)
+		k.RenewNow()
+		if n := tp.rdb.Exists(bg(), record).Val(); n != 0 {
+			t.Fatal("a heartbeat recreated a deleted record")
+		}
+	})
+}

@@ -40,6 +40,28 @@ type Lease struct {
 	mu         sync.Mutex
 	validUntil time.Time
 	lost       error
+	beatKey    string
+	beatField  string
+}
+
+// StampHeartbeat makes every renewal of the lease also set field of the hash at key (in the
+// resource's slot, e.g. a job record) to the renewal time in unix ms, if the hash exists. Call it
+// before the lease is kept.
+func (l *Lease) StampHeartbeat(key, field string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.beatKey, l.beatField = key, field
+}
+
+// renewArgs are the keys and arguments of renew.lua for this lease.
+func (l *Lease) renewArgs() ([]string, []any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	keys := []string{l.c.leaseKey(l.Resource)}
+	if l.beatKey != "" {
+		keys = append(keys, l.beatKey)
+	}
+	return keys, []any{l.Owner, ms(l.TTL), l.beatField, time.Now().UnixMilli()}
 }
 
 // Fence returns the token and owner that fenced writes under this lease carry.
@@ -180,7 +202,8 @@ func (l *Lease) Renew(ctx context.Context) error {
 		return err
 	}
 	sent := l.c.clock.Now()
-	ok, err := renewScript.Run(ctx, l.c.rdb, []string{l.c.leaseKey(l.Resource)}, l.Owner, ms(l.TTL)).Int64()
+	keys, args := l.renewArgs()
+	ok, err := renewScript.Run(ctx, l.c.rdb, keys, args...).Int64()
 	if err != nil {
 		return l.markLost(fmt.Errorf("%w: renew of %q failed: %w", ErrLeaseLost, l.Resource, err))
 	}

@@ -380,6 +380,7 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		created, _ := res[5].(int64)
 		job.CreatedAt = time.UnixMilli(created)
 		job.lease = s.locks.Granted(keys.tag, owner, token, tc.LeaseTTL, sent)
+		job.lease.StampHeartbeat(keys.record, "heartbeat_at")
 		log = log.With().Int("attempt", job.Attempt).Str("lease_owner", owner).Int64("fencing_token", token).Logger()
 		s.Stats.Started.Add(1)
 

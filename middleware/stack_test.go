@@ -389,3 +389,19 @@ func TestEnqueueFailureLeavesNothing(t *testing.T) {
 		t.Fatalf("unknown type: %v", err)
 	}
 }
+
+// While a handler runs, each lease renewal stamps heartbeat_at in the job record.
+func TestHeartbeatWhileRunning(t *testing.T) {
+	release := make(chan struct{})
+	h := newHarness(t, Config{LeaseTTL: 2 * time.Second}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "long"}, func(ctx context.Context, j *Job) error { <-release; return nil })
+	})
+	id := h.enqueue(Spec{Type: "long", Resource: "r"})
+	h.waitStatus(id, "processing", 10*time.Second)
+	eventually(t, 5*time.Second, "a heartbeat after the start", func() bool {
+		v, _ := h.stack.Get(bg, id)
+		return v.Record["heartbeat_at"] > v.Record["started_at"]
+	})
+	close(release)
+	h.waitStatus(id, "done", 10*time.Second)
+}
