@@ -111,8 +111,6 @@ func (c *Client) LeaseKey(resource string) string { return c.Key(resource, "lock
 // FenceKey is the key of the resource's fence counter.
 func (c *Client) FenceKey(resource string) string { return c.Key(resource, "fence") }
 
-func (c *Client) leaseKey(resource string) string { return c.LeaseKey(resource) }
-func (c *Client) fenceKey(resource string) string { return c.FenceKey(resource) }
 
 // ValidateResource reports whether resource can name a lease: 1-512 bytes, no '{' or '}' (they
 // would change the hash tag), no control characters.

@@ -46,7 +46,7 @@ func TestKeeperCancelsWhenTakenOver(t *testing.T) {
 		ctx, stop := k.Keep(bg(), l)
 		defer stop()
 		// Another owner takes the resource (as after a failover that lost the lease).
-		tp.rdb.Set(bg(), c.leaseKey("r"), "someone-else", time.Minute)
+		tp.rdb.Set(bg(), c.LeaseKey("r"), "someone-else", time.Minute)
 		select {
 		case <-ctx.Done():
 		case <-time.After(2 * time.Second):
@@ -58,7 +58,7 @@ func TestKeeperCancelsWhenTakenOver(t *testing.T) {
 		if !l.Expired() || !errors.Is(l.Renew(bg()), ErrLeaseLost) {
 			t.Fatal("a lost lease is still trusted")
 		}
-		if v := tp.rdb.Get(bg(), c.leaseKey("r")).Val(); v != "someone-else" {
+		if v := tp.rdb.Get(bg(), c.LeaseKey("r")).Val(); v != "someone-else" {
 			t.Fatalf("the lost holder touched the new lease: %q", v)
 		}
 	})

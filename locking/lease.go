@@ -57,7 +57,7 @@ func (l *Lease) StampHeartbeat(key, field string) {
 func (l *Lease) renewArgs() ([]string, []any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	keys := []string{l.c.leaseKey(l.Resource)}
+	keys := []string{l.c.LeaseKey(l.Resource)}
 	if l.beatKey != "" {
 		keys = append(keys, l.beatKey)
 	}
@@ -137,7 +137,7 @@ func (c *Client) TryAcquire(ctx context.Context, resource string, ttl time.Durat
 	owner := c.newOwner()
 	sent := c.clock.Now()
 	res, err := acquireScript.Run(ctx, c.rdb,
-		[]string{c.leaseKey(resource), c.fenceKey(resource)},
+		[]string{c.LeaseKey(resource), c.FenceKey(resource)},
 		owner, ms(ttl), ms(ac.fenceTTL)).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("locking: acquire %q: %w", resource, err)
@@ -218,7 +218,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 // had already expired or been taken over (nothing is deleted then). After Release the lease is no
 // longer valid.
 func (l *Lease) Release(ctx context.Context) error {
-	ok, err := releaseScript.Run(ctx, l.c.rdb, []string{l.c.leaseKey(l.Resource)}, l.Owner).Int64()
+	ok, err := releaseScript.Run(ctx, l.c.rdb, []string{l.c.LeaseKey(l.Resource)}, l.Owner).Int64()
 	l.markLost(fmt.Errorf("%w: released", ErrLeaseLost))
 	if err != nil {
 		return fmt.Errorf("locking: release %q: %w", l.Resource, err)
@@ -244,7 +244,7 @@ func (c *Client) Inspect(ctx context.Context, resource string) (LeaseInfo, error
 	if err := ValidateResource(resource); err != nil {
 		return LeaseInfo{}, err
 	}
-	res, err := inspectScript.Run(ctx, c.rdb, []string{c.leaseKey(resource), c.fenceKey(resource)}).Slice()
+	res, err := inspectScript.Run(ctx, c.rdb, []string{c.LeaseKey(resource), c.FenceKey(resource)}).Slice()
 	if err != nil {
 		return LeaseInfo{}, fmt.Errorf("locking: inspect %q: %w", resource, err)
 	}

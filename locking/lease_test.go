@@ -45,7 +45,7 @@ func TestKeysOfOneResourceShareASlot(t *testing.T) {
 	cl := redistest.NewCluster(t)
 	c := New(cl.Client, WithPrefix("jobguard"))
 	for _, resource := range []string{"tenant-a:res-1", "job:01HZX", "a.b_c-d"} {
-		keys := []string{c.leaseKey(resource), c.fenceKey(resource), c.Key(resource, "job:1"), FenceRecordKey(c.Key(resource, "cache"))}
+		keys := []string{c.LeaseKey(resource), c.FenceKey(resource), c.Key(resource, "job:1"), FenceRecordKey(c.Key(resource, "cache"))}
 		var first int64
 		for i, k := range keys {
 			slot, err := cl.Client.ClusterKeySlot(bg(), k).Result()
@@ -165,12 +165,12 @@ func TestFenceTTLIsOptIn(t *testing.T) {
 		c := tp.client()
 		l, _ := c.TryAcquire(bg(), "long-lived", time.Second)
 		_ = l.Release(bg())
-		if ttl := tp.rdb.PTTL(bg(), c.fenceKey("long-lived")).Val(); ttl != -1 {
+		if ttl := tp.rdb.PTTL(bg(), c.FenceKey("long-lived")).Val(); ttl != -1 {
 			t.Fatalf("a long-lived fence counter has TTL %s", ttl)
 		}
 		l, _ = c.TryAcquire(bg(), "per-job", time.Second, WithFenceTTL(time.Hour))
 		_ = l.Release(bg())
-		if ttl := tp.rdb.PTTL(bg(), c.fenceKey("per-job")).Val(); ttl <= 59*time.Minute {
+		if ttl := tp.rdb.PTTL(bg(), c.FenceKey("per-job")).Val(); ttl <= 59*time.Minute {
 			t.Fatalf("per-job fence counter TTL %s", ttl)
 		}
 	})
@@ -238,7 +238,7 @@ func TestRetriedAcquireDrawsOneToken(t *testing.T) {
 	if dropped.Load() != 1 {
 		t.Fatal("the proxy dropped no reply; the test proves nothing")
 	}
-	fence, _ := db.Client.Get(bg(), c.fenceKey("r")).Int64()
+	fence, _ := db.Client.Get(bg(), c.FenceKey("r")).Int64()
 	if l.Token != 1 || fence != 1 {
 		t.Fatalf("retried acquire: token %d, fence counter %d; want 1 and 1", l.Token, fence)
 	}

@@ -68,7 +68,7 @@ func checkModel(t *testing.T, rdb redis.UniversalClient, ops []byte) {
 				m.holder[l.Resource] = ""
 			}
 		case 3: // the lease's TTL runs out
-			rdb.Del(bg(), c.leaseKey(res))
+			rdb.Del(bg(), c.LeaseKey(res))
 			m.holder[res] = ""
 		case 4: // a fenced write by any lease ever granted
 			if len(leases) == 0 {

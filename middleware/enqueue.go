@@ -57,14 +57,14 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (s
 		}
 		id = NewJobID(resource, now)
 	}
-	keys, err := s.keysFor(id, spec.OpKey)
-	if err != nil {
-		return "", err
-	}
 	if spec.OpKey != "" {
 		if err := locking.ValidateResource(spec.OpKey); err != nil {
 			return "", fmt.Errorf("middleware: operation key: %w", err)
 		}
+	}
+	keys, err := s.keysFor(id, spec.OpKey)
+	if err != nil {
+		return "", err
 	}
 	delivery := DeliveryID(id, 1)
 	ev, _ := json.Marshal(map[string]any{"at": now.UnixMilli(), "event": "enqueued", "delivery": delivery})

@@ -384,13 +384,13 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		log = log.With().Int("attempt", job.Attempt).Str("lease_owner", owner).Int64("fencing_token", token).Logger()
 		s.Stats.Started.Add(1)
 
-		hctx, stop := s.keeper.Keep(ctx, job.lease)
-		s.track(job, ctx)
 		s.wg.Add(1)
+		defer s.wg.Done()
+		s.track(job, ctx)
+		defer s.untrack(job)
+		hctx, stop := s.keeper.Keep(ctx, job.lease)
 		herr := s.call(hctx, job, r.handler, log)
 		stop()
-		defer s.wg.Done()
-		defer s.untrack(job)
 		return s.conclude(ctx, hctx, job, herr, log)
 	}
 }
