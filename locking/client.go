@@ -111,7 +111,6 @@ func (c *Client) LeaseKey(resource string) string { return c.Key(resource, "lock
 // FenceKey is the key of the resource's fence counter.
 func (c *Client) FenceKey(resource string) string { return c.Key(resource, "fence") }
 
-
 // ValidateResource reports whether resource can name a lease: 1-512 bytes, no '{' or '}' (they
 // would change the hash tag), no control characters.
 func ValidateResource(resource string) error {
