@@ -33,6 +33,8 @@ type Spec struct {
 	Payload  []byte
 	// OpKey turns on execution idempotency: a job whose operation was applied is done at once.
 	OpKey string
+	// Dedup collapses duplicate requests (nil: every request is a new job). Needs a Resource.
+	Dedup *Dedup
 	// JobID is the id to use (from NewJobID for Resource); empty: a fresh one.
 	JobID string
 	// Headers travel with every delivery (e.g. the trace context).
@@ -41,12 +43,37 @@ type Spec struct {
 	ProcessIn time.Duration
 }
 
+// Enqueued is what Enqueue did.
+type Enqueued struct {
+	JobID string
+	// Deduplicated: an existing job covers the request (its id is JobID); with policy Replace its
+	// payload was replaced.
+	Deduplicated bool
+}
+
 // Enqueue creates the job record, then its first delivery. When asynq does not take the delivery,
-// the record is removed again, so no job is left queued without a delivery.
-func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (string, error) {
+// the record (and dedup marker) is removed again, so no job is left queued without a delivery.
+// Round trips: create, enqueue, and with a dedup policy one more to confirm the marker; a
+// deduplicated request costs create plus one to note it on the existing job's timeline.
+func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (Enqueued, error) {
 	tc, ok := s.TaskConfig(spec.Type)
 	if !ok {
-		return "", fmt.Errorf("%w: %q", ErrUnknownType, spec.Type)
+		return Enqueued{}, fmt.Errorf("%w: %q", ErrUnknownType, spec.Type)
+	}
+	if spec.OpKey != "" {
+		if err := locking.ValidateResource(spec.OpKey); err != nil {
+			return Enqueued{}, fmt.Errorf("middleware: operation key: %w", err)
+		}
+	}
+	dedup := ""
+	if d := spec.Dedup; d != nil {
+		if !d.Policy.valid() || spec.Resource == "" {
+			return Enqueued{}, fmt.Errorf("middleware: dedup policy %q needs a known policy and a resource", d.Policy)
+		}
+		if err := locking.ValidateResource(d.Key); err != nil {
+			return Enqueued{}, fmt.Errorf("middleware: dedup key: %w", err)
+		}
+		dedup = string(d.Policy) + ":" + d.Key
 	}
 	now := time.Now()
 	id := spec.JobID
@@ -57,54 +84,197 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (s
 		}
 		id = NewJobID(resource, now)
 	}
-	if spec.OpKey != "" {
-		if err := locking.ValidateResource(spec.OpKey); err != nil {
-			return "", fmt.Errorf("middleware: operation key: %w", err)
-		}
-	}
 	keys, err := s.keysFor(id, spec.OpKey)
 	if err != nil {
-		return "", err
+		return Enqueued{}, err
 	}
-	delivery := DeliveryID(id, 1)
-	ev, _ := json.Marshal(map[string]any{"at": now.UnixMilli(), "event": "enqueued", "delivery": delivery})
-	created, err := createScript.Run(ctx, s.rdb, []string{keys.record, keys.timeline},
-		ms(s.cfg.Retention), string(ev),
-		"job_id", id, "type", spec.Type, "queue", tc.Queue, "tenant", spec.Tenant, "resource", spec.Resource,
-		"status", "queued", "attempt", 0, "max_attempts", tc.MaxAttempts, "deliveries", 1, "delivery", delivery,
-		"created_at", now.UnixMilli(), "updated_at", now.UnixMilli(), "payload", string(spec.Payload), "op_key", spec.OpKey,
-	).Int()
-	if err != nil {
-		return "", fmt.Errorf("middleware: create job: %w", err)
+	keys = keys.withDedup(s, dedup)
+	for try := 0; ; try++ {
+		res, err := s.create(ctx, keys, id, tc, spec, dedup, now)
+		if err != nil {
+			return Enqueued{}, err
+		}
+		switch res[0] {
+		case "exists":
+			return Enqueued{}, fmt.Errorf("%w: %s", ErrJobExists, id)
+		case "dup":
+			s.Stats.Deduplicated.Add(1)
+			s.noteDuplicate(ctx, res[1], "deduplicated", spec.Dedup)
+			return Enqueued{JobID: res[1], Deduplicated: true}, nil
+		case "replace":
+			replaced, err := s.replace(ctx, res[1], spec)
+			if err != nil {
+				return Enqueued{}, err
+			}
+			if replaced || try > 0 {
+				s.Stats.Replaced.Add(1)
+				return Enqueued{JobID: res[1], Deduplicated: true}, nil
+			}
+			continue // the job started in between: its marker is gone, create anew
+		}
+		break
 	}
-	if created == 0 {
-		return "", fmt.Errorf("%w: %s", ErrJobExists, id)
-	}
-	if err := s.deliver(ctx, client, tc, id, delivery, spec); err != nil {
+	if err := s.deliver(ctx, client, tc, id, DeliveryID(id, 1), spec.OpKey, dedup, spec.Headers, firstDelay(spec)); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		s.rdb.Del(cctx, keys.record, keys.timeline)
-		return "", err
+		_ = abandonScript.Run(cctx, s.rdb, []string{keys.record, keys.timeline, keys.marker}, id).Err()
+		return Enqueued{}, err
 	}
-	return id, nil
+	if d := spec.Dedup; d != nil && d.Policy != Throttle {
+		// Best effort: if it fails the claim expires and at worst one duplicate job is created.
+		_ = confirmScript.Run(ctx, s.rdb, []string{keys.marker}, id, ms(dedupTTL(d))).Err()
+	}
+	return Enqueued{JobID: id}, nil
 }
 
-func (s *Stack) deliver(ctx context.Context, client *asynq.Client, tc TaskConfig, id, delivery string, spec Spec) error {
-	headers := map[string]string{HeaderJobID: id}
-	if spec.OpKey != "" {
-		headers[HeaderOpKey] = spec.OpKey
+func firstDelay(spec Spec) time.Duration {
+	if d := spec.Dedup; d != nil && d.Policy == Replace && d.Debounce > spec.ProcessIn {
+		return d.Debounce
 	}
-	for k, v := range spec.Headers {
+	return spec.ProcessIn
+}
+
+func dedupTTL(d *Dedup) time.Duration {
+	if d.TTL > 0 {
+		return d.TTL
+	}
+	return 24 * time.Hour
+}
+
+func (s *Stack) create(ctx context.Context, keys jobKeys, id string, tc TaskConfig, spec Spec, dedup string, now time.Time) ([]string, error) {
+	delivery := DeliveryID(id, 1)
+	ev, _ := json.Marshal(map[string]any{"at": now.UnixMilli(), "event": "enqueued", "delivery": delivery})
+	policy, markerTTL := "", claimTTL
+	if d := spec.Dedup; d != nil {
+		policy = string(d.Policy)
+		if d.Policy == Throttle {
+			markerTTL = dedupTTL(d)
+		}
+	}
+	notBefore := int64(0)
+	if spec.Dedup != nil && spec.Dedup.Policy == Replace && spec.Dedup.Debounce > 0 {
+		notBefore = now.Add(spec.Dedup.Debounce).UnixMilli()
+	}
+	res, err := createScript.Run(ctx, s.rdb, []string{keys.record, keys.timeline, keys.marker},
+		ms(s.cfg.Retention), string(ev), policy, ms(markerTTL), id,
+		"job_id", id, "type", spec.Type, "queue", tc.Queue, "tenant", spec.Tenant, "resource", spec.Resource,
+		"status", "queued", "attempt", 0, "max_attempts", tc.MaxAttempts, "deliveries", 1, "delivery", delivery,
+		"created_at", now.UnixMilli(), "updated_at", now.UnixMilli(), "payload", string(spec.Payload),
+		"op_key", spec.OpKey, "dedup", dedup, "not_before", notBefore,
+	).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("middleware: create job: %w", err)
+	}
+	return res, nil
+}
+
+// noteDuplicate puts a deduplicated request on the existing job's timeline.
+func (s *Stack) noteDuplicate(ctx context.Context, existing, event string, d *Dedup) {
+	keys, err := s.keysFor(existing, "")
+	if err != nil {
+		return
+	}
+	detail := ""
+	if d != nil {
+		detail = string(d.Policy) + " " + d.Key
+	}
+	s.event(ctx, keys, "", event, detail)
+}
+
+func (s *Stack) replace(ctx context.Context, existing string, spec Spec) (bool, error) {
+	keys, err := s.keysFor(existing, "")
+	if err != nil {
+		return false, err
+	}
+	now := time.Now()
+	notBefore := int64(0)
+	if spec.Dedup.Debounce > 0 {
+		notBefore = now.Add(spec.Dedup.Debounce).UnixMilli()
+	}
+	ev, _ := json.Marshal(map[string]any{"at": now.UnixMilli(), "event": "replaced", "detail": "replace " + spec.Dedup.Key})
+	n, err := replaceScript.Run(ctx, s.rdb, []string{keys.record, keys.timeline},
+		string(spec.Payload), notBefore, string(ev), s.cfg.TimelineCap, ms(s.cfg.Retention)).Int()
+	if err != nil {
+		return false, fmt.Errorf("middleware: replace payload of %s: %w", existing, err)
+	}
+	return n == 1, nil
+}
+
+// Replay errors.
+var (
+	// ErrNotFailed: only a failed job can be replayed.
+	ErrNotFailed = errors.New("middleware: job is not failed")
+	// ErrUnrunnable: what the job needs to run again is gone.
+	ErrUnrunnable = errors.New("middleware: job cannot run again")
+)
+
+// Replay gives a failed job a new delivery with its attempts reset. The record says queued before
+// the delivery is enqueued, and goes back to failed if asynq does not take it. It does not depend
+// on asynq's archive (which asynq trims), only on the job record.
+func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) error {
+	keys, err := s.keysFor(id, "")
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrJobNotFound, err)
+	}
+	rec, err := s.rdb.HMGet(ctx, keys.record, "type", "op_key", "dedup").Result()
+	if err != nil {
+		return fmt.Errorf("middleware: read job %s: %w", id, err)
+	}
+	typ, _ := rec[0].(string)
+	opKey, _ := rec[1].(string)
+	dedup, _ := rec[2].(string)
+	if typ == "" {
+		return fmt.Errorf("%w: %s", ErrJobNotFound, id)
+	}
+	tc, ok := s.TaskConfig(typ)
+	if !ok {
+		return fmt.Errorf("%w: type %q is no longer registered", ErrUnrunnable, typ)
+	}
+	res, err := replayScript.Run(ctx, s.rdb, []string{keys.record, keys.timeline},
+		time.Now().UnixMilli(), ms(s.cfg.Retention), s.cfg.TimelineCap).StringSlice()
+	if err != nil {
+		return fmt.Errorf("middleware: replay %s: %w", id, err)
+	}
+	switch res[0] {
+	case "gone":
+		return fmt.Errorf("%w: %s", ErrJobNotFound, id)
+	case "conflict":
+		return fmt.Errorf("%w: it is %s", ErrNotFailed, res[1])
+	case "unrunnable":
+		return fmt.Errorf("%w: its payload is gone", ErrUnrunnable)
+	}
+	delivery, prevDelivery, prevAttempt := res[1], res[2], res[3]
+	if err := s.deliver(ctx, client, tc, id, delivery, opKey, dedup, nil, 0); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		ev, _ := json.Marshal(map[string]any{"at": time.Now().UnixMilli(), "event": "replay_failed", "delivery": delivery, "detail": err.Error()})
+		_ = unreplayScript.Run(cctx, s.rdb, []string{keys.record, keys.timeline}, delivery, prevDelivery, prevAttempt, string(ev)).Err()
+		return err
+	}
+	s.Stats.Replayed.Add(1)
+	return nil
+}
+
+func (s *Stack) deliver(ctx context.Context, client *asynq.Client, tc TaskConfig, id, delivery, opKey, dedup string, extra map[string]string, delay time.Duration) error {
+	headers := map[string]string{HeaderJobID: id}
+	if opKey != "" {
+		headers[HeaderOpKey] = opKey
+	}
+	if dedup != "" {
+		headers[HeaderDedup] = dedup
+	}
+	for k, v := range extra {
 		headers[k] = v
 	}
 	opts := []asynq.Option{asynq.TaskID(delivery), asynq.Queue(tc.Queue), asynq.MaxRetry(asynqRetryAllowance)}
 	if tc.Timeout > 0 {
 		opts = append(opts, asynq.Timeout(tc.Timeout))
 	}
-	if spec.ProcessIn > 0 {
-		opts = append(opts, asynq.ProcessIn(spec.ProcessIn))
+	if delay > 0 {
+		opts = append(opts, asynq.ProcessIn(delay))
 	}
-	if _, err := client.EnqueueContext(ctx, asynq.NewTaskWithHeaders(spec.Type, spec.Payload, headers), opts...); err != nil {
+	// The task's payload is informational (asynqmon shows it); the job record's is authoritative.
+	if _, err := client.EnqueueContext(ctx, asynq.NewTaskWithHeaders(tc.Type, nil, headers), opts...); err != nil {
 		return fmt.Errorf("middleware: enqueue delivery %s: %w", delivery, err)
 	}
 	return nil

@@ -45,14 +45,14 @@ func Example() {
 
 	client := asynq.NewClientFromRedisClient(rdb)
 	for i := 0; i < 2; i++ { // the same order, submitted twice
-		id, err := stack.Enqueue(ctx, client, middleware.Spec{
+		job, err := stack.Enqueue(ctx, client, middleware.Spec{
 			Type: "reserve-stock", Resource: "tenant-a:sku-1", OpKey: "tenant-a:order-9",
 		})
 		if err != nil {
 			panic(err)
 		}
 		for {
-			v, _ := stack.Get(ctx, id)
+			v, _ := stack.Get(ctx, job.JobID)
 			if s := v.Record["status"]; s == "done" {
 				fmt.Println(strings.TrimSpace(fmt.Sprint("job ", i+1, " ", s, " ", v.Record["result"])))
 				break

@@ -63,7 +63,7 @@ func (h *harness) enqueue(spec Spec) string {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return id
+	return id.JobID
 }
 
 // waitStatus polls the job until it has status, or fails the test after within.

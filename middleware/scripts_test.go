@@ -33,8 +33,8 @@ func newScriptJob(t *testing.T, status string, token int64) scriptJob {
 }
 
 func (j scriptJob) start(owner string) string {
-	res, err := startScript.Run(bg, j.s.rdb, []string{j.keys.record, j.keys.lease, j.keys.fence, j.keys.timeline, j.keys.applied},
-		DeliveryID(j.id, 1), owner, 5000, time.Now().UnixMilli(), "w", 100, "0", 60000).Slice()
+	res, err := startScript.Run(bg, j.s.rdb, []string{j.keys.record, j.keys.lease, j.keys.fence, j.keys.timeline, j.keys.applied, j.keys.marker},
+		DeliveryID(j.id, 1), owner, 5000, time.Now().UnixMilli(), "w", 100, "0", 60000, "").Slice()
 	if err != nil {
 		return "error " + err.Error()
 	}
@@ -42,8 +42,8 @@ func (j scriptJob) start(owner string) string {
 }
 
 func (j scriptJob) finish(token int64, owner, outcome string) string {
-	res, err := finishScript.Run(bg, j.s.rdb, []string{j.keys.record, j.keys.lease, j.keys.timeline, j.keys.applied},
-		token, owner, outcome, time.Now().UnixMilli(), "", "", 60000, 100, "0", 0, DeliveryID(j.id, 1), "", "w", "", "0").Slice()
+	res, err := finishScript.Run(bg, j.s.rdb, []string{j.keys.record, j.keys.lease, j.keys.timeline, j.keys.applied, j.keys.marker},
+		token, owner, outcome, time.Now().UnixMilli(), "", "", 60000, 100, "0", 0, DeliveryID(j.id, 1), "", "w", "", "0", "0").Slice()
 	if err != nil {
 		return "error " + err.Error()
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,10 +33,15 @@ func mustScript(name string) *redis.Script {
 }
 
 var (
-	startScript  = mustScript("start.lua")
-	finishScript = mustScript("finish.lua")
-	eventScript  = mustScript("event.lua")
-	createScript = mustScript("create.lua")
+	startScript    = mustScript("start.lua")
+	finishScript   = mustScript("finish.lua")
+	eventScript    = mustScript("event.lua")
+	createScript   = mustScript("create.lua")
+	confirmScript  = mustScript("confirm.lua")
+	abandonScript  = mustScript("abandon.lua")
+	replaceScript  = mustScript("replace.lua")
+	replayScript   = mustScript("replay.lua")
+	unreplayScript = mustScript("unreplay.lua")
 )
 
 // Task headers a delivery carries.
@@ -44,6 +50,8 @@ const (
 	// HeaderOpKey is the job's operation key (execution idempotency): the task type's, or the
 	// request's Idempotency-Key.
 	HeaderOpKey = "jobguard-op-key"
+	// HeaderDedup is the job's dedup policy and key, "<policy>:<key>".
+	HeaderDedup = "jobguard-dedup"
 )
 
 // Config configures a Stack; the zero value of each field means its documented default.
@@ -177,6 +185,7 @@ type Stats struct {
 	Started, Succeeded, Retried, Failed, Revoked, Requeued    atomic.Int64
 	Bounces, StaleDeliveries, StaleWrites, InvalidTransitions atomic.Int64
 	AlreadyApplied, LeaseLost, Panics                         atomic.Int64
+	Deduplicated, Replaced, Replayed                          atomic.Int64
 }
 
 // New builds a stack on rdb. Close stops its keeper.
@@ -287,7 +296,20 @@ func (s *Stack) bounce(reason string, after time.Duration, err error) error {
 
 // keys of one job, all in the resource's slot.
 type jobKeys struct {
-	tag, record, timeline, lease, fence, applied string
+	tag, record, timeline, lease, fence, applied, marker string
+	// clear says when the dedup marker is cleared: "start", "done" or "" (never: throttle).
+	clear string
+}
+
+// withDedup adds the job's dedup marker ("<policy>:<key>", as in HeaderDedup) to its keys.
+func (k jobKeys) withDedup(s *Stack, dedup string) jobKeys {
+	policy, key, ok := strings.Cut(dedup, ":")
+	if !ok || key == "" {
+		return k
+	}
+	k.marker = s.locks.Key(k.tag, "dedup:"+key)
+	k.clear = Policy(policy).clearsAt()
+	return k
 }
 
 func (s *Stack) keysFor(jobID, opKey string) (jobKeys, error) {
@@ -303,6 +325,7 @@ func (s *Stack) keysFor(jobID, opKey string) (jobKeys, error) {
 		fence:    s.locks.FenceKey(tag),
 	}
 	k.applied = k.record // a key of the slot that is never an applied record
+	k.marker = k.record  // likewise for the dedup marker
 	if opKey != "" {
 		k.applied = s.locks.Key(tag, "applied:"+opKey)
 	}
@@ -320,6 +343,7 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 			// Not a jobguard delivery: nothing to protect or retry.
 			return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 		}
+		keys = keys.withDedup(s, t.Headers()[HeaderDedup])
 		log := s.log.With().Str("job_id", jobID).Str("delivery", delivery).Str("type", tc.Type).Str("worker_id", s.cfg.WorkerID).Logger()
 
 		// Slot: released only when the handler returns, zombies included.
@@ -341,8 +365,8 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		sent := s.locks.Now()
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		res, err := startScript.Run(wctx, s.rdb,
-			[]string{keys.record, keys.lease, keys.fence, keys.timeline, keys.applied},
-			delivery, owner, ms(tc.LeaseTTL), sent.UnixMilli(), s.cfg.WorkerID, s.cfg.TimelineCap, bit(opKey != ""), ms(s.cfg.Retention),
+			[]string{keys.record, keys.lease, keys.fence, keys.timeline, keys.applied, keys.marker},
+			delivery, owner, ms(tc.LeaseTTL), sent.UnixMilli(), s.cfg.WorkerID, s.cfg.TimelineCap, bit(opKey != ""), ms(s.cfg.Retention), keys.clear,
 		).Slice()
 		cancel()
 		if err != nil {
@@ -354,6 +378,9 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 			s.Stats.StaleDeliveries.Add(1)
 			log.Info().Str("event", "stale_delivery").Str("state", fmt.Sprint(res...)).Msg("delivery acknowledged without running")
 			return nil
+		case "debounce":
+			wait := time.Duration(res[1].(int64)) * time.Millisecond
+			return s.bounce("debounce", wait, errors.New("replaced payload waits for its debounce"))
 		case "busy":
 			remaining := time.Duration(res[1].(int64)) * time.Millisecond
 			log.Info().Str("event", "lease_not_acquired").Dur("remaining", remaining).Msg("resource busy")
@@ -490,9 +517,10 @@ func (s *Stack) finish(job *Job, o outcome, log zerolog.Logger) error {
 	defer cancel()
 	f := job.lease.Fence()
 	res, err := finishScript.Run(ctx, s.rdb,
-		[]string{job.keys.record, job.keys.lease, job.keys.timeline, job.keys.applied},
+		[]string{job.keys.record, job.keys.lease, job.keys.timeline, job.keys.applied, job.keys.marker},
 		f.Token, f.Owner, o.status, time.Now().UnixMilli(), errText(o), job.result, ms(s.cfg.Retention), s.cfg.TimelineCap,
 		bit(job.OpKey != ""), ms(job.tc.AppliedTTL), job.Delivery, o.detail, s.cfg.WorkerID, o.event, bit(o.refund),
+		bit(job.keys.clear == "done"),
 	).Slice()
 	if err != nil {
 		log.Error().Err(err).Str("status", o.status).Msg("finish script failed")

@@ -50,7 +50,7 @@ func (e env) enqueue(spec middleware.Spec) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return id
+	return id.JobID
 }
 
 func (e env) wait(id, status string) middleware.View {

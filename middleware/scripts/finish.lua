@@ -1,13 +1,14 @@
 -- finish: end one run of a job, in one round trip: fenced final status, idempotency commit, lease
 -- release.
 -- KEYS[1] job record, KEYS[2] resource lease, KEYS[3] job timeline, KEYS[4] applied-operation
--- record (any key of the slot when none)
+-- record (any key of the slot when none), KEYS[5] dedup marker (any key of the slot when none)
 -- ARGV[1] fencing token, ARGV[2] lease owner, ARGV[3] outcome: done | retrying | failed | revoked |
 -- queued (shutdown requeue), ARGV[4] now (unix ms), ARGV[5] error text,
 -- ARGV[6] result, ARGV[7] retention ms, ARGV[8] timeline cap, ARGV[9] "1" to record the operation as
 -- applied, ARGV[10] applied record TTL ms (0: kept), ARGV[11] delivery id, ARGV[12] event detail,
 -- ARGV[13] worker id, ARGV[14] event name ('' for the outcome's own), ARGV[15] "1" to give the
--- attempt back (shutdown requeue, rate limit)
+-- attempt back (shutdown requeue, rate limit), ARGV[16] "1" to clear the dedup marker when the job
+-- ends (until_done)
 -- returns {"ok"}; {"gone"}; {"stale", current token}: a newer token wrote the record, nothing
 --         written but the timeline event; {"invalid", status}: the transition is not allowed.
 local token, owner, outcome, now = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
@@ -42,6 +43,9 @@ if ARGV[15] == '1' then
 end
 if outcome == 'done' or outcome == 'failed' or outcome == 'revoked' then
   redis.call('HSET', KEYS[1], 'finished_at', now)
+  if ARGV[16] == '1' and KEYS[5] ~= KEYS[1] and redis.call('GET', KEYS[5]) == redis.call('HGET', KEYS[1], 'job_id') then
+    redis.call('DEL', KEYS[5])
+  end
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 if ARGV[9] == '1' and outcome == 'done' then

@@ -1,31 +1,43 @@
 -- start: begin one delivery of a job, in one round trip: stale-delivery check, resource lease and
 -- fencing token, attempt count, status processing, already-applied check, last checkpoint.
 -- KEYS[1] job record (hash), KEYS[2] resource lease, KEYS[3] resource fence counter,
--- KEYS[4] job timeline (list), KEYS[5] applied-operation record (any key of the slot when none)
+-- KEYS[4] job timeline (list), KEYS[5] applied-operation record (any key of the slot when none),
+-- KEYS[6] dedup marker (any key of the slot when none)
 -- ARGV[1] delivery id (asynq task id), ARGV[2] lease owner (fresh per delivery), ARGV[3] lease TTL ms,
 -- ARGV[4] now (unix ms), ARGV[5] worker id, ARGV[6] timeline cap, ARGV[7] "1" when the job has an
--- operation key, ARGV[8] retention ms of the record and timeline
+-- operation key, ARGV[8] retention ms of the record and timeline, ARGV[9] when the dedup marker is
+-- cleared: "start" (until_started, replace), "done" (until_done) or ""
 -- returns {"run", token, attempt, payload, checkpoint, created_at}: the handler runs (a retried call by the same
 --         owner returns the same token and attempt);
 --         {"gone"} no record; {"terminal", status}; {"stale", current delivery}: acknowledge;
 --         {"busy", remaining lease ms}: bounce, nothing spent;
 --         {"applied"}: the operation was applied before, the job is done;
---         {"exhausted"}: no attempt left (the job is failed).
+--         {"exhausted"}: no attempt left (the job is failed);
+--         {"debounce", ms}: a replace set a later start; bounce for ms.
 local now = ARGV[4]
+local rec_job
 local function event(name, token, attempt, detail)
   local n = redis.call('RPUSH', KEYS[4], cjson.encode({at = tonumber(now), event = name, delivery = ARGV[1],
     token = token, attempt = attempt, worker = ARGV[5], detail = detail}))
   if n > tonumber(ARGV[6]) then redis.call('LTRIM', KEYS[4], -tonumber(ARGV[6]), -1) end
   redis.call('PEXPIRE', KEYS[4], ARGV[8])
 end
+local function clear_marker(when)
+  if ARGV[9] == when and KEYS[6] ~= KEYS[1] and redis.call('GET', KEYS[6]) == rec_job then
+    redis.call('DEL', KEYS[6])
+  end
+end
 local function finish(status, token, name, detail)
+  clear_marker('done')
   redis.call('HSET', KEYS[1], 'status', status, 'finished_at', now, 'updated_at', now, 'last_error', detail or '')
   redis.call('PEXPIRE', KEYS[1], ARGV[8])
   event(name, token, nil, detail)
   if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
 end
 
-local rec = redis.call('HMGET', KEYS[1], 'status', 'delivery', 'attempt', 'max_attempts', 'payload', 'checkpoint', 'created_at', 'resource', '_fence_token')
+local rec = redis.call('HMGET', KEYS[1], 'status', 'delivery', 'attempt', 'max_attempts', 'payload', 'checkpoint',
+  'created_at', 'resource', '_fence_token', 'not_before', 'job_id')
+rec_job = rec[11]
 local status = rec[1]
 if not status then return {'gone'} end
 if status == 'done' or status == 'failed' or status == 'revoked' then return {'terminal', status} end
@@ -35,6 +47,10 @@ local holder = redis.call('GET', KEYS[2])
 if holder == ARGV[2] then
   redis.call('PEXPIRE', KEYS[2], ARGV[3])
   return {'run', tonumber(redis.call('GET', KEYS[3])), tonumber(rec[3]), rec[5] or '', rec[6] or '', tonumber(rec[7] or '0')}
+end
+local not_before = tonumber(rec[10] or '0')
+if not_before > tonumber(now) then
+  return {'debounce', not_before - tonumber(now)}
 end
 if holder then
   local ttl = redis.call('PTTL', KEYS[2])
@@ -50,6 +66,7 @@ if token <= seen then
   redis.call('SET', KEYS[3], token)
 end
 redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+clear_marker('start')
 if rec[8] == '' then
   -- The job is its own resource: its fence counter dies with its record.
   redis.call('PEXPIRE', KEYS[3], ARGV[8])

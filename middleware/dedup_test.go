@@ -1,0 +1,234 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// enqueueMany sends n identical requests at once and returns the distinct job ids and how many
+// were deduplicated.
+func enqueueMany(t *testing.T, h *harness, n int, spec Spec) (map[string]bool, int) {
+	t.Helper()
+	var mu sync.Mutex
+	ids := map[string]bool{}
+	dups := 0
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, err := h.stack.Enqueue(bg, h.client, spec)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			ids[e.JobID] = true
+			if e.Deduplicated {
+				dups++
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return ids, dups
+}
+
+func one(ids map[string]bool) string {
+	for id := range ids {
+		return id
+	}
+	return ""
+}
+
+func TestUntilStartedQueuesExactlyOneFollowUp(t *testing.T) {
+	gate := make(chan struct{})
+	var runs atomic.Int32
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "rebuild"}, func(ctx context.Context, j *Job) error {
+			if runs.Add(1) == 1 {
+				<-gate
+			}
+			return nil
+		})
+	})
+	spec := Spec{Type: "rebuild", Resource: "t:r", Dedup: &Dedup{Policy: UntilStarted, Key: "rebuild"}}
+	// The resource is busy, so nothing starts: 50 requests are one job.
+	holder, _ := h.stack.locks.TryAcquire(bg, ResourceTag("t:r"), time.Minute)
+	ids, dups := enqueueMany(t, h, 50, spec)
+	if len(ids) != 1 || dups != 49 {
+		t.Fatalf("%d jobs, %d deduplicated", len(ids), dups)
+	}
+	first := one(ids)
+	_ = holder.Release(bg)
+	h.waitStatus(first, "processing", 10*time.Second)
+	// Requests while it runs: exactly one follow-up, which collapses the rest.
+	ids, dups = enqueueMany(t, h, 20, spec)
+	if len(ids) != 1 || dups != 19 || ids[first] {
+		t.Fatalf("while running: %d jobs (first among them: %v), %d deduplicated", len(ids), ids[first], dups)
+	}
+	follow := one(ids)
+	close(gate)
+	h.waitStatus(first, "done", 10*time.Second)
+	h.waitStatus(follow, "done", 10*time.Second)
+	v, _ := h.stack.Get(bg, first)
+	n := 0
+	for _, e := range v.Timeline {
+		if e.Event == "deduplicated" {
+			n++
+		}
+	}
+	if n != 49 || h.stack.Stats.Deduplicated.Load() != 68 {
+		t.Fatalf("%d deduplicated events on the first job, %d counted", n, h.stack.Stats.Deduplicated.Load())
+	}
+}
+
+func TestUntilDoneCollapsesUntilTerminal(t *testing.T) {
+	gate := make(chan struct{})
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "order"}, func(ctx context.Context, j *Job) error { <-gate; return nil })
+	})
+	spec := Spec{Type: "order", Resource: "t:sku", Dedup: &Dedup{Policy: UntilDone, Key: "order-1"}}
+	a, _ := h.stack.Enqueue(bg, h.client, spec)
+	h.waitStatus(a.JobID, "processing", 10*time.Second)
+	b, _ := h.stack.Enqueue(bg, h.client, spec)
+	if b.JobID != a.JobID || !b.Deduplicated {
+		t.Fatalf("while running: %+v vs %s", b, a.JobID)
+	}
+	close(gate)
+	h.waitStatus(a.JobID, "done", 10*time.Second)
+	c, _ := h.stack.Enqueue(bg, h.client, spec)
+	if c.JobID == a.JobID || c.Deduplicated {
+		t.Fatalf("after done: %+v", c)
+	}
+	h.waitStatus(c.JobID, "done", 10*time.Second)
+}
+
+func TestThrottleOnePerWindow(t *testing.T) {
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "ping"}, func(ctx context.Context, j *Job) error { return nil })
+	})
+	spec := Spec{Type: "ping", Resource: "t:x", Dedup: &Dedup{Policy: Throttle, Key: "ping", TTL: 2 * time.Second}}
+	a, _ := h.stack.Enqueue(bg, h.client, spec)
+	b, _ := h.stack.Enqueue(bg, h.client, spec)
+	if b.JobID != a.JobID || !b.Deduplicated {
+		t.Fatalf("inside the window: %+v", b)
+	}
+	h.waitStatus(a.JobID, "done", 10*time.Second)
+	var c Enqueued
+	eventually(t, 5*time.Second, "a new job once the window passed", func() bool {
+		c, _ = h.stack.Enqueue(bg, h.client, spec)
+		return !c.Deduplicated
+	})
+	if c.JobID == a.JobID {
+		t.Fatal("same job after the window")
+	}
+}
+
+func TestReplaceRunsTheNewestPayloadAfterTheDebounce(t *testing.T) {
+	var ran atomic.Value
+	var runs atomic.Int32
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "sync"}, func(ctx context.Context, j *Job) error {
+			runs.Add(1)
+			ran.Store(string(j.Payload))
+			return nil
+		})
+	})
+	spec := func(p string) Spec {
+		return Spec{Type: "sync", Resource: "t:doc", Payload: []byte(p),
+			Dedup: &Dedup{Policy: Replace, Key: "sync", Debounce: 1500 * time.Millisecond}}
+	}
+	a, _ := h.stack.Enqueue(bg, h.client, spec("v1"))
+	var last time.Time
+	for i := 2; i <= 4; i++ {
+		time.Sleep(300 * time.Millisecond)
+		last = time.Now()
+		e, err := h.stack.Enqueue(bg, h.client, spec("v"+strconv.Itoa(i)))
+		if err != nil || e.JobID != a.JobID || !e.Deduplicated {
+			t.Fatalf("replace %d: %+v %v", i, e, err)
+		}
+	}
+	v := h.waitStatus(a.JobID, "done", 15*time.Second)
+	if ran.Load() != "v4" || runs.Load() != 1 {
+		t.Fatalf("ran %d times, last with %v", runs.Load(), ran.Load())
+	}
+	started, _ := strconv.ParseInt(v.Record["started_at"], 10, 64)
+	if started < last.Add(1500*time.Millisecond).UnixMilli() {
+		t.Fatalf("started %d ms after the last replace; the debounce is 1500 ms", started-last.UnixMilli())
+	}
+	if !has(v, "replaced") || h.stack.Stats.Replaced.Load() != 3 {
+		t.Fatalf("timeline %v, replaced %d", events(v), h.stack.Stats.Replaced.Load())
+	}
+}
+
+func TestReplayAFailedJob(t *testing.T) {
+	var healthy atomic.Bool
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "fragile", MaxAttempts: 1}, func(ctx context.Context, j *Job) error {
+			if !healthy.Load() {
+				return errors.New("dependency down")
+			}
+			return nil
+		})
+	})
+	id := h.enqueue(Spec{Type: "fragile", Resource: "r"})
+	h.waitStatus(id, "failed", 10*time.Second)
+	if err := h.stack.Replay(bg, h.client, id); err != nil {
+		t.Fatal(err) // still failing: it fails again
+	}
+	v := h.waitStatus(id, "failed", 10*time.Second)
+	if v.Record["deliveries"] != "2" || v.Record["delivery"] != DeliveryID(id, 2) {
+		t.Fatalf("after the first replay: %v", v.Record)
+	}
+	// A replay whose enqueue fails goes back to failed as it was.
+	broken := asynq.NewClient(asynq.RedisClientOpt{Addr: "127.0.0.1:1"})
+	_ = broken.Close()
+	if err := h.stack.Replay(bg, broken, id); err == nil {
+		t.Fatal("replay through a closed client succeeded")
+	}
+	v, _ = h.stack.Get(bg, id)
+	if v.Record["status"] != "failed" || v.Record["delivery"] != DeliveryID(id, 2) || v.Record["deliveries"] != "2" || v.Record["attempt"] != "1" {
+		t.Fatalf("after a failed replay: %v", v.Record)
+	}
+	healthy.Store(true)
+	if err := h.stack.Replay(bg, h.client, id); err != nil {
+		t.Fatal(err)
+	}
+	v = h.waitStatus(id, "done", 10*time.Second)
+	if v.Record["attempt"] != "1" || v.Record["delivery"] != DeliveryID(id, 3) || !has(v, "replayed") {
+		t.Fatalf("after the second replay: %v %v", v.Record, events(v))
+	}
+	if err := h.stack.Replay(bg, h.client, id); !errors.Is(err, ErrNotFailed) {
+		t.Fatalf("replay of a done job: %v", err)
+	}
+	if err := h.stack.Replay(bg, h.client, NewJobID("nothing", time.Now())); !errors.Is(err, ErrJobNotFound) {
+		t.Fatalf("replay of an unknown job: %v", err)
+	}
+}
+
+func TestFailedEnqueueRemovesTheDedupMarker(t *testing.T) {
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "x"}, func(ctx context.Context, j *Job) error { return nil })
+	})
+	broken := asynq.NewClient(asynq.RedisClientOpt{Addr: "127.0.0.1:1"})
+	_ = broken.Close()
+	spec := Spec{Type: "x", Resource: "r", Dedup: &Dedup{Policy: UntilDone, Key: "k"}}
+	if _, err := h.stack.Enqueue(bg, broken, spec); err == nil {
+		t.Fatal("enqueue through a closed client succeeded")
+	}
+	if keys := h.rdb.Keys(bg, "jobguard:*").Val(); len(keys) != 0 {
+		t.Fatalf("left behind: %v", keys)
+	}
+	e, err := h.stack.Enqueue(bg, h.client, spec)
+	if err != nil || e.Deduplicated {
+		t.Fatalf("the next request is not a new job: %+v %v", e, err)
+	}
+}

@@ -1,0 +1,13 @@
+-- replace: a new request for a waiting job (dedup policy replace) becomes the payload it runs with.
+-- KEYS[1] job record, KEYS[2] job timeline
+-- ARGV[1] payload, ARGV[2] not-before (unix ms; 0 none), ARGV[3] event JSON, ARGV[4] timeline cap,
+-- ARGV[5] retention ms
+-- returns 1 when replaced, 0 when the job no longer waits (it started, or is gone)
+local status = redis.call('HGET', KEYS[1], 'status')
+if status ~= 'queued' and status ~= 'retrying' then return 0 end
+redis.call('HSET', KEYS[1], 'payload', ARGV[1], 'not_before', ARGV[2])
+local n = redis.call('RPUSH', KEYS[2], ARGV[3])
+if n > tonumber(ARGV[4]) then redis.call('LTRIM', KEYS[2], -tonumber(ARGV[4]), -1) end
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
+return 1
