@@ -99,6 +99,10 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	healthRoutes(a.http, func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() })
 
 	if role.serves(RoleAPI) {
+		(&api{
+			stack: a.stack, client: a.client, tokens: cfg.APITokens,
+			idem: idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention},
+		}).routes(a.http)
 		if err := web.Mount(a.http, a.rdb, web.Monitoring{
 			User:     cfg.MonitoringUser,
 			Password: cfg.MonitoringPassword,

@@ -6,6 +6,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/rs/zerolog"
+
+	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/tasks"
 )
 
 // Problem is an RFC 9457 problem details object, the body of every error answer.
@@ -54,9 +57,18 @@ func errorHandler(log zerolog.Logger) fiber.ErrorHandler {
 		p := Problem{Instance: c.Path(), RequestID: requestID(c)}
 		var he *HTTPError
 		var fe *fiber.Error
+		var field *tasks.FieldError
 		switch {
 		case errors.As(err, &he):
 			p.Status, p.Detail, p.Field = he.Status, he.Detail, he.Field
+		case errors.As(err, &field):
+			p.Status, p.Detail, p.Field = http.StatusBadRequest, field.Field+" "+field.Detail, field.Field
+		case errors.Is(err, middleware.ErrJobNotFound):
+			p.Status, p.Detail = http.StatusNotFound, "no such job"
+		case errors.Is(err, middleware.ErrNotFailed):
+			p.Status, p.Detail = http.StatusConflict, "only a failed job can be retried: "+err.Error()
+		case errors.Is(err, middleware.ErrUnrunnable):
+			p.Status, p.Detail = http.StatusGone, err.Error()
 		case errors.As(err, &fe):
 			p.Status, p.Detail = fe.Code, fe.Message
 		default:

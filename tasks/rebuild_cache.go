@@ -39,10 +39,15 @@ func (p RebuildCachePayload) Validate() error {
 // Resource is what the lease protects: the tenant's resource.
 func (p RebuildCachePayload) Resource() string { return p.TenantID + ":" + p.ResourceID }
 
-// Spec is the job a validated payload is enqueued as.
+// Tenant is the tenant the entry belongs to.
+func (p RebuildCachePayload) Tenant() string { return p.TenantID }
+
+// Spec is the job a validated payload is enqueued as: requests collapse while a rebuild waits,
+// and one that arrives while a rebuild runs queues exactly one follow-up, so no update is lost.
 func (p RebuildCachePayload) Spec() middleware.Spec {
 	b, _ := json.Marshal(p)
-	return middleware.Spec{Type: TypeRebuildCache, Tenant: p.TenantID, Resource: p.Resource(), Payload: b}
+	return middleware.Spec{Type: TypeRebuildCache, Tenant: p.TenantID, Resource: p.Resource(), Payload: b,
+		Dedup: &middleware.Dedup{Policy: middleware.UntilStarted, Key: "rebuild"}}
 }
 
 // maxSourceBytes bounds what is read from the source.
@@ -51,6 +56,7 @@ const maxSourceBytes = 1 << 20
 var rebuildCache = Task{
 	Config: middleware.TaskConfig{Type: TypeRebuildCache, Queue: "default", MaxAttempts: 6,
 		Backoff: middleware.Backoff{Base: 2 * time.Second, Max: 2 * time.Minute}},
+	Request: func() Request { return &RebuildCachePayload{} },
 	Handler: func(d Deps) middleware.Handler {
 		return func(ctx context.Context, job *middleware.Job) error {
 			var p RebuildCachePayload

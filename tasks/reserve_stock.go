@@ -46,15 +46,21 @@ func (p ReserveStockPayload) Resource() string { return p.TenantID + ":" + p.SKU
 // OpKey makes each (tenant, order) apply once, whichever job carries it.
 func (p ReserveStockPayload) OpKey() string { return "order:" + p.TenantID + ":" + p.OrderID }
 
-// Spec is the job a validated payload is enqueued as.
+// Tenant is the tenant the order is for.
+func (p ReserveStockPayload) Tenant() string { return p.TenantID }
+
+// Spec is the job a validated payload is enqueued as: duplicates of an order collapse until its
+// job ends, and its effect applies once per order whatever happens.
 func (p ReserveStockPayload) Spec() middleware.Spec {
 	b, _ := json.Marshal(p)
-	return middleware.Spec{Type: TypeReserveStock, Tenant: p.TenantID, Resource: p.Resource(), Payload: b, OpKey: p.OpKey()}
+	return middleware.Spec{Type: TypeReserveStock, Tenant: p.TenantID, Resource: p.Resource(), Payload: b, OpKey: p.OpKey(),
+		Dedup: &middleware.Dedup{Policy: middleware.UntilDone, Key: p.OpKey()}}
 }
 
 var reserveStock = Task{
 	// Applied-order records are live data: they never expire (AppliedTTL 0).
-	Config: middleware.TaskConfig{Type: TypeReserveStock, Queue: "critical", MaxAttempts: 8},
+	Config:  middleware.TaskConfig{Type: TypeReserveStock, Queue: "critical", MaxAttempts: 8},
+	Request: func() Request { return &ReserveStockPayload{} },
 	Handler: func(Deps) middleware.Handler {
 		return func(ctx context.Context, job *middleware.Job) error {
 			var p ReserveStockPayload

@@ -20,10 +20,33 @@ type Deps struct {
 	HTTP *http.Client
 }
 
-// Task is one task type: its protection policy and its handler.
+// Task is one task type: its protection policy, the request that enqueues it, and its handler.
+// The API serves POST /jobs/<type> for every task in the registry.
 type Task struct {
-	Config  middleware.TaskConfig
+	Config middleware.TaskConfig
+	// Request returns an empty request body to decode into.
+	Request func() Request
 	Handler func(Deps) middleware.Handler
+}
+
+// Request is the body of POST /jobs/<type>: validated, it names its tenant and becomes a job.
+type Request interface {
+	// Validate names the first invalid field (*FieldError).
+	Validate() error
+	// Tenant is the tenant the request is for.
+	Tenant() string
+	// Spec is the job the request is enqueued as, with its dedup policy.
+	Spec() middleware.Spec
+}
+
+// Lookup returns the registered task of a type.
+func Lookup(typ string) (Task, bool) {
+	for _, t := range registry {
+		if t.Config.Type == typ {
+			return t, true
+		}
+	}
+	return Task{}, false
 }
 
 // registry lists every task type; one line per type.

@@ -1,0 +1,321 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/hibiken/asynq"
+
+	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/tasks"
+)
+
+// api serves the job endpoints: enqueue (one route per registered task type), job view, replay,
+// and the example tasks' read models.
+type api struct {
+	stack  *middleware.Stack
+	client *asynq.Client
+	idem   idempotency
+	tokens map[string]string // bearer token -> tenant; empty: open
+}
+
+const localTenant = "tenant"
+
+func (a *api) routes(f *fiber.App) {
+	guard := a.authenticate
+	for _, t := range tasks.All() {
+		f.Post("/jobs/"+t.Config.Type, guard, a.enqueue(t))
+	}
+	f.Get("/jobs/:id", guard, a.view)
+	f.Post("/jobs/:id/retry", guard, a.retry)
+	f.Get("/cache/:tenant/:resource", guard, a.cache)
+	f.Get("/stock/:tenant/:sku", guard, a.stock)
+}
+
+// authenticate maps the bearer token to its tenant when API_TOKENS is set.
+func (a *api) authenticate(c *fiber.Ctx) error {
+	if len(a.tokens) == 0 {
+		return c.Next()
+	}
+	auth := c.Get(fiber.HeaderAuthorization)
+	token, ok := strings.CutPrefix(auth, "Bearer ")
+	tenant, known := a.tokens[strings.TrimSpace(token)]
+	if !ok || !known {
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobguard"`)
+		return &HTTPError{Status: http.StatusUnauthorized, Detail: "a valid bearer token is required", Field: "Authorization"}
+	}
+	c.Locals(localTenant, tenant)
+	return c.Next()
+}
+
+// tenantOf is the authenticated tenant, "" when the API is open.
+func tenantOf(c *fiber.Ctx) string {
+	t, _ := c.Locals(localTenant).(string)
+	return t
+}
+
+// jobAnswer is the body of an enqueue answer.
+type jobAnswer struct {
+	JobID        string `json:"job_id"`
+	Status       string `json:"status"`
+	Deduplicated bool   `json:"deduplicated"`
+}
+
+func (a *api) enqueue(t tasks.Task) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		req, err := decodeStrict(c, t.Request())
+		if err != nil {
+			return err
+		}
+		if err := req.Validate(); err != nil {
+			return err
+		}
+		if tenant := tenantOf(c); tenant != "" && tenant != req.Tenant() {
+			return &HTTPError{Status: http.StatusForbidden, Field: "tenant_id", Detail: "tenant_id is not the tenant of this token"}
+		}
+		var cl *claim
+		if raw := c.Get("Idempotency-Key"); raw != "" || len(c.Request().Header.Peek("Idempotency-Key")) > 0 {
+			key, err := parseIdempotencyKey(raw)
+			if err != nil {
+				return &HTTPError{Status: http.StatusBadRequest, Field: "Idempotency-Key", Detail: err.Error()}
+			}
+			var stored *answer
+			cl, stored, err = a.idem.begin(c.UserContext(), req.Tenant(), key, fingerprint(c.Method(), c.Path(), c.Body()))
+			switch {
+			case errors.Is(err, errIdemInFlight):
+				return &HTTPError{Status: http.StatusConflict, Field: "Idempotency-Key", Detail: err.Error()}
+			case errors.Is(err, errIdemMismatch):
+				return &HTTPError{Status: http.StatusUnprocessableEntity, Field: "Idempotency-Key", Detail: err.Error()}
+			case err != nil:
+				return err
+			case stored != nil:
+				c.Set("Idempotent-Replayed", "true")
+				if stored.location != "" {
+					c.Set(fiber.HeaderLocation, stored.location)
+				}
+				c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+				return c.Status(stored.status).Send(stored.body)
+			}
+		}
+		spec := req.Spec()
+		spec.Headers = traceHeaders(c)
+		res, err := a.stack.Enqueue(c.UserContext(), a.client, spec)
+		if err != nil {
+			if cl != nil {
+				a.idem.release(c.UserContext(), cl)
+			}
+			return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "the job could not be queued; nothing was kept, retry later", Err: err}
+		}
+		status := http.StatusAccepted
+		if res.Deduplicated {
+			status = http.StatusOK
+		}
+		body, _ := json.Marshal(jobAnswer{JobID: res.JobID, Status: "queued", Deduplicated: res.Deduplicated})
+		location := "/jobs/" + res.JobID
+		if cl != nil {
+			a.idem.complete(c.UserContext(), cl, answer{status: status, body: body, location: location})
+		}
+		c.Set(fiber.HeaderLocation, location)
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Status(status).Send(body)
+	}
+}
+
+// decodeStrict reads a JSON body into req: application/json only, one object, no unknown fields,
+// every type as declared; errors name the field.
+func decodeStrict(c *fiber.Ctx, req tasks.Request) (tasks.Request, error) {
+	ct := c.Get(fiber.HeaderContentType)
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != fiber.MIMEApplicationJSON {
+		return nil, &HTTPError{Status: http.StatusUnsupportedMediaType, Field: "Content-Type", Detail: fmt.Sprintf("the body must be application/json, not %q", ct)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(c.Body()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &typeErr):
+			return nil, BadField(typeErr.Field, fmt.Sprintf("%s must be a %s, not a JSON %s", typeErr.Field, typeErr.Type, typeErr.Value))
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return nil, BadField(field, "unknown field "+field)
+		default:
+			return nil, BadField("body", "the body is not a JSON object: "+err.Error())
+		}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, BadField("body", "the body must hold exactly one JSON object")
+	}
+	return req, nil
+}
+
+var traceparentRe = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+
+// traceHeaders carries the request's W3C trace context to the job's deliveries.
+func traceHeaders(c *fiber.Ctx) map[string]string {
+	tp := c.Get("traceparent")
+	if !traceparentRe.MatchString(tp) {
+		return nil
+	}
+	h := map[string]string{"traceparent": tp}
+	if ts := c.Get("tracestate"); ts != "" && len(ts) <= 512 {
+		h["tracestate"] = ts
+	}
+	return h
+}
+
+// jobView is GET /jobs/{id}.
+type jobView struct {
+	JobID       string             `json:"job_id"`
+	Type        string             `json:"type"`
+	Queue       string             `json:"queue"`
+	Tenant      string             `json:"tenant"`
+	Resource    string             `json:"resource"`
+	Status      string             `json:"status"`
+	Attempt     int64              `json:"attempt"`
+	MaxAttempts int64              `json:"max_attempts"`
+	WorkerID    string             `json:"worker_id,omitempty"`
+	LeaseOwner  string             `json:"lease_owner,omitempty"`
+	Fencing     int64              `json:"fencing_token"`
+	CreatedAt   *time.Time         `json:"created_at,omitempty"`
+	StartedAt   *time.Time         `json:"started_at,omitempty"`
+	UpdatedAt   *time.Time         `json:"updated_at,omitempty"`
+	HeartbeatAt *time.Time         `json:"heartbeat_at,omitempty"`
+	FinishedAt  *time.Time         `json:"finished_at,omitempty"`
+	LastError   string             `json:"last_error,omitempty"`
+	Result      string             `json:"result,omitempty"`
+	Lease       leaseView          `json:"lease"`
+	Deliveries  []deliveryView     `json:"deliveries"`
+	Timeline    []middleware.Event `json:"timeline"`
+}
+
+type leaseView struct {
+	Owner        string `json:"owner,omitempty"`
+	RemainingMS  int64  `json:"remaining_ttl_ms"`
+	CurrentFence int64  `json:"current_fence"`
+}
+
+// deliveryView names an asynq task of the job, to find it in the UI.
+type deliveryView struct {
+	TaskID  string `json:"task_id"`
+	Queue   string `json:"queue"`
+	Current bool   `json:"current"`
+}
+
+func (a *api) load(c *fiber.Ctx) (middleware.View, error) {
+	id := c.Params("id")
+	notFound := &HTTPError{Status: http.StatusNotFound, Detail: "no job " + id}
+	if !middleware.ValidJobID(id) {
+		return middleware.View{}, notFound
+	}
+	v, err := a.stack.Get(c.UserContext(), id)
+	if errors.Is(err, middleware.ErrJobNotFound) {
+		return v, notFound
+	}
+	if err != nil {
+		return v, err
+	}
+	if t := tenantOf(c); t != "" && t != v.Record["tenant"] {
+		return v, notFound // another tenant's job is not there for this token
+	}
+	return v, nil
+}
+
+func (a *api) view(c *fiber.Ctx) error {
+	v, err := a.load(c)
+	if err != nil {
+		return err
+	}
+	r := v.Record
+	out := jobView{
+		JobID: r["job_id"], Type: r["type"], Queue: r["queue"], Tenant: r["tenant"], Resource: r["resource"],
+		Status: r["status"], Attempt: num(r["attempt"]), MaxAttempts: num(r["max_attempts"]), WorkerID: r["worker_id"],
+		LeaseOwner: r["lease_owner"], Fencing: num(r["fencing_token"]), LastError: r["last_error"], Result: r["result"],
+		CreatedAt: stamp(r["created_at"]), StartedAt: stamp(r["started_at"]), UpdatedAt: stamp(r["updated_at"]),
+		HeartbeatAt: stamp(r["heartbeat_at"]), FinishedAt: stamp(r["finished_at"]),
+		Lease:    leaseView{Owner: v.Lease.Owner, RemainingMS: v.Lease.Remaining.Milliseconds(), CurrentFence: v.Lease.Fence},
+		Timeline: v.Timeline,
+	}
+	for n := int64(1); n <= num(r["deliveries"]); n++ {
+		id := middleware.DeliveryID(r["job_id"], int(n))
+		out.Deliveries = append(out.Deliveries, deliveryView{TaskID: id, Queue: r["queue"], Current: id == r["delivery"]})
+	}
+	return c.JSON(out)
+}
+
+func (a *api) retry(c *fiber.Ctx) error {
+	v, err := a.load(c)
+	if err != nil {
+		return err
+	}
+	id := v.Record["job_id"]
+	if err := a.stack.Replay(c.UserContext(), a.client, id); err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderLocation, "/jobs/"+id)
+	return c.Status(http.StatusAccepted).JSON(jobAnswer{JobID: id, Status: "queued"})
+}
+
+// readModelKeys validates a read model's path and the caller's tenant.
+func readModelKeys(c *fiber.Ctx, second string) (string, string, error) {
+	tenant, other := c.Params("tenant"), c.Params(second)
+	for _, p := range []struct{ name, v string }{{"tenant", tenant}, {second, other}} {
+		if err := (tasks.RebuildCachePayload{TenantID: p.v, ResourceID: "x"}).Validate(); err != nil {
+			return "", "", BadField(p.name, p.name+" must be 1-128 characters of [A-Za-z0-9._-]")
+		}
+	}
+	if t := tenantOf(c); t != "" && t != tenant {
+		return "", "", &HTTPError{Status: http.StatusForbidden, Field: "tenant", Detail: "tenant is not the tenant of this token"}
+	}
+	return tenant, other, nil
+}
+
+func (a *api) cache(c *fiber.Ctx) error {
+	tenant, resource, err := readModelKeys(c, "resource")
+	if err != nil {
+		return err
+	}
+	e, err := tasks.ReadCache(c.UserContext(), a.stack.Locks(), tenant, resource)
+	if errors.Is(err, tasks.ErrNoEntry) {
+		return &HTTPError{Status: http.StatusNotFound, Detail: "no cache entry for " + tenant + "/" + resource}
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(e)
+}
+
+func (a *api) stock(c *fiber.Ctx) error {
+	tenant, sku, err := readModelKeys(c, "sku")
+	if err != nil {
+		return err
+	}
+	s, err := tasks.ReadStock(c.UserContext(), a.stack.Locks(), tenant, sku)
+	if err != nil {
+		return err
+	}
+	return c.JSON(s)
+}
+
+func num(s string) int64 {
+	var n int64
+	_, _ = fmt.Sscan(s, &n)
+	return n
+}
+
+func stamp(ms string) *time.Time {
+	n := num(ms)
+	if n <= 0 {
+		return nil
+	}
+	t := time.UnixMilli(n).UTC()
+	return &t
+}

@@ -1,0 +1,151 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Idempotency-Key handling per draft-ietf-httpapi-idempotency-key-header-06: the key is scoped to a
+// tenant, bound to a fingerprint of the request, claimed with a short lease while the request
+// runs, and answered from storage for IDEMPOTENCY_RETENTION once the enqueue was acknowledged.
+// Its records live in their own slot ({idem:<tenant>:<hash>}), apart from the job's, so claim and
+// enqueue are made crash-safe by the claim lease rather than assumed atomic.
+
+//go:embed scripts/*.lua
+var appScripts embed.FS
+
+func appScript(name string) *redis.Script {
+	b, err := appScripts.ReadFile("scripts/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return redis.NewScript(string(b))
+}
+
+var (
+	idemClaim    = appScript("idem_claim.lua")
+	idemComplete = appScript("idem_complete.lua")
+	idemRelease  = appScript("idem_release.lua")
+)
+
+// idemClaimLease bounds how long a crash between claim and answer blocks the key.
+const idemClaimLease = 30 * time.Second
+
+// Errors of the Idempotency-Key header, mapped to 400, 409 and 422.
+var (
+	errIdemMalformed = errors.New("the Idempotency-Key header must be a structured-field string (\"...\") or a bare token, of 1-255 printable ASCII characters")
+	errIdemInFlight  = errors.New("a request with this Idempotency-Key is still being processed; retry later")
+	errIdemMismatch  = errors.New("this Idempotency-Key was used with a different request")
+)
+
+// parseIdempotencyKey accepts the draft's sf-string ("abc", with \" and \\ escapes) and, for
+// clients that do not quote, a bare token of visible ASCII without quotes, spaces or backslashes.
+func parseIdempotencyKey(h string) (string, error) {
+	if strings.HasPrefix(h, `"`) {
+		if len(h) < 2 || !strings.HasSuffix(h, `"`) {
+			return "", errIdemMalformed
+		}
+		var b strings.Builder
+		inner := h[1 : len(h)-1]
+		for i := 0; i < len(inner); i++ {
+			c := inner[i]
+			switch {
+			case c == '\\':
+				if i+1 >= len(inner) || (inner[i+1] != '"' && inner[i+1] != '\\') {
+					return "", errIdemMalformed
+				}
+				i++
+				b.WriteByte(inner[i])
+			case c == '"' || c < 0x20 || c > 0x7e:
+				return "", errIdemMalformed
+			default:
+				b.WriteByte(c)
+			}
+		}
+		h = b.String()
+	} else {
+		for i := 0; i < len(h); i++ {
+			if c := h[i]; c <= 0x20 || c > 0x7e || c == '"' || c == '\\' {
+				return "", errIdemMalformed
+			}
+		}
+	}
+	if h == "" || len(h) > 255 {
+		return "", errIdemMalformed
+	}
+	return h, nil
+}
+
+type idempotency struct {
+	rdb       redis.UniversalClient
+	prefix    string
+	retention time.Duration
+}
+
+// claim is one request's hold on a key.
+type claim struct {
+	key, token string
+}
+
+// answer is a stored response.
+type answer struct {
+	status   int
+	body     []byte
+	location string
+}
+
+func (s idempotency) recordKey(tenant, key string) string {
+	sum := sha256.Sum256([]byte(tenant + "\x00" + key))
+	return s.prefix + ":{idem:" + hex.EncodeToString(sum[:16]) + "}"
+}
+
+func fingerprint(method, path string, body []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s %s\n", method, path)
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// begin claims the key, or returns the stored answer (claim is then nil).
+func (s idempotency) begin(ctx context.Context, tenant, key, fp string) (*claim, *answer, error) {
+	var tok [12]byte
+	_, _ = rand.Read(tok[:])
+	c := &claim{key: s.recordKey(tenant, key), token: hex.EncodeToString(tok[:])}
+	res, err := idemClaim.Run(ctx, s.rdb, []string{c.key}, fp, c.token, idemClaimLease.Milliseconds()).StringSlice()
+	if err != nil {
+		return nil, nil, fmt.Errorf("app: idempotency claim: %w", err)
+	}
+	switch res[0] {
+	case "claimed":
+		return c, nil, nil
+	case "inflight":
+		return nil, nil, errIdemInFlight
+	case "mismatch":
+		return nil, nil, errIdemMismatch
+	}
+	status, _ := strconv.Atoi(res[1])
+	return nil, &answer{status: status, body: []byte(res[2]), location: res[3]}, nil
+}
+
+// complete stores the answer (best effort: if it fails, the claim lease runs out and a retry of the
+// request is answered by the job's dedup instead).
+func (s idempotency) complete(ctx context.Context, c *claim, a answer) {
+	_ = idemComplete.Run(ctx, s.rdb, []string{c.key}, c.token, a.status, string(a.body), a.location, s.retention.Milliseconds()).Err()
+}
+
+// release frees the key after an infrastructure failure, on a context that outlives the request.
+func (s idempotency) release(ctx context.Context, c *claim) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = idemRelease.Run(cctx, s.rdb, []string{c.key}, c.token).Err()
+}
