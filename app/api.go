@@ -26,13 +26,14 @@ type api struct {
 	client *asynq.Client
 	idem   idempotency
 	tokens map[string]string // bearer token -> tenant; empty: open
+	tasks  []tasks.Task      // one POST /jobs/<type> route each
 }
 
 const localTenant = "tenant"
 
 func (a *api) routes(f *fiber.App) {
 	guard := a.authenticate
-	for _, t := range tasks.All() {
+	for _, t := range a.tasks {
 		f.Post("/jobs/"+t.Config.Type, guard, a.enqueue(t))
 	}
 	f.Get("/jobs/:id", guard, a.view)

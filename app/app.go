@@ -93,14 +93,15 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 		Retention:   cfg.JobRetention,
 		Logger:      &a.log,
 	})
-	tasks.Register(a.stack, tasks.Deps{SourceURL: cfg.RebuildSourceURL})
+	taskList := tasks.All()
+	tasks.RegisterTasks(a.stack, tasks.Deps{SourceURL: cfg.RebuildSourceURL}, taskList)
 
 	a.http = newFiber(cfg, a.log)
 	healthRoutes(a.http, func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() })
 
 	if role.serves(RoleAPI) {
 		(&api{
-			stack: a.stack, client: a.client, tokens: cfg.APITokens,
+			stack: a.stack, client: a.client, tokens: cfg.APITokens, tasks: taskList,
 			idem: idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention},
 		}).routes(a.http)
 		if err := web.Mount(a.http, a.rdb, web.Monitoring{

@@ -58,12 +58,15 @@ var registry = []Task{
 // All returns the registered task types.
 func All() []Task { return append([]Task(nil), registry...) }
 
-// Register adds every task type's handler to the stack.
-func Register(s *middleware.Stack, deps Deps) {
+// Register adds every registered task type's handler to the stack.
+func Register(s *middleware.Stack, deps Deps) { RegisterTasks(s, deps, registry) }
+
+// RegisterTasks adds the handlers of list to the stack.
+func RegisterTasks(s *middleware.Stack, deps Deps, list []Task) {
 	if deps.HTTP == nil {
 		deps.HTTP = &http.Client{Timeout: 10 * time.Second}
 	}
-	for _, t := range registry {
+	for _, t := range list {
 		s.Register(t.Config, t.Handler(deps))
 	}
 }

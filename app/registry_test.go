@@ -1,0 +1,88 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/hibiken/asynq"
+
+	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/tasks"
+)
+
+// greet is a third task type, written as a file in tasks/ would be.
+type greetRequest struct {
+	TenantID string `json:"tenant_id"`
+	Name     string `json:"name"`
+}
+
+func (g *greetRequest) Validate() error {
+	if g.TenantID == "" {
+		return &tasks.FieldError{Field: "tenant_id", Detail: "is required"}
+	}
+	if g.Name == "" {
+		return &tasks.FieldError{Field: "name", Detail: "is required"}
+	}
+	return nil
+}
+func (g *greetRequest) Tenant() string { return g.TenantID }
+func (g *greetRequest) Spec() middleware.Spec {
+	b, _ := json.Marshal(g)
+	return middleware.Spec{Type: "greet", Tenant: g.TenantID, Resource: g.TenantID + ":" + g.Name, Payload: b}
+}
+
+var greet = tasks.Task{
+	Config:  middleware.TaskConfig{Type: "greet"},
+	Request: func() tasks.Request { return &greetRequest{} },
+	Handler: func(tasks.Deps) middleware.Handler {
+		return func(ctx context.Context, j *middleware.Job) error {
+			var g greetRequest
+			_ = json.Unmarshal(j.Payload, &g)
+			j.SetResult("hello " + g.Name)
+			return nil
+		}
+	},
+}
+
+// The task list alone gives a type both its route and its handler.
+func TestTaskListDrivesRouteAndHandler(t *testing.T) {
+	db := redistest.NewDB(t)
+	list := append(tasks.All(), greet)
+	stack := middleware.New(db.Client, middleware.Config{})
+	defer stack.Close()
+	tasks.RegisterTasks(stack, tasks.Deps{}, list)
+	f := fiber.New(fiber.Config{ErrorHandler: errorHandler(nopLogger())})
+	(&api{stack: stack, client: asynq.NewClientFromRedisClient(db.Client), tasks: list,
+		idem: idempotency{rdb: db.Client, prefix: "jobguard", retention: time.Hour}}).routes(f)
+	srv := asynq.NewServerFromRedisClient(db.Client, stack.ServerConfig(asynq.Config{
+		Concurrency: 2, Queues: map[string]int{"default": 1}, Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel}))
+	if err := srv.Start(stack.Mux()); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+
+	req, _ := http.NewRequest(http.MethodPost, "/jobs/greet", strings.NewReader(`{"tenant_id":"t1","name":"ada"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := f.Test(req, -1)
+	if err != nil || resp.StatusCode != 202 {
+		t.Fatalf("POST /jobs/greet: %v %v", resp, err)
+	}
+	var a jobAnswer
+	_ = json.NewDecoder(resp.Body).Decode(&a)
+	testsupport.Eventually(t, 10*time.Second, "the greet job is done by its handler", func() bool {
+		v, err := stack.Get(context.Background(), a.JobID)
+		return err == nil && v.Record["status"] == "done" && v.Record["result"] == "hello ada"
+	})
+	req, _ = http.NewRequest(http.MethodPost, "/jobs/greet", strings.NewReader(`{"tenant_id":"t1"}`))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, _ := f.Test(req, -1); resp.StatusCode != 400 {
+		t.Fatalf("invalid greet: %d", resp.StatusCode)
+	}
+}
