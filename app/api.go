@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/middleware"
 	"github.com/jobguard/jobguard/tasks"
@@ -109,6 +111,12 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 		}
 		spec := req.Spec()
 		spec.Headers = traceHeaders(c)
+		if cl != nil {
+			// A new job's answer is stored in the same round trip as its dedup confirmation.
+			spec.Finally = func(ctx context.Context, pipe redis.Pipeliner, jobID string) {
+				a.idem.complete(ctx, pipe, cl, answerFor(middleware.Enqueued{JobID: jobID}))
+			}
+		}
 		res, err := a.stack.Enqueue(c.UserContext(), a.client, spec)
 		if err != nil {
 			if cl != nil {
@@ -116,19 +124,28 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 			}
 			return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "the job could not be queued; nothing was kept, retry later", Err: err}
 		}
-		status := http.StatusAccepted
-		if res.Deduplicated {
-			status = http.StatusOK
+		ans := answerFor(res)
+		if res.Deduplicated && cl != nil {
+			// No new delivery, so Finally did not run: store the answer on its own.
+			pipe := a.idem.rdb.Pipeline()
+			a.idem.complete(c.UserContext(), pipe, cl, ans)
+			_, _ = pipe.Exec(c.UserContext())
 		}
-		body, _ := json.Marshal(jobAnswer{JobID: res.JobID, Status: "queued", Deduplicated: res.Deduplicated})
-		location := "/jobs/" + res.JobID
-		if cl != nil {
-			a.idem.complete(c.UserContext(), cl, answer{status: status, body: body, location: location})
-		}
+		status, body, location := ans.status, ans.body, ans.location
 		c.Set(fiber.HeaderLocation, location)
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Status(status).Send(body)
 	}
+}
+
+// answerFor is the answer to an enqueue result.
+func answerFor(res middleware.Enqueued) answer {
+	status := http.StatusAccepted
+	if res.Deduplicated {
+		status = http.StatusOK
+	}
+	body, _ := json.Marshal(jobAnswer{JobID: res.JobID, Status: "queued", Deduplicated: res.Deduplicated})
+	return answer{status: status, body: body, location: "/jobs/" + res.JobID}
 }
 
 // decodeStrict reads a JSON body into req: application/json only, one object, no unknown fields,

@@ -137,10 +137,10 @@ func (s idempotency) begin(ctx context.Context, tenant, key, fp string) (*claim,
 	return nil, &answer{status: status, body: []byte(res[2]), location: res[3]}, nil
 }
 
-// complete stores the answer (best effort: if it fails, the claim lease runs out and a retry of the
-// request is answered by the job's dedup instead).
-func (s idempotency) complete(ctx context.Context, c *claim, a answer) {
-	_ = idemComplete.Run(ctx, s.rdb, []string{c.key}, c.token, a.status, string(a.body), a.location, s.retention.Milliseconds()).Err()
+// complete stores the answer through pipe (best effort: if it fails, the claim lease runs out and
+// a retry of the request is answered by the job's dedup instead).
+func (s idempotency) complete(ctx context.Context, pipe redis.Pipeliner, c *claim, a answer) {
+	idemComplete.Eval(ctx, pipe, []string{c.key}, c.token, a.status, string(a.body), a.location, s.retention.Milliseconds())
 }
 
 // release frees the key after an infrastructure failure, on a context that outlives the request.

@@ -41,6 +41,10 @@ type Spec struct {
 	Headers map[string]string
 	// ProcessIn delays the first delivery.
 	ProcessIn time.Duration
+	// Finally adds commands to send, once the delivery was enqueued, in the same round trip as
+	// the dedup marker's confirmation (one per node on a cluster); e.g. storing an HTTP
+	// idempotency answer. Their errors are the caller's to read from the commands.
+	Finally func(ctx context.Context, pipe redis.Pipeliner, jobID string)
 }
 
 // Enqueued is what Enqueue did.
@@ -120,11 +124,24 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		_ = abandonScript.Run(cctx, s.rdb, []string{keys.record, keys.timeline, keys.marker}, id).Err()
 		return Enqueued{}, err
 	}
-	if d := spec.Dedup; d != nil && d.Policy != Throttle {
-		// Best effort: if it fails the claim expires and at worst one duplicate job is created.
-		_ = confirmScript.Run(ctx, s.rdb, []string{keys.marker}, id, ms(dedupTTL(d))).Err()
-	}
+	s.afterEnqueue(ctx, keys, id, spec)
 	return Enqueued{JobID: id}, nil
+}
+
+// afterEnqueue confirms the dedup marker and sends the caller's Finally commands, in one pipeline.
+// Best effort: if the confirmation fails the claim expires, and at worst one duplicate job is
+// created later. Eval (not EvalSha) keeps the pipeline free of NOSCRIPT retries.
+func (s *Stack) afterEnqueue(ctx context.Context, keys jobKeys, id string, spec Spec) {
+	pipe := s.rdb.Pipeline()
+	if d := spec.Dedup; d != nil && d.Policy != Throttle {
+		confirmScript.Eval(ctx, pipe, []string{keys.marker}, id, ms(dedupTTL(d)))
+	}
+	if spec.Finally != nil {
+		spec.Finally(ctx, pipe, id)
+	}
+	if pipe.Len() > 0 {
+		_, _ = pipe.Exec(ctx)
+	}
 }
 
 func firstDelay(spec Spec) time.Duration {
