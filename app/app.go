@@ -153,6 +153,11 @@ func (a *App) Run(ctx context.Context) error {
 			return fmt.Errorf("app: start worker: %w", err)
 		}
 	}
+	rescueCtx, stopRescue := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRescue()
+	if a.server != nil {
+		go a.stack.NewRescuer(a.inspector, a.client, a.cfg.RescueInterval).Run(rescueCtx)
+	}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- a.http.Listener(a.ln) }()
 	a.log.Info().Str("addr", a.Addr()).Int("concurrency", a.cfg.WorkerConcurrency).
@@ -166,6 +171,7 @@ func (a *App) Run(ctx context.Context) error {
 		runErr = fmt.Errorf("app: http server: %w", err)
 	}
 
+	stopRescue()
 	var wg sync.WaitGroup
 	if a.server != nil {
 		wg.Add(1)

@@ -79,6 +79,9 @@ type Config struct {
 	// RebuildSourceURL (REBUILD_SOURCE_URL) is where the rebuild-cache task fetches its source.
 	// Empty: the value is computed locally.
 	RebuildSourceURL string
+	// RescueInterval (RESCUE_INTERVAL) is how often each worker looks for jobs of dead workers.
+	// Default 2s.
+	RescueInterval time.Duration
 	// BodyLimit (BODY_LIMIT) is the largest request body accepted, in bytes. Default 65536.
 	BodyLimit int
 }
@@ -98,6 +101,7 @@ func Defaults() Config {
 		LogLevel:             zerolog.InfoLevel,
 		LogFormat:            LogJSON,
 		BodyLimit:            64 << 10,
+		RescueInterval:       2 * time.Second,
 	}
 }
 
@@ -136,6 +140,7 @@ func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 	p.fn("API_TOKENS", func(v string) (err error) { c.APITokens, err = parseTokens(v); return err })
 	p.str("REBUILD_SOURCE_URL", &c.RebuildSourceURL)
 	p.integer("BODY_LIMIT", &c.BodyLimit)
+	p.duration("RESCUE_INTERVAL", &c.RescueInterval)
 	if p.err != nil {
 		return Config{}, p.err
 	}
@@ -208,6 +213,9 @@ func (c Config) Validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return bad("REBUILD_SOURCE_URL", "%q is not an http(s) URL", c.RebuildSourceURL)
 		}
+	}
+	if c.RescueInterval < 100*time.Millisecond || c.RescueInterval > time.Minute {
+		return bad("RESCUE_INTERVAL", "%s is not between 100ms and 1m", c.RescueInterval)
 	}
 	if c.BodyLimit < 1024 || c.BodyLimit > 16<<20 {
 		return bad("BODY_LIMIT", "%d is not between 1024 and 16777216", c.BodyLimit)

@@ -128,3 +128,13 @@ func TestParseRole(t *testing.T) {
 		t.Error("unknown role accepted")
 	}
 }
+
+func TestRescueInterval(t *testing.T) {
+	c, err := FromLookup(lookupFrom(map[string]string{"RESCUE_INTERVAL": "500ms"}))
+	if err != nil || c.RescueInterval != 500*time.Millisecond {
+		t.Fatalf("%v %v", c.RescueInterval, err)
+	}
+	if _, err := FromLookup(lookupFrom(map[string]string{"RESCUE_INTERVAL": "1ms"})); err == nil || !strings.Contains(err.Error(), "RESCUE_INTERVAL") {
+		t.Fatalf("1ms accepted: %v", err)
+	}
+}

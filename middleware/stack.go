@@ -186,7 +186,12 @@ type Stats struct {
 	Bounces, StaleDeliveries, StaleWrites, InvalidTransitions atomic.Int64
 	AlreadyApplied, LeaseLost, Panics                         atomic.Int64
 	Deduplicated, Replaced, Replayed                          atomic.Int64
+	Rescued                                                   atomic.Int64
+	// LastRescueLatency is the time from a rescued job's lease lapse to its new delivery, in ns.
+	LastRescueLatency atomic.Int64
 }
+
+func (s *Stack) observeRescue(d time.Duration) { s.Stats.LastRescueLatency.Store(int64(d)) }
 
 // New builds a stack on rdb. Close stops its keeper.
 func New(rdb redis.UniversalClient, cfg Config) *Stack {

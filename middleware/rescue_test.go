@@ -1,0 +1,122 @@
+package middleware
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// stranded starts a job whose handler never returns and then makes its run look dead: the lease
+// is gone and the heartbeat is older than the lease TTL (what a kill -9 leaves behind).
+func stranded(t *testing.T) (*harness, string, chan struct{}, *atomic.Int32) {
+	hang := make(chan struct{})
+	var runs atomic.Int32
+	h := newHarness(t, Config{LeaseTTL: 2 * time.Second}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "work", MaxAttempts: 3}, func(ctx context.Context, j *Job) error {
+			if runs.Add(1) == 1 {
+				<-hang // ignores its context, like a process that is gone
+				return s.Locks().SetFields(context.Background(), j.Fence(), j.Key("state"), 0, "by", "first")
+			}
+			return s.Locks().SetFields(ctx, j.Fence(), j.Key("state"), 0, "by", "rescued")
+		})
+	})
+	id := h.enqueue(Spec{Type: "work", Resource: "r"})
+	h.waitStatus(id, "processing", 10*time.Second)
+	h.stack.keeper.Close() // no more renewals from the "dead" worker
+	tag := ResourceTag("r")
+	h.rdb.Del(bg, h.stack.locks.LeaseKey(tag))
+	h.rdb.HSet(bg, h.stack.locks.Key(tag, "job:"+id), "heartbeat_at", time.Now().Add(-3*time.Second).UnixMilli())
+	return h, id, hang, &runs
+}
+
+func TestRescueRedeliversTheJobOfALostWorker(t *testing.T) {
+	h, id, hang, runs := stranded(t)
+	defer close(hang)
+	// A second stack (another worker process) runs the rescue and the new delivery.
+	other := New(h.rdb, Config{LeaseTTL: 2 * time.Second, WorkerID: "rescuer"})
+	other.Register(TaskConfig{Type: "work", MaxAttempts: 3}, func(ctx context.Context, j *Job) error {
+		runs.Add(1)
+		return other.Locks().SetFields(ctx, j.Fence(), j.Key("state"), 0, "by", "rescued")
+	})
+	defer other.Close()
+	n, err := other.NewRescuer(h.insp, h.client, 0).Pass(bg)
+	if err != nil || n != 1 {
+		t.Fatalf("rescue pass: %d %v", n, err)
+	}
+	v, _ := h.stack.Get(bg, id)
+	if v.Record["status"] != "retrying" || v.Record["delivery"] != DeliveryID(id, 2) || !has(v, "rescued") {
+		t.Fatalf("after rescue: %v %v", v.Record, events(v))
+	}
+	// The new delivery runs on the harness's server (a free slot; its 2 s lease is enough).
+	v = h.waitStatus(id, "done", 15*time.Second)
+	if v.Record["attempt"] != "2" || v.Record["deliveries"] != "2" {
+		t.Fatalf("after the new delivery: %v", v.Record)
+	}
+	// A second pass finds nothing: the old delivery is no longer the job's.
+	if n, _ := other.NewRescuer(h.insp, h.client, 0).Pass(bg); n != 0 {
+		t.Fatalf("second pass rescued %d", n)
+	}
+}
+
+func TestTwoRescuersDeliverOnce(t *testing.T) {
+	h, id, hang, _ := stranded(t)
+	defer close(hang)
+	var total atomic.Int32
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			s := New(h.rdb, Config{LeaseTTL: 2 * time.Second, WorkerID: "rescuer-" + string(rune('a'+i))})
+			s.Register(TaskConfig{Type: "work", MaxAttempts: 3}, func(context.Context, *Job) error { return nil })
+			defer s.Close()
+			n, _ := s.NewRescuer(h.insp, h.client, 0).Pass(bg)
+			total.Add(int32(n))
+		}(i)
+	}
+	wg.Wait()
+	v, _ := h.stack.Get(bg, id)
+	if total.Load() != 1 || v.Record["deliveries"] != "2" {
+		t.Fatalf("%d rescues, deliveries %s", total.Load(), v.Record["deliveries"])
+	}
+}
+
+func TestRescueOnTheLastAttemptFails(t *testing.T) {
+	h, id, hang, _ := stranded(t)
+	defer close(hang)
+	tag := ResourceTag("r")
+	h.rdb.HSet(bg, h.stack.locks.Key(tag, "job:"+id), "max_attempts", 1)
+	s := New(h.rdb, Config{LeaseTTL: 2 * time.Second})
+	s.Register(TaskConfig{Type: "work"}, func(context.Context, *Job) error { return nil })
+	defer s.Close()
+	if n, _ := s.NewRescuer(h.insp, h.client, 0).Pass(bg); n != 1 {
+		t.Fatalf("rescued %d", n)
+	}
+	v, _ := h.stack.Get(bg, id)
+	if v.Record["status"] != "failed" || !has(v, "rescued") {
+		t.Fatalf("%v %v", v.Record, events(v))
+	}
+}
+
+// A live job (lease held by its run, fresh heartbeat) is never rescued.
+func TestLiveJobsAreLeftAlone(t *testing.T) {
+	release := make(chan struct{})
+	h := newHarness(t, Config{LeaseTTL: 2 * time.Second}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "work"}, func(ctx context.Context, j *Job) error { <-release; return nil })
+	})
+	id := h.enqueue(Spec{Type: "work", Resource: "r"})
+	h.waitStatus(id, "processing", 10*time.Second)
+	r := h.stack.NewRescuer(h.insp, h.client, 0)
+	for i := 0; i < 3; i++ {
+		if n, err := r.Pass(bg); n != 0 || err != nil {
+			t.Fatalf("pass %d rescued %d (%v)", i, n, err)
+		}
+		time.Sleep(time.Second) // across renewals
+	}
+	close(release)
+	if v := h.waitStatus(id, "done", 10*time.Second); v.Record["deliveries"] != "1" {
+		t.Fatalf("%v", v.Record)
+	}
+}
