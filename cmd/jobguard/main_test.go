@@ -68,7 +68,7 @@ type proc struct {
 	logs chan string
 }
 
-func startProc(t *testing.T, args []string, kv ...string) *proc {
+func startProc(t testing.TB, args []string, kv ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = env(append([]string{"HTTP_ADDR=127.0.0.1:0", "SHUTDOWN_TIMEOUT=3s"}, kv...)...)
@@ -105,7 +105,7 @@ func startProc(t *testing.T, args []string, kv ...string) *proc {
 	return p
 }
 
-func (p *proc) get(t *testing.T, path string) (int, string) {
+func (p *proc) get(t testing.TB, path string) (int, string) {
 	t.Helper()
 	resp, err := http.Get("http://" + p.addr + path)
 	if err != nil {

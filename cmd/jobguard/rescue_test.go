@@ -23,7 +23,7 @@ type upstream struct {
 	calls   atomic.Int32
 }
 
-func newUpstream(t *testing.T) *upstream {
+func newUpstream(t testing.TB) *upstream {
 	u := &upstream{first: make(chan struct{}), release: make(chan struct{})}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := u.calls.Add(1)
@@ -51,7 +51,7 @@ type jobState struct {
 	Fencing  int64  `json:"fencing_token"`
 }
 
-func (p *proc) job(t *testing.T, id string) jobState {
+func (p *proc) job(t testing.TB, id string) jobState {
 	_, body := p.get(t, "/jobs/"+id)
 	var s jobState
 	_ = json.Unmarshal([]byte(body), &s)
@@ -65,19 +65,27 @@ func rescueSetup(t *testing.T) (api *proc, workers []*proc, src *upstream, jobID
 		"REBUILD_SOURCE_URL=" + src.URL, "WORKER_CONCURRENCY=2"}
 	api = startProc(t, []string{"api"}, env...)
 	workers = []*proc{startProc(t, []string{"worker"}, env...), startProc(t, []string{"worker"}, env...)}
-	resp, err := http.Post("http://"+api.addr+"/jobs/rebuild-cache", "application/json",
-		strings.NewReader(`{"tenant_id":"t1","resource_id":"home"}`))
-	if err != nil || resp.StatusCode != 202 {
-		t.Fatalf("enqueue: %v %v", resp, err)
-	}
-	var a struct{ JobID string `json:"job_id"` }
-	_ = json.NewDecoder(resp.Body).Decode(&a)
+	jobID = enqueueRebuild(t, api)
 	select {
 	case <-src.first:
 	case <-time.After(15 * time.Second):
 		t.Fatal("no worker picked the job up")
 	}
-	return api, workers, src, a.JobID
+	return api, workers, src, jobID
+}
+
+func enqueueRebuild(t testing.TB, api *proc) string {
+	resp, err := http.Post("http://"+api.addr+"/jobs/rebuild-cache", "application/json",
+		strings.NewReader(`{"tenant_id":"t1","resource_id":"home"}`))
+	if err != nil || resp.StatusCode != 202 {
+		t.Fatalf("enqueue: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	var a struct {
+		JobID string `json:"job_id"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&a)
+	return a.JobID
 }
 
 // holder returns the worker process running the job, and the other one.
@@ -92,7 +100,7 @@ func holder(t *testing.T, api *proc, workers []*proc, id string) (*proc, *proc) 
 	return nil, nil
 }
 
-func waitDone(t *testing.T, api *proc, id string, within time.Duration) (jobState, time.Duration) {
+func waitDone(t testing.TB, api *proc, id string, within time.Duration) (jobState, time.Duration) {
 	start := time.Now()
 	for {
 		s := api.job(t, id)
