@@ -24,11 +24,12 @@ import (
 // api serves the job endpoints: enqueue (one route per registered task type), job view, replay,
 // and the example tasks' read models.
 type api struct {
-	stack  *middleware.Stack
-	client *asynq.Client
-	idem   idempotency
-	tokens map[string]string // bearer token -> tenant; empty: open
-	tasks  []tasks.Task      // one POST /jobs/<type> route each
+	stack   *middleware.Stack
+	client  *asynq.Client
+	idem    idempotency
+	tokens  map[string]string // bearer token -> tenant; empty: open
+	tasks   []tasks.Task      // one POST /jobs/<type> route each
+	metrics *httpMetrics
 }
 
 const localTenant = "tenant"
@@ -93,6 +94,7 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 			}
 			var stored *answer
 			cl, stored, err = a.idem.begin(c.UserContext(), req.Tenant(), key, fingerprint(c.Method(), c.Path(), c.Body()))
+			a.countIdem(err, stored)
 			switch {
 			case errors.Is(err, errIdemInFlight):
 				return &HTTPError{Status: http.StatusConflict, Field: "Idempotency-Key", Detail: err.Error()}
@@ -136,6 +138,24 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Status(status).Send(body)
 	}
+}
+
+func (a *api) countIdem(err error, stored *answer) {
+	if a.metrics == nil {
+		return
+	}
+	result := "new"
+	switch {
+	case errors.Is(err, errIdemInFlight):
+		result = "conflict"
+	case errors.Is(err, errIdemMismatch):
+		result = "mismatch"
+	case err != nil:
+		return
+	case stored != nil:
+		result = "replayed"
+	}
+	a.metrics.idem.WithLabelValues(result).Inc()
 }
 
 // answerFor is the answer to an enqueue result.

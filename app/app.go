@@ -96,12 +96,14 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	taskList := tasks.All()
 	tasks.RegisterTasks(a.stack, tasks.Deps{SourceURL: cfg.RebuildSourceURL}, taskList)
 
-	a.http = newFiber(cfg, a.log)
+	hm := newHTTPMetrics()
+	a.http = newFiber(cfg, a.log, hm)
 	healthRoutes(a.http, func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() })
+	metricsRoute(a.http, newRegistry(hm, a.stack.Collectors(), a.inspector))
 
 	if role.serves(RoleAPI) {
 		(&api{
-			stack: a.stack, client: a.client, tokens: cfg.APITokens, tasks: taskList,
+			stack: a.stack, client: a.client, tokens: cfg.APITokens, tasks: taskList, metrics: hm,
 			idem: idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention},
 		}).routes(a.http)
 		if err := web.Mount(a.http, a.rdb, web.Monitoring{

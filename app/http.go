@@ -17,7 +17,7 @@ const readyTimeout = time.Second
 
 // newFiber builds the HTTP app every role serves: health, readiness, errors as problem+json,
 // request ids, access logs and panic recovery. Routes of the API and UI are added by the caller.
-func newFiber(cfg Config, log zerolog.Logger) *fiber.App {
+func newFiber(cfg Config, log zerolog.Logger, hm *httpMetrics) *fiber.App {
 	f := fiber.New(fiber.Config{
 		AppName:               "jobguard",
 		BodyLimit:             cfg.BodyLimit,
@@ -28,7 +28,7 @@ func newFiber(cfg Config, log zerolog.Logger) *fiber.App {
 		IdleTimeout:           2 * time.Minute,
 	})
 	f.Use(requestid.New())
-	f.Use(accessLog(log))
+	f.Use(accessLog(log, hm))
 	f.Use(recover.New(recover.Config{
 		EnableStackTrace: true,
 		StackTraceHandler: func(c *fiber.Ctx, e any) {
@@ -39,7 +39,7 @@ func newFiber(cfg Config, log zerolog.Logger) *fiber.App {
 }
 
 // accessLog writes one line per request after the error handler has set its status.
-func accessLog(log zerolog.Logger) fiber.Handler {
+func accessLog(log zerolog.Logger, hm *httpMetrics) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		start := time.Now()
 		err := c.Next()
@@ -50,6 +50,7 @@ func accessLog(log zerolog.Logger) fiber.Handler {
 			}
 		}
 		status := c.Response().StatusCode()
+		hm.observe(c, start)
 		ev := log.Info()
 		if status >= 500 {
 			ev = log.Warn()

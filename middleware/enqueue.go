@@ -103,6 +103,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 			return Enqueued{}, fmt.Errorf("%w: %s", ErrJobExists, id)
 		case "dup":
 			s.Stats.Deduplicated.Add(1)
+			s.m.dedup.WithLabelValues(spec.Type, string(spec.Dedup.Policy), "deduplicated").Inc()
 			s.noteDuplicate(ctx, res[1], "deduplicated", spec.Dedup)
 			return Enqueued{JobID: res[1], Deduplicated: true}, nil
 		case "replace":
@@ -112,6 +113,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 			}
 			if replaced || try > 0 {
 				s.Stats.Replaced.Add(1)
+				s.m.dedup.WithLabelValues(spec.Type, string(spec.Dedup.Policy), "replaced").Inc()
 				return Enqueued{JobID: res[1], Deduplicated: true}, nil
 			}
 			continue // the job started in between: its marker is gone, create anew

@@ -98,6 +98,8 @@ func (r *Rescuer) rescue(ctx context.Context, t *asynq.TaskInfo) bool {
 	case "failed":
 		r.s.Stats.Rescued.Add(1)
 		r.s.Stats.Failed.Add(1)
+		r.s.m.rescues.WithLabelValues(t.Type, "failed").Inc()
+		r.s.m.deadLettered.WithLabelValues(t.Type).Inc()
 		log.Warn().Str("event", "failed").Msg("worker lost during the last attempt")
 		return true
 	case "rescued":
@@ -118,6 +120,7 @@ func (r *Rescuer) rescue(ctx context.Context, t *asynq.TaskInfo) bool {
 		return false
 	}
 	r.s.Stats.Rescued.Add(1)
+	r.s.m.rescues.WithLabelValues(t.Type, "rescued").Inc()
 	latency := now.Sub(time.UnixMilli(beat).Add(tc.LeaseTTL))
 	r.s.observeRescue(latency)
 	log.Info().Str("event", "rescued").Str("new_delivery", delivery).Dur("since_lease_lapsed", latency).Msg("job of a lost worker redelivered")

@@ -173,6 +173,7 @@ type Stack struct {
 	rng   *rand.Rand
 	rngMu sync.Mutex
 	Stats Stats
+	m     *metrics
 }
 
 type registered struct {
@@ -191,17 +192,22 @@ type Stats struct {
 	LastRescueLatency atomic.Int64
 }
 
-func (s *Stack) observeRescue(d time.Duration) { s.Stats.LastRescueLatency.Store(int64(d)) }
+func (s *Stack) observeRescue(d time.Duration) {
+	s.Stats.LastRescueLatency.Store(int64(d))
+	s.m.rescueLatency.Observe(d.Seconds())
+}
 
 // New builds a stack on rdb. Close stops its keeper.
 func New(rdb redis.UniversalClient, cfg Config) *Stack {
 	cfg = cfg.withDefaults()
 	locks := locking.New(rdb, locking.WithPrefix(cfg.Prefix), locking.WithOwnerPrefix(cfg.WorkerID))
-	return &Stack{
+	s := &Stack{
 		cfg: cfg, rdb: rdb, locks: locks, keeper: locks.NewKeeper(), log: *cfg.Logger,
 		sema: make(chan struct{}, cfg.Concurrency), types: map[string]registered{}, running: map[*Job]context.Context{},
 		rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
+	s.m = newMetrics(s)
+	return s
 }
 
 // Locks is the stack's locking client (same prefix), for task handlers and the API.
@@ -294,8 +300,9 @@ func (s *Stack) jitter(base time.Duration) time.Duration {
 	return base + time.Duration(s.rng.Int64N(int64(base)+1))
 }
 
-func (s *Stack) bounce(reason string, after time.Duration, err error) error {
+func (s *Stack) bounce(typ, reason string, after time.Duration, err error) error {
 	s.Stats.Bounces.Add(1)
+	s.m.bounces.WithLabelValues(typ, reason).Inc()
 	return &delayed{bounce: true, reason: reason, delay: max(after, s.jitter(s.cfg.BounceDelay)), err: err}
 }
 
@@ -359,10 +366,10 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		case <-slot.C:
 			s.event(ctx, keys, delivery, "bounced", "no free slot in "+s.cfg.WorkerID)
 			log.Info().Str("event", "bounced").Str("reason", "no_slot").Msg("no free slot")
-			return s.bounce("no_slot", 0, errors.New("no free slot"))
+			return s.bounce(tc.Type, "no_slot", 0, errors.New("no free slot"))
 		case <-ctx.Done():
 			slot.Stop()
-			return s.bounce("cancelled", 0, context.Cause(ctx))
+			return s.bounce(tc.Type, "cancelled", 0, context.Cause(ctx))
 		}
 		defer func() { <-s.sema }()
 
@@ -376,26 +383,32 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		cancel()
 		if err != nil {
 			// Unknown whether it ran: the lease (if taken) lapses within its TTL; try again soon.
-			return s.bounce("start_failed", 0, fmt.Errorf("start script: %w", err))
+			return s.bounce(tc.Type, "start_failed", 0, fmt.Errorf("start script: %w", err))
 		}
 		switch res[0].(string) {
 		case "gone", "terminal", "stale":
 			s.Stats.StaleDeliveries.Add(1)
+			s.m.staleDeliveries.WithLabelValues(tc.Type).Inc()
 			log.Info().Str("event", "stale_delivery").Str("state", fmt.Sprint(res...)).Msg("delivery acknowledged without running")
 			return nil
 		case "debounce":
 			wait := time.Duration(res[1].(int64)) * time.Millisecond
-			return s.bounce("debounce", wait, errors.New("replaced payload waits for its debounce"))
+			return s.bounce(tc.Type, "debounce", wait, errors.New("replaced payload waits for its debounce"))
 		case "busy":
 			remaining := time.Duration(res[1].(int64)) * time.Millisecond
+			s.m.lease.WithLabelValues(tc.Type, "not_acquired").Inc()
 			log.Info().Str("event", "lease_not_acquired").Dur("remaining", remaining).Msg("resource busy")
-			return s.bounce("lease_not_acquired", 0, errors.New("resource lease held by another worker"))
+			return s.bounce(tc.Type, "lease_not_acquired", 0, errors.New("resource lease held by another worker"))
 		case "applied":
 			s.Stats.AlreadyApplied.Add(1)
+			s.m.alreadyApplied.WithLabelValues(tc.Type).Inc()
+			s.m.transitions.WithLabelValues(tc.Type, "done").Inc()
 			log.Info().Str("event", "already_applied").Msg("operation applied before; job done")
 			return nil
 		case "exhausted":
 			s.Stats.Failed.Add(1)
+			s.m.deadLettered.WithLabelValues(tc.Type).Inc()
+			s.m.transitions.WithLabelValues(tc.Type, "failed").Inc()
 			log.Warn().Str("event", "failed").Msg("attempt budget spent")
 			return fmt.Errorf("attempt budget spent: %w", asynq.SkipRetry)
 		}
@@ -415,6 +428,12 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		job.lease.StampHeartbeat(keys.record, "heartbeat_at")
 		log = log.With().Int("attempt", job.Attempt).Str("lease_owner", owner).Int64("fencing_token", token).Logger()
 		s.Stats.Started.Add(1)
+		s.m.lease.WithLabelValues(tc.Type, "acquired").Inc()
+		s.m.transitions.WithLabelValues(tc.Type, "processing").Inc()
+		if job.Attempt == 1 && created > 0 {
+			s.m.queueWait.WithLabelValues(tc.Type).Observe(seconds(sent.Sub(job.CreatedAt)))
+		}
+		runStart := time.Now()
 
 		s.wg.Add(1)
 		defer s.wg.Done()
@@ -423,7 +442,9 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		hctx, stop := s.keeper.Keep(ctx, job.lease)
 		herr := s.call(hctx, job, r.handler, log)
 		stop()
-		return s.conclude(ctx, hctx, job, herr, log)
+		err = s.conclude(ctx, hctx, job, herr, log)
+		s.m.duration.WithLabelValues(tc.Type, outcomeOf(err)).Observe(seconds(time.Since(runStart)))
+		return err
 	}
 }
 
@@ -463,8 +484,9 @@ func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log ze
 	if cause := context.Cause(hctx); errors.Is(cause, locking.ErrLeaseLost) {
 		// Nothing more is written under this token; the job is another delivery's now, or will be.
 		s.Stats.LeaseLost.Add(1)
+		s.m.lease.WithLabelValues(tc.Type, "lost").Inc()
 		log.Warn().Str("event", "lease_lost").Err(cause).Msg("lease lost; handler stopped")
-		return s.bounce("lease_lost", 0, cause)
+		return s.bounce(tc.Type, "lease_lost", 0, cause)
 	}
 	if herr == nil {
 		s.Stats.Succeeded.Add(1)
@@ -478,7 +500,7 @@ func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log ze
 		s.Stats.Requeued.Add(1)
 		_ = s.finish(job, outcome{status: "queued", event: "requeued", detail: "shutdown", refund: true}, log)
 		log.Info().Str("event", "requeued").Msg("shutdown: job requeued")
-		return s.bounce("shutdown", 0, context.Cause(ctx))
+		return s.bounce(tc.Type, "shutdown", 0, context.Cause(ctx))
 	}
 	class, retryAfter := classOf(herr)
 	msg := herr.Error()
@@ -490,6 +512,7 @@ func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log ze
 		return fmt.Errorf("%s: %w", msg, asynq.RevokeTask)
 	case classPermanent:
 		s.Stats.Failed.Add(1)
+		s.m.deadLettered.WithLabelValues(tc.Type).Inc()
 		_ = s.finish(job, outcome{status: "failed", detail: msg}, log)
 		log.Warn().Str("event", "failed").Str("error", msg).Msg("permanent error: dead letter")
 		return fmt.Errorf("%s: %w", msg, asynq.SkipRetry)
@@ -497,11 +520,12 @@ func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log ze
 		if job.age() < tc.RateLimitMaxAge {
 			_ = s.finish(job, outcome{status: "retrying", event: "rate_limited", detail: msg, refund: true}, log)
 			log.Info().Str("event", "bounced").Str("reason", "rate_limited").Dur("retry_after", retryAfter).Msg("rate limited")
-			return s.bounce("rate_limited", retryAfter, herr)
+			return s.bounce(tc.Type, "rate_limited", retryAfter, herr)
 		}
 	}
 	if job.Attempt >= tc.MaxAttempts {
 		s.Stats.Failed.Add(1)
+		s.m.deadLettered.WithLabelValues(tc.Type).Inc()
 		_ = s.finish(job, outcome{status: "failed", detail: msg}, log)
 		log.Warn().Str("event", "failed").Str("error", msg).Msg("attempt budget spent: dead letter")
 		return fmt.Errorf("%s: %w", msg, asynq.SkipRetry)
@@ -510,6 +534,7 @@ func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log ze
 	delay := tc.Backoff.Delay(job.Attempt, s.rng)
 	s.rngMu.Unlock()
 	s.Stats.Retried.Add(1)
+	s.m.retries.WithLabelValues(tc.Type, classNames[class]).Inc()
 	_ = s.finish(job, outcome{status: "retrying", detail: msg, event: "retry_scheduled"}, log)
 	log.Info().Str("event", "retry_scheduled").Str("error", msg).Dur("delay", delay).Msg("retry scheduled")
 	return &delayed{delay: delay, err: herr}
@@ -529,17 +554,38 @@ func (s *Stack) finish(job *Job, o outcome, log zerolog.Logger) error {
 	).Slice()
 	if err != nil {
 		log.Error().Err(err).Str("status", o.status).Msg("finish script failed")
-		return s.bounce("finish_failed", 0, fmt.Errorf("finish script: %w", err))
+		return s.bounce(job.Type, "finish_failed", 0, fmt.Errorf("finish script: %w", err))
 	}
 	switch res[0].(string) {
+	case "ok":
+		s.m.transitions.WithLabelValues(job.Type, o.status).Inc()
 	case "stale":
 		s.Stats.StaleWrites.Add(1)
+		s.m.staleWrites.WithLabelValues(job.Type).Inc()
 		log.Warn().Str("event", "stale_write_rejected").Interface("current_token", res[1]).Msg("a newer token owns the job")
 	case "invalid":
 		s.Stats.InvalidTransitions.Add(1)
+		s.m.invalid.WithLabelValues(job.Type).Inc()
 		log.Warn().Str("event", "invalid_transition").Interface("status", res[1]).Str("to", o.status).Msg("transition rejected")
 	}
 	return nil
+}
+
+// outcomeOf names what asynq was told, for the run duration histogram.
+func outcomeOf(err error) string {
+	var d *delayed
+	switch {
+	case err == nil:
+		return "done"
+	case errors.Is(err, ErrBounced):
+		return "bounced"
+	case errors.As(err, &d):
+		return "retry"
+	case errors.Is(err, asynq.RevokeTask):
+		return "revoked"
+	default:
+		return "failed"
+	}
 }
 
 func errText(o outcome) string {

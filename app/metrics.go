@@ -1,0 +1,102 @@
+package app
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// httpMetrics count requests by method, route pattern (never the raw path) and status.
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	idem     *prometheus.CounterVec
+}
+
+func newHTTPMetrics() *httpMetrics {
+	return &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobguard", Name: "http_requests_total",
+			Help: "HTTP requests by method, route pattern and status code."}, []string{"method", "route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "jobguard", Name: "http_request_duration_seconds",
+			Help: "HTTP request duration by method and route pattern.", Buckets: prometheus.DefBuckets}, []string{"method", "route"}),
+		idem: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobguard", Name: "http_idempotency_total",
+			Help: "Requests with an Idempotency-Key by result: new, replayed, conflict (in flight), mismatch (other request)."}, []string{"result"}),
+	}
+}
+
+func (m *httpMetrics) observe(c *fiber.Ctx, start time.Time) {
+	route := c.Route().Path
+	if c.Route().Method == "USE" {
+		route = "unmatched" // the 404 fallback: keep raw paths out of the labels
+	}
+	m.requests.WithLabelValues(c.Method(), route, strconv.Itoa(c.Response().StatusCode())).Inc()
+	m.duration.WithLabelValues(c.Method(), route).Observe(time.Since(start).Seconds())
+}
+
+// queueCollector reports asynq's queues at scrape time: tasks per state and latency.
+type queueCollector struct {
+	insp    *asynq.Inspector
+	size    *prometheus.Desc
+	latency *prometheus.Desc
+	paused  *prometheus.Desc
+}
+
+func newQueueCollector(insp *asynq.Inspector) *queueCollector {
+	return &queueCollector{
+		insp: insp,
+		size: prometheus.NewDesc("jobguard_asynq_queue_tasks", "asynq tasks per queue and state.",
+			[]string{"queue", "state"}, nil),
+		latency: prometheus.NewDesc("jobguard_asynq_queue_latency_seconds", "Age of the oldest pending task per queue.",
+			[]string{"queue"}, nil),
+		paused: prometheus.NewDesc("jobguard_asynq_queue_paused", "1 when the queue is paused.", []string{"queue"}, nil),
+	}
+}
+
+func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- q.size
+	ch <- q.latency
+	ch <- q.paused
+}
+
+func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	queues, err := q.insp.Queues()
+	if err != nil {
+		return
+	}
+	for _, name := range queues {
+		info, err := q.insp.GetQueueInfo(name)
+		if err != nil {
+			continue
+		}
+		for state, n := range map[string]int{"pending": info.Pending, "active": info.Active, "scheduled": info.Scheduled,
+			"retry": info.Retry, "archived": info.Archived, "completed": info.Completed, "aggregating": info.Aggregating} {
+			ch <- prometheus.MustNewConstMetric(q.size, prometheus.GaugeValue, float64(n), name, state)
+		}
+		ch <- prometheus.MustNewConstMetric(q.latency, prometheus.GaugeValue, info.Latency.Seconds(), name)
+		paused := 0.0
+		if info.Paused {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(q.paused, prometheus.GaugeValue, paused, name)
+	}
+}
+
+// newRegistry gathers the process's metrics: Go runtime and process, HTTP, the middleware stack,
+// and asynq's queues.
+func newRegistry(hm *httpMetrics, stack []prometheus.Collector, insp *asynq.Inspector) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		hm.requests, hm.duration, hm.idem, newQueueCollector(insp))
+	reg.MustRegister(stack...)
+	return reg
+}
+
+func metricsRoute(f *fiber.App, reg *prometheus.Registry) {
+	f.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+}

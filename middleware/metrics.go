@@ -1,0 +1,68 @@
+package middleware
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the stack's Prometheus collectors. Labels are bounded: task type, status, reason,
+// class, policy; never a job or tenant id.
+type metrics struct {
+	transitions     *prometheus.CounterVec
+	duration        *prometheus.HistogramVec
+	queueWait       *prometheus.HistogramVec
+	lease           *prometheus.CounterVec
+	staleWrites     *prometheus.CounterVec
+	invalid         *prometheus.CounterVec
+	staleDeliveries *prometheus.CounterVec
+	retries         *prometheus.CounterVec
+	bounces         *prometheus.CounterVec
+	deadLettered    *prometheus.CounterVec
+	alreadyApplied  *prometheus.CounterVec
+	dedup           *prometheus.CounterVec
+	rescues         *prometheus.CounterVec
+	rescueLatency   prometheus.Histogram
+	running, zombie prometheus.GaugeFunc
+}
+
+func newMetrics(s *Stack) *metrics {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobguard", Name: name, Help: help}, labels)
+	}
+	return &metrics{
+		transitions: counter("job_transitions_total", "Job status changes written, by task type and new status.", "type", "status"),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "jobguard", Name: "job_run_duration_seconds",
+			Help: "Duration of handler runs, by task type and outcome.", Buckets: prometheus.ExponentialBuckets(0.005, 3, 10)}, []string{"type", "outcome"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "jobguard", Name: "job_queue_wait_seconds",
+			Help: "Time from a job's creation to its first run, by task type.", Buckets: prometheus.ExponentialBuckets(0.01, 3, 10)}, []string{"type"}),
+		lease:           counter("lease_events_total", "Lease events by task type: acquired, not_acquired, lost.", "type", "event"),
+		staleWrites:     counter("stale_writes_rejected_total", "Writes rejected because a newer fencing token wrote first, by task type.", "type"),
+		invalid:         counter("invalid_transitions_total", "Status transitions rejected as not allowed, by task type.", "type"),
+		staleDeliveries: counter("stale_deliveries_total", "Deliveries acknowledged without running: job terminal, gone, or delivery not current.", "type"),
+		retries:         counter("retries_total", "Failed runs that will be retried, by task type and error class.", "type", "class"),
+		bounces:         counter("bounces_total", "Deliveries sent back without spending an attempt, by task type and reason.", "type", "reason"),
+		deadLettered:    counter("dead_lettered_total", "Jobs that failed for good (asynq archive), by task type.", "type"),
+		alreadyApplied:  counter("idempotent_skips_total", "Jobs whose operation was applied before, so the handler did not run, by task type.", "type"),
+		dedup:           counter("dedup_hits_total", "Requests covered by an existing job, by task type, policy and result.", "type", "policy", "result"),
+		rescues:         counter("rescues_total", "Jobs of lost workers redelivered (or failed when out of attempts), by task type and outcome.", "type", "outcome"),
+		rescueLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "jobguard", Name: "rescue_latency_seconds",
+			Help: "Time from a lost run's lease lapse to its job's new delivery.", Buckets: prometheus.ExponentialBuckets(0.1, 2, 10)}),
+		running: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "jobguard", Name: "running_handlers",
+			Help: "Handlers running in this process, zombies included."}, func() float64 { return float64(s.Running()) }),
+		zombie: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "jobguard", Name: "zombie_handlers",
+			Help: "Running handlers asynq gave up on (timeout, shutdown) that have not returned; they hold a slot."}, func() float64 { return float64(s.Zombies()) }),
+	}
+}
+
+// Collectors are the stack's metrics, for the process's Prometheus registry.
+func (s *Stack) Collectors() []prometheus.Collector {
+	m := s.m
+	return []prometheus.Collector{m.transitions, m.duration, m.queueWait, m.lease, m.staleWrites, m.invalid,
+		m.staleDeliveries, m.retries, m.bounces, m.deadLettered, m.alreadyApplied, m.dedup, m.rescues,
+		m.rescueLatency, m.running, m.zombie}
+}
+
+var classNames = map[class]string{classTransient: "transient", classRateLimited: "rate_limited", classPermanent: "permanent", classRevoked: "revoked"}
+
+func seconds(d time.Duration) float64 { return d.Seconds() }
