@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the tests run besides Go: redis-server (real Redis for every test) and chromium
-# (the browser test of the monitoring UI). Uses apt when missing; says what to do otherwise.
+# Installs what the tests run besides Go: redis-server (real Redis for every test), chromium
+# (the browser test of the monitoring UI) and promtool from Debian's prometheus package (checks
+# /metrics). Uses apt when missing; says what to do otherwise.
 set -euo pipefail
 
 missing=()
@@ -9,6 +10,7 @@ command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   missing+=(chromium)
 fi
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
