@@ -9,7 +9,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -195,20 +194,9 @@ func decodeStrict(c *fiber.Ctx, req tasks.Request) (tasks.Request, error) {
 	return req, nil
 }
 
-var traceparentRe = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
-
-// traceHeaders carries the request's W3C trace context to the job's deliveries.
-func traceHeaders(c *fiber.Ctx) map[string]string {
-	tp := c.Get("traceparent")
-	if !traceparentRe.MatchString(tp) {
-		return nil
-	}
-	h := map[string]string{"traceparent": tp}
-	if ts := c.Get("tracestate"); ts != "" && len(ts) <= 512 {
-		h["tracestate"] = ts
-	}
-	return h
-}
+// traceHeaders carries the request's trace context (its server span, itself continuing an
+// incoming traceparent) to the job's deliveries.
+func traceHeaders(c *fiber.Ctx) map[string]string { return middleware.TraceHeaders(c.UserContext()) }
 
 // jobView is GET /jobs/{id}.
 type jobView struct {

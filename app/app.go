@@ -247,6 +247,19 @@ func Main(ctx context.Context, args []string, lookup func(string) (string, bool)
 		return 2
 	}
 	log := NewLogger(cfg, stderr)
+	if tracingEnabled(lookup) {
+		shutdown, err := setupTracing(ctx)
+		if err != nil {
+			fmt.Fprintln(stderr, "jobguard:", err)
+			return 2
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = shutdown(sctx)
+		}()
+		log.Info().Msg("tracing on: spans are exported over OTLP/HTTP as the OTEL_* variables say")
+	}
 	a, err := New(ctx, cfg, role, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "jobguard:", err)

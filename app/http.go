@@ -29,6 +29,7 @@ func newFiber(cfg Config, log zerolog.Logger, hm *httpMetrics) *fiber.App {
 	})
 	f.Use(requestid.New())
 	f.Use(accessLog(log, hm))
+	f.Use(serverSpans())
 	f.Use(recover.New(recover.Config{
 		EnableStackTrace: true,
 		StackTraceHandler: func(c *fiber.Ctx, e any) {

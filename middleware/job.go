@@ -57,10 +57,12 @@ func (j *Job) SetResult(result string) { j.result = result }
 
 // SaveCheckpoint stores progress in the job record, fenced: a later attempt starts with it in
 // Checkpoint. It fails with locking.ErrStaleToken when a newer run owns the job.
-func (j *Job) SaveCheckpoint(ctx context.Context, data []byte) error {
+func (j *Job) SaveCheckpoint(ctx context.Context, data []byte) (err error) {
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
+	ctx, span := scriptSpan(ctx, "jobguard.checkpoint")
+	defer func() { endSpan(span, err) }()
 	return j.s.locks.SetFields(ctx, j.Fence(), j.keys.record, j.s.cfg.Retention,
 		"checkpoint", string(data), "checkpoint_at", time.Now().UnixMilli())
 }
@@ -108,6 +110,8 @@ func (j *Job) Apply(ctx context.Context, eff *Effect, target string, keys []stri
 	if err := context.Cause(ctx); err != nil {
 		return nil, err
 	}
+	ctx, span := scriptSpan(ctx, "jobguard.apply")
+	defer span.End()
 	all := append([]string{target, j.keys.applied}, keys...)
 	res, err := eff.script.Run(ctx, j.s.rdb, j.Fence(), all, append([]any{j.ID, ms(j.tc.AppliedTTL)}, args...)...).Result()
 	if err != nil && strings.HasPrefix(err.Error(), "APPLIED ") {

@@ -17,6 +17,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobguard/jobguard/locking"
 )
@@ -346,7 +348,7 @@ func (s *Stack) keysFor(jobID, opKey string) (jobKeys, error) {
 
 func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 	tc := r.cfg
-	return func(ctx context.Context, t *asynq.Task) error {
+	return func(ctx context.Context, t *asynq.Task) (err error) {
 		jobID := t.Headers()[HeaderJobID]
 		opKey := t.Headers()[HeaderOpKey]
 		delivery, _ := asynq.GetTaskID(ctx)
@@ -356,7 +358,10 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 			return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 		}
 		keys = keys.withDedup(s, t.Headers()[HeaderDedup])
-		log := s.log.With().Str("job_id", jobID).Str("delivery", delivery).Str("type", tc.Type).Str("worker_id", s.cfg.WorkerID).Logger()
+		ctx, span := startRunSpan(ctx, t, jobID, delivery)
+		defer func() { endSpan(span, err) }()
+		log := s.log.With().Str("job_id", jobID).Str("delivery", delivery).Str("type", tc.Type).Str("worker_id", s.cfg.WorkerID).
+			Str("trace_id", traceID(span)).Logger()
 
 		// Slot: released only when the handler returns, zombies included.
 		slot := time.NewTimer(s.cfg.SlotWait)
@@ -376,10 +381,12 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		owner := s.locks.NewOwner()
 		sent := s.locks.Now()
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		wctx, sspan := scriptSpan(wctx, "jobguard.start")
 		res, err := startScript.Run(wctx, s.rdb,
 			[]string{keys.record, keys.lease, keys.fence, keys.timeline, keys.applied, keys.marker},
 			delivery, owner, ms(tc.LeaseTTL), sent.UnixMilli(), s.cfg.WorkerID, s.cfg.TimelineCap, bit(opKey != ""), ms(s.cfg.Retention), keys.clear,
 		).Slice()
+		endSpan(sspan, err)
 		cancel()
 		if err != nil {
 			// Unknown whether it ran: the lease (if taken) lapses within its TTL; try again soon.
@@ -427,6 +434,7 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		job.lease = s.locks.Granted(keys.tag, owner, token, tc.LeaseTTL, sent)
 		job.lease.StampHeartbeat(keys.record, "heartbeat_at")
 		log = log.With().Int("attempt", job.Attempt).Str("lease_owner", owner).Int64("fencing_token", token).Logger()
+		span.SetAttributes(attribute.Int("jobguard.attempt", job.Attempt), attribute.Int64("jobguard.fencing_token", token))
 		s.Stats.Started.Add(1)
 		s.m.lease.WithLabelValues(tc.Type, "acquired").Inc()
 		s.m.transitions.WithLabelValues(tc.Type, "processing").Inc()
@@ -443,6 +451,7 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		herr := s.call(hctx, job, r.handler, log)
 		stop()
 		err = s.conclude(ctx, hctx, job, herr, log)
+		span.SetAttributes(attribute.String("jobguard.outcome", outcomeOf(err)))
 		s.m.duration.WithLabelValues(tc.Type, outcomeOf(err)).Observe(seconds(time.Since(runStart)))
 		return err
 	}
@@ -490,7 +499,7 @@ func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log ze
 	}
 	if herr == nil {
 		s.Stats.Succeeded.Add(1)
-		if err := s.finish(job, outcome{status: "done"}, log); err != nil {
+		if err := s.finish(ctx, job, outcome{status: "done"}, log); err != nil {
 			return err
 		}
 		log.Info().Str("event", "done").Msg("job done")
@@ -498,7 +507,7 @@ func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log ze
 	}
 	if ctx.Err() != nil && s.stopping.Load() {
 		s.Stats.Requeued.Add(1)
-		_ = s.finish(job, outcome{status: "queued", event: "requeued", detail: "shutdown", refund: true}, log)
+		_ = s.finish(ctx, job, outcome{status: "queued", event: "requeued", detail: "shutdown", refund: true}, log)
 		log.Info().Str("event", "requeued").Msg("shutdown: job requeued")
 		return s.bounce(tc.Type, "shutdown", 0, context.Cause(ctx))
 	}
@@ -507,18 +516,18 @@ func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log ze
 	switch class {
 	case classRevoked:
 		s.Stats.Revoked.Add(1)
-		_ = s.finish(job, outcome{status: "revoked", detail: msg}, log)
+		_ = s.finish(ctx, job, outcome{status: "revoked", detail: msg}, log)
 		log.Info().Str("event", "revoked").Str("reason", msg).Msg("job revoked")
 		return fmt.Errorf("%s: %w", msg, asynq.RevokeTask)
 	case classPermanent:
 		s.Stats.Failed.Add(1)
 		s.m.deadLettered.WithLabelValues(tc.Type).Inc()
-		_ = s.finish(job, outcome{status: "failed", detail: msg}, log)
+		_ = s.finish(ctx, job, outcome{status: "failed", detail: msg}, log)
 		log.Warn().Str("event", "failed").Str("error", msg).Msg("permanent error: dead letter")
 		return fmt.Errorf("%s: %w", msg, asynq.SkipRetry)
 	case classRateLimited:
 		if job.age() < tc.RateLimitMaxAge {
-			_ = s.finish(job, outcome{status: "retrying", event: "rate_limited", detail: msg, refund: true}, log)
+			_ = s.finish(ctx, job, outcome{status: "retrying", event: "rate_limited", detail: msg, refund: true}, log)
 			log.Info().Str("event", "bounced").Str("reason", "rate_limited").Dur("retry_after", retryAfter).Msg("rate limited")
 			return s.bounce(tc.Type, "rate_limited", retryAfter, herr)
 		}
@@ -526,7 +535,7 @@ func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log ze
 	if job.Attempt >= tc.MaxAttempts {
 		s.Stats.Failed.Add(1)
 		s.m.deadLettered.WithLabelValues(tc.Type).Inc()
-		_ = s.finish(job, outcome{status: "failed", detail: msg}, log)
+		_ = s.finish(ctx, job, outcome{status: "failed", detail: msg}, log)
 		log.Warn().Str("event", "failed").Str("error", msg).Msg("attempt budget spent: dead letter")
 		return fmt.Errorf("%s: %w", msg, asynq.SkipRetry)
 	}
@@ -535,16 +544,18 @@ func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log ze
 	s.rngMu.Unlock()
 	s.Stats.Retried.Add(1)
 	s.m.retries.WithLabelValues(tc.Type, classNames[class]).Inc()
-	_ = s.finish(job, outcome{status: "retrying", detail: msg, event: "retry_scheduled"}, log)
+	_ = s.finish(ctx, job, outcome{status: "retrying", detail: msg, event: "retry_scheduled"}, log)
 	log.Info().Str("event", "retry_scheduled").Str("error", msg).Dur("delay", delay).Msg("retry scheduled")
 	return &delayed{delay: delay, err: herr}
 }
 
 // finish writes the outcome with the job's fence, in one round trip, on a context that survives
 // the delivery's (shutdown, timeout) for at most 5 s.
-func (s *Stack) finish(job *Job, o outcome, log zerolog.Logger) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func (s *Stack) finish(ctx context.Context, job *Job, o outcome, log zerolog.Logger) (err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	ctx, span := scriptSpan(ctx, "jobguard.finish")
+	defer func() { endSpan(span, err) }()
 	f := job.lease.Fence()
 	res, err := finishScript.Run(ctx, s.rdb,
 		[]string{job.keys.record, job.keys.lease, job.keys.timeline, job.keys.applied, job.keys.marker},
@@ -569,6 +580,14 @@ func (s *Stack) finish(job *Job, o outcome, log zerolog.Logger) error {
 		log.Warn().Str("event", "invalid_transition").Interface("status", res[1]).Str("to", o.status).Msg("transition rejected")
 	}
 	return nil
+}
+
+// traceID is the span's trace id for logs, "" when tracing is off.
+func traceID(span trace.Span) string {
+	if sc := span.SpanContext(); sc.HasTraceID() {
+		return sc.TraceID().String()
+	}
+	return ""
 }
 
 // outcomeOf names what asynq was told, for the run duration histogram.

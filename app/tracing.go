@@ -1,0 +1,82 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// tracingEnabled reads the standard OTEL_* variables: tracing is on when an OTLP endpoint is set
+// or OTEL_TRACES_EXPORTER=otlp, and off when OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true.
+// Off is the default: the global no-op provider then costs next to nothing.
+func tracingEnabled(lookup func(string) (string, bool)) bool {
+	get := func(k string) string { v, _ := lookup(k); return v }
+	if get("OTEL_SDK_DISABLED") == "true" || get("OTEL_TRACES_EXPORTER") == "none" {
+		return false
+	}
+	return get("OTEL_TRACES_EXPORTER") == "otlp" || get("OTEL_EXPORTER_OTLP_ENDPOINT") != "" ||
+		get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// setupTracing installs an OTLP/HTTP exporter configured by the OTEL_* variables (endpoint,
+// headers, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, sampler) and returns its shutdown.
+func setupTracing(ctx context.Context) (func(context.Context) error, error) {
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("app: OTEL_EXPORTER_OTLP_ENDPOINT: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	return tp.Shutdown, nil
+}
+
+// fasthttpCarrier reads and writes W3C trace headers on a Fiber request.
+type fasthttpCarrier struct{ c *fiber.Ctx }
+
+func (f fasthttpCarrier) Get(key string) string { return f.c.Get(key) }
+func (f fasthttpCarrier) Set(key, value string) { f.c.Request().Header.Set(key, value) }
+func (f fasthttpCarrier) Keys() []string        { return []string{"traceparent", "tracestate"} }
+
+// serverSpans starts a server span per request, continuing an incoming traceparent; handlers see
+// it in c.UserContext().
+func serverSpans() fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		ctx := propagation.TraceContext{}.Extract(c.UserContext(), fasthttpCarrier{c})
+		ctx, span := otel.Tracer("github.com/jobguard/jobguard/app").Start(ctx, c.Method(),
+			trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", c.Method())))
+		defer span.End()
+		c.SetUserContext(ctx)
+		err := c.Next()
+		route := c.Route().Path
+		if c.Route().Method == "USE" {
+			route = "unmatched"
+		}
+		span.SetName(c.Method() + " " + route)
+		span.SetAttributes(attribute.String("http.route", route))
+		if err != nil {
+			span.RecordError(err)
+		}
+		status := c.Response().StatusCode()
+		var he *HTTPError
+		if errors.As(err, &he) {
+			status = he.Status
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, strconv.Itoa(status))
+		}
+		return err
+	}
+}
