@@ -111,6 +111,8 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 			Password: cfg.MonitoringPassword,
 			Loopback: isLoopback(cfg.HTTPAddr),
 			ReadOnly: cfg.MonitoringReadOnly,
+			// asynqmon queries it for asynq_* series, which /metrics exports.
+			PrometheusAddress: cfg.MonitoringPrometheus,
 		}); err != nil {
 			return nil, &ConfigError{Var: "MONITORING_USER", Err: err}
 		}

@@ -73,6 +73,9 @@ type Config struct {
 	MonitoringPassword string
 	// MonitoringReadOnly (MONITORING_READONLY) lets the UI look but not change anything. Default false.
 	MonitoringReadOnly bool
+	// MonitoringPrometheus (MONITORING_PROMETHEUS_ADDRESS) is a Prometheus that scrapes jobguard's
+	// /metrics; with it the UI draws its queue charts. Empty: no charts.
+	MonitoringPrometheus string
 	// APITokens (API_TOKENS, "token1:tenantA,token2:tenantB") maps bearer tokens to tenants. Empty:
 	// the API is open (development only).
 	APITokens map[string]string
@@ -137,6 +140,7 @@ func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 	p.str("MONITORING_USER", &c.MonitoringUser)
 	p.str("MONITORING_PASSWORD", &c.MonitoringPassword)
 	p.fn("MONITORING_READONLY", func(v string) (err error) { c.MonitoringReadOnly, err = strconv.ParseBool(v); return err })
+	p.str("MONITORING_PROMETHEUS_ADDRESS", &c.MonitoringPrometheus)
 	p.fn("API_TOKENS", func(v string) (err error) { c.APITokens, err = parseTokens(v); return err })
 	p.str("REBUILD_SOURCE_URL", &c.RebuildSourceURL)
 	p.integer("BODY_LIMIT", &c.BodyLimit)
@@ -207,6 +211,11 @@ func (c Config) Validate() error {
 	}
 	if c.MonitoringUser == "" && !isLoopback(c.HTTPAddr) {
 		return bad("MONITORING_USER", "the UI needs MONITORING_USER and MONITORING_PASSWORD when HTTP_ADDR (%s) is not a loopback address", c.HTTPAddr)
+	}
+	if c.MonitoringPrometheus != "" {
+		if u, err := url.Parse(c.MonitoringPrometheus); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("MONITORING_PROMETHEUS_ADDRESS", "%q is not an http(s) URL", c.MonitoringPrometheus)
+		}
 	}
 	if c.RebuildSourceURL != "" {
 		u, err := url.Parse(c.RebuildSourceURL)

@@ -39,35 +39,43 @@ func (m *httpMetrics) observe(c *fiber.Ctx, start time.Time) {
 	m.duration.WithLabelValues(c.Method(), route).Observe(time.Since(start).Seconds())
 }
 
-// queueCollector reports asynq's queues at scrape time: tasks per state and latency.
+// queueCollector reports asynq's queues at scrape time. Besides jobguard's own gauges it exports
+// the names asynq's metrics exporter uses (asynq_queue_size, asynq_queue_latency_seconds,
+// asynq_queue_memory_usage_approx_bytes, asynq_tasks_processed_total, asynq_tasks_failed_total),
+// so asynqmon's charts work when it is given a Prometheus that scrapes jobguard.
 type queueCollector struct {
-	insp    *asynq.Inspector
-	size    *prometheus.Desc
-	latency *prometheus.Desc
-	paused  *prometheus.Desc
+	insp                              *asynq.Inspector
+	tasks, paused                     *prometheus.Desc
+	size, latency, memory, proc, fail *prometheus.Desc
 }
 
 func newQueueCollector(insp *asynq.Inspector) *queueCollector {
+	q := []string{"queue"}
 	return &queueCollector{
-		insp: insp,
-		size: prometheus.NewDesc("jobguard_asynq_queue_tasks", "asynq tasks per queue and state.",
-			[]string{"queue", "state"}, nil),
-		latency: prometheus.NewDesc("jobguard_asynq_queue_latency_seconds", "Age of the oldest pending task per queue.",
-			[]string{"queue"}, nil),
-		paused: prometheus.NewDesc("jobguard_asynq_queue_paused", "1 when the queue is paused.", []string{"queue"}, nil),
+		insp:    insp,
+		tasks:   prometheus.NewDesc("jobguard_asynq_queue_tasks", "asynq tasks per queue and state.", []string{"queue", "state"}, nil),
+		paused:  prometheus.NewDesc("jobguard_asynq_queue_paused", "1 when the queue is paused.", q, nil),
+		size:    prometheus.NewDesc("asynq_queue_size", "Tasks in the queue, all states.", q, nil),
+		latency: prometheus.NewDesc("asynq_queue_latency_seconds", "Age of the oldest pending task.", q, nil),
+		memory:  prometheus.NewDesc("asynq_queue_memory_usage_approx_bytes", "Approximate memory the queue uses in Redis.", q, nil),
+		proc:    prometheus.NewDesc("asynq_tasks_processed_total", "Tasks processed (succeeded or failed) from the queue.", q, nil),
+		fail:    prometheus.NewDesc("asynq_tasks_failed_total", "Tasks that failed from the queue.", q, nil),
 	}
 }
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- q.size
-	ch <- q.latency
-	ch <- q.paused
+	for _, d := range []*prometheus.Desc{q.tasks, q.paused, q.size, q.latency, q.memory, q.proc, q.fail} {
+		ch <- d
+	}
 }
 
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	queues, err := q.insp.Queues()
 	if err != nil {
 		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	for _, name := range queues {
 		info, err := q.insp.GetQueueInfo(name)
@@ -76,14 +84,18 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for state, n := range map[string]int{"pending": info.Pending, "active": info.Active, "scheduled": info.Scheduled,
 			"retry": info.Retry, "archived": info.Archived, "completed": info.Completed, "aggregating": info.Aggregating} {
-			ch <- prometheus.MustNewConstMetric(q.size, prometheus.GaugeValue, float64(n), name, state)
+			gauge(q.tasks, float64(n), name, state)
 		}
-		ch <- prometheus.MustNewConstMetric(q.latency, prometheus.GaugeValue, info.Latency.Seconds(), name)
 		paused := 0.0
 		if info.Paused {
 			paused = 1
 		}
-		ch <- prometheus.MustNewConstMetric(q.paused, prometheus.GaugeValue, paused, name)
+		gauge(q.paused, paused, name)
+		gauge(q.size, float64(info.Size), name)
+		gauge(q.latency, info.Latency.Seconds(), name)
+		gauge(q.memory, float64(info.MemoryUsage), name)
+		ch <- prometheus.MustNewConstMetric(q.proc, prometheus.CounterValue, float64(info.ProcessedTotal), name)
+		ch <- prometheus.MustNewConstMetric(q.fail, prometheus.CounterValue, float64(info.FailedTotal), name)
 	}
 }
 

@@ -154,7 +154,7 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 	if w.value(t, "jobguard_asynq_queue_tasks", map[string]string{"queue": "default", "state": "archived"}) != 1 {
 		t.Errorf("asynq queue gauges: archived in default is not 1")
 	}
-	for _, name := range []string{"jobguard_zombie_handlers", "jobguard_rescue_latency_seconds", "go_goroutines"} {
+	for _, name := range []string{"jobguard_zombie_handlers", "jobguard_rescue_latency_seconds", "go_goroutines", "asynq_queue_size", "asynq_tasks_processed_total"} {
 		if !strings.Contains(string(w), name) {
 			t.Errorf("%s missing from the worker's metrics", name)
 		}
