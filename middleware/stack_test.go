@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/jobguard/jobguard/locking"
 )
@@ -334,8 +335,12 @@ func TestConcurrencyBoundIncludesZombies(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		ids = append(ids, h.enqueue(Spec{Type: "stubborn", Resource: fmt.Sprint("r", i)}))
 	}
-	eventually(t, 10*time.Second, "zombies appear", func() bool { return h.stack.Zombies() > 0 })
-	eventually(t, 10*time.Second, "no-slot bounces", func() bool { return h.stack.Stats.Bounces.Load() > 0 })
+	eventually(t, 10*time.Second, "zombies appear, in the gauge too", func() bool {
+		return h.stack.Zombies() > 0 && testutil.ToFloat64(h.stack.m.zombie) > 0
+	})
+	eventually(t, 10*time.Second, "no-slot bounces", func() bool {
+		return testutil.ToFloat64(h.stack.m.bounces.WithLabelValues("stubborn", "no_slot")) > 0
+	})
 	if peak.Load() > 2 || h.stack.Running() > 2 {
 		t.Fatalf("peak %d running handlers, %d now; concurrency is 2", peak.Load(), h.stack.Running())
 	}
