@@ -2,7 +2,7 @@
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: run test deps vet staticcheck unit bench
+.PHONY: run test deps vet staticcheck unit bench chaos chaos-long
 
 run:
 	$(GO) run ./cmd/jobguard
@@ -25,3 +25,11 @@ unit:
 ## bench: the benchmarks that back the README's figures.
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./...
+
+## chaos: the fault-injection suite, short variant (about 2 minutes); CI runs it after make test.
+chaos: deps
+	CHAOS=short $(GO) test -count=1 -v -run '^TestChaos$$' -timeout 10m ./chaos/
+
+## chaos-long: at least 15 minutes of faults.
+chaos-long: deps
+	CHAOS=long $(GO) test -count=1 -v -run '^TestChaos$$' -timeout 40m ./chaos/

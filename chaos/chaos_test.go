@@ -1,0 +1,601 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/middleware"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+const leaseTTL = 2 * time.Second
+
+// proc is one jobguard process.
+type proc struct {
+	role string
+	cmd  *exec.Cmd
+	addr string
+}
+
+// run is one chaos run: its processes, Redis, upstream and what happened.
+type run struct {
+	t       *testing.T
+	bin     string
+	redis   *redistest.Server
+	rdb     *redis.Client
+	proxy   *proxy
+	up      *httptest.Server
+	api     *proc
+	mu      sync.Mutex
+	workers []*proc
+	nextID  int
+
+	// figures
+	submissions, duplicates, kills, pauses, restarts, netFaults, sigterms atomic.Int64
+	recoveries                                                           []time.Duration
+	tokenWentBack                                                        atomic.Int64
+
+	// accepted orders: "tenant/order" -> sku and quantity
+	orders   sync.Map
+	accepted sync.Map // job ids the API accepted
+}
+
+type order struct {
+	tenant, sku string
+	qty         int
+}
+
+func (r *run) start(role string, redisAddr string) *proc {
+	r.t.Helper()
+	cmd := exec.Command(r.bin, role)
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		"REDIS_URL=redis://" + redisAddr + "/0", "HTTP_ADDR=127.0.0.1:0", "LEASE_TTL=" + leaseTTL.String(),
+		"RESCUE_INTERVAL=500ms", "WORKER_CONCURRENCY=4", "SHUTDOWN_TIMEOUT=3s", "LOG_LEVEL=info",
+		"REBUILD_SOURCE_URL=" + r.up.URL,
+	}
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	p := &proc{role: role, cmd: cmd}
+	started := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var ev struct{ Message, Addr string }
+			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Message == "jobguard started" {
+				started <- ev.Addr
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	select {
+	case p.addr = <-started:
+	case <-time.After(30 * time.Second):
+		r.t.Fatalf("%s did not start", role)
+	}
+	r.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return p
+}
+
+// startWorker starts a worker; every third one reaches Redis through the faulty proxy.
+func (r *run) startWorker() {
+	r.mu.Lock()
+	viaProxy := r.nextID%3 == 0
+	r.nextID++
+	r.mu.Unlock()
+	addr := r.redis.Addr
+	if viaProxy {
+		addr = r.proxy.Addr()
+	}
+	w := r.start("worker", addr)
+	r.mu.Lock()
+	r.workers = append(r.workers, w)
+	r.mu.Unlock()
+}
+
+// busyWorker picks a worker that is running a job (waiting up to 3 s for one), so that faults hit
+// work in flight; any worker otherwise. take removes it from the pool.
+func (r *run) busyWorker(take bool) (*proc, []string) {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		r.mu.Lock()
+		ws := append([]*proc(nil), r.workers...)
+		r.mu.Unlock()
+		for _, w := range ws {
+			if held := r.heldBy(w); len(held) > 0 || time.Now().After(deadline) {
+				if take {
+					r.mu.Lock()
+					for i, x := range r.workers {
+						if x == w {
+							r.workers = append(r.workers[:i], r.workers[i+1:]...)
+							break
+						}
+					}
+					r.mu.Unlock()
+				}
+				return w, held
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// submit posts like a careful client: it retries connection errors and 5xx with backoff, keeping
+// its Idempotency-Key.
+func (r *run) submit(path, body, key string) (string, int) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	backoff := 100 * time.Millisecond
+	for try := 0; try < 40; try++ {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+r.api.addr+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Idempotency-Key", strconv.Quote(key))
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode < 500 && resp.StatusCode != http.StatusConflict {
+				var a struct {
+					JobID string `json:"job_id"`
+				}
+				_ = json.Unmarshal(b, &a)
+				if resp.StatusCode < 300 {
+					r.accepted.Store(a.JobID, true)
+				}
+				return a.JobID, resp.StatusCode
+			}
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+	return "", 0
+}
+
+// jobRecords reads every job record in Redis: id -> fields.
+func (r *run) jobRecords(fields ...string) map[string][]any {
+	ctx := context.Background()
+	out := map[string][]any{}
+	iter := r.rdb.Scan(ctx, 0, "jobguard:*:job:*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		if k := iter.Val(); !strings.HasSuffix(k, ":timeline") {
+			keys = append(keys, k)
+		}
+	}
+	pipe := r.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.HMGet(ctx, k, append([]string{"job_id"}, fields...)...)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, c := range cmds {
+		if v := c.Val(); len(v) > 0 && v[0] != nil {
+			out[v[0].(string)] = v[1:]
+		}
+	}
+	return out
+}
+
+// heldBy lists the jobs a worker process is running.
+func (r *run) heldBy(w *proc) []string {
+	suffix := "-" + strconv.Itoa(w.cmd.Process.Pid)
+	var ids []string
+	for id, f := range r.jobRecords("status", "worker_id") {
+		if s, _ := f[0].(string); s == "processing" {
+			if wid, _ := f[1].(string); strings.HasSuffix(wid, suffix) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+// recovery measures how long the jobs a lost worker held take to finish elsewhere.
+func (r *run) recovery(ids []string, since time.Time) {
+	if len(ids) == 0 {
+		return
+	}
+	go func() {
+		deadline := since.Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			left := 0
+			recs := r.jobRecords("status")
+			for _, id := range ids {
+				if s, _ := recs[id][0].(string); s != "done" && s != "failed" {
+					left++
+				}
+			}
+			if left == 0 {
+				r.mu.Lock()
+				r.recoveries = append(r.recoveries, time.Since(since))
+				r.mu.Unlock()
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+}
+
+func (r *run) kill() {
+	w, held := r.busyWorker(true)
+	_ = w.cmd.Process.Signal(syscall.SIGKILL)
+	r.recovery(held, time.Now())
+	r.kills.Add(1)
+	r.startWorker()
+}
+
+func (r *run) pause() {
+	w, _ := r.busyWorker(false)
+	_ = w.cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(2*leaseTTL + time.Second)
+	_ = w.cmd.Process.Signal(syscall.SIGCONT)
+	r.pauses.Add(1)
+}
+
+func (r *run) sigterm() {
+	w, _ := r.busyWorker(true)
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	r.sigterms.Add(1)
+	r.startWorker()
+}
+
+func (r *run) restartRedis() {
+	r.redis.Kill()
+	time.Sleep(time.Second)
+	if err := r.redis.Restart(); err != nil {
+		r.t.Errorf("redis restart: %v", err)
+	}
+	r.restarts.Add(1)
+}
+
+// network delays one worker's Redis traffic by more than a lease TTL while rebuilds run, so writes
+// it sent with a valid lease arrive after the job was rescued and rewritten elsewhere (only the
+// fence stops them), then cuts it off for a while.
+func (r *run) network() {
+	r.proxy.setLatency(6 * time.Second)
+	for i := 0; i < 8; i++ {
+		r.rebuildBurst()
+		time.Sleep(time.Second)
+	}
+	r.proxy.setLatency(0)
+	r.proxy.partition(3 * time.Second)
+	r.netFaults.Add(2)
+}
+
+var hotResources = []string{"home", "catalog", "search"}
+
+func (r *run) rebuildBurst() {
+	for _, res := range hotResources {
+		go r.submit("/jobs/rebuild-cache", fmt.Sprintf(`{"tenant_id":"t1","resource_id":%q}`, res), "")
+	}
+}
+
+// watchCache polls the hot cache entries and counts any fencing token that went backwards.
+func (r *run) watchCache(stop <-chan struct{}, resources []string) {
+	last := map[string]int64{}
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		for _, res := range resources {
+			resp, err := client.Get("http://" + r.api.addr + "/cache/t1/" + res)
+			if err != nil {
+				continue
+			}
+			var e struct {
+				FencingToken int64 `json:"fencing_token"`
+			}
+			derr := json.NewDecoder(resp.Body).Decode(&e)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || derr != nil {
+				continue // not built yet, or Redis is down: nothing was read
+			}
+			if e.FencingToken < last[res] {
+				r.tokenWentBack.Add(1)
+			}
+			last[res] = max(last[res], e.FencingToken)
+		}
+	}
+}
+
+// TestChaos drives orders and cache rebuilds through an API and several workers while killing,
+// pausing and terminating workers, restarting Redis and degrading one worker's network; then checks
+// that nothing was lost or applied twice. CHAOS=short (about 2 minutes) or CHAOS=long (15 minutes
+// of faults).
+func TestChaos(t *testing.T) {
+	variant := os.Getenv("CHAOS")
+	var duration time.Duration
+	switch variant {
+	case "short":
+		duration = 60 * time.Second
+	case "long":
+		duration = 15 * time.Minute
+	default:
+		t.Skip("set CHAOS=short or CHAOS=long (make chaos, make chaos-long)")
+	}
+	wall := time.Now()
+	bin := filepath.Join(t.TempDir(), "jobguard")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/jobguard").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	px, err := newProxy(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	var upCalls atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		n := upCalls.Add(1)
+		delay := time.Duration(rand.IntN(300)) * time.Millisecond
+		if rand.IntN(100) < 5 {
+			delay = 2500 * time.Millisecond // slower than a lease TTL: only renewals keep it
+		}
+		time.Sleep(delay)
+		switch x := rand.IntN(100); {
+		case x < 10:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case x < 15:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		default:
+			fmt.Fprintf(w, "v%d", n)
+		}
+	}))
+	defer up.Close()
+	r := &run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), proxy: px, up: up}
+	r.api = r.start("api", srv.Addr)
+	for i := 0; i < 3; i++ {
+		r.startWorker()
+	}
+
+	// Faults, spread over the run; the long variant repeats the cycle.
+	faultsDone := make(chan struct{})
+	go func() {
+		defer close(faultsDone)
+		cycle := []func(){r.kill, r.pause, r.network, r.restartRedis, r.sigterm, r.kill}
+		step := min(duration/time.Duration(len(cycle)+1), 90*time.Second/time.Duration(len(cycle)))
+		end := time.Now().Add(duration)
+		for time.Now().Before(end) {
+			for _, fault := range cycle {
+				time.Sleep(step)
+				if time.Now().After(end) {
+					return
+				}
+				fault()
+			}
+		}
+	}()
+	stopWatch := make(chan struct{})
+	hot := hotResources
+	go r.watchCache(stopWatch, hot)
+
+	// Workload: orders (a third submitted more than once) and bursts of rebuilds.
+	nOrders := int(duration / (100 * time.Millisecond))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	deadline := time.Now().Add(duration)
+	for i := 0; i < nOrders && time.Now().Before(deadline); i++ {
+		o := order{tenant: fmt.Sprint("t", i%3+1), sku: fmt.Sprint("sku-", rand.IntN(5)), qty: rand.IntN(5) + 1}
+		id := fmt.Sprint("o-", i)
+		body := fmt.Sprintf(`{"tenant_id":%q,"order_id":%q,"sku":%q,"quantity":%d}`, o.tenant, id, o.sku, o.qty)
+		key := ""
+		if i%2 == 0 {
+			key = "k-" + id
+		}
+		dups := 0
+		if i%3 == 0 {
+			dups = 1 + i%2
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if _, code := r.submit("/jobs/reserve-stock", body, key); code >= 200 && code < 300 {
+				r.orders.Store(o.tenant+"/"+id, o)
+			}
+			r.submissions.Add(1)
+			for d := 0; d < dups; d++ {
+				if d == 1 {
+					time.Sleep(time.Duration(rand.IntN(3000)) * time.Millisecond) // later, after it may be done
+				}
+				k := key
+				if d == 1 {
+					k = "" // without the key: only the job's dedup and op key stand in the way
+				}
+				r.submit("/jobs/reserve-stock", body, k)
+				r.submissions.Add(1)
+				r.duplicates.Add(1)
+			}
+		}()
+		if i%20 == 0 {
+			r.rebuildBurst()
+		}
+		time.Sleep(time.Until(wall.Add(time.Duration(i+1) * duration / time.Duration(nOrders))))
+	}
+	wg.Wait()
+	<-faultsDone
+
+	// Quiescence: every job ends.
+	quiet := time.Now().Add(3 * time.Minute)
+	for {
+		open := 0
+		for _, f := range r.jobRecords("status") {
+			if s, _ := f[0].(string); s != "done" && s != "failed" && s != "revoked" {
+				open++
+			}
+		}
+		if open == 0 {
+			break
+		}
+		if time.Now().After(quiet) {
+			t.Errorf("invariant: %d jobs still not done or failed 3 minutes after the workload", open)
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	close(stopWatch)
+	r.check(hot, time.Since(wall))
+}
+
+// check verifies the invariants and prints the figures.
+func (r *run) check(hot []string, wall time.Duration) {
+	t, ctx := r.t, context.Background()
+	locksKey := func(resource, name string) string {
+		return "jobguard:{" + middleware.ResourceTag(resource) + "}:" + name
+	}
+	// Every accepted order applied exactly once.
+	want := map[string]int64{}
+	orders := map[string]int{}
+	r.orders.Range(func(k, v any) bool {
+		o := v.(order)
+		want[o.tenant+":"+o.sku] += int64(o.qty)
+		orders[o.tenant+":"+o.sku]++
+		return true
+	})
+	doubles, lostOrders := 0, 0
+	for res, total := range want {
+		got, _ := r.rdb.HGet(ctx, locksKey(res, "stock"), "reserved").Int64()
+		ledger := r.rdb.LRange(ctx, locksKey(res, "ledger"), 0, -1).Val()
+		seen := map[string]bool{}
+		for _, e := range ledger {
+			var entry struct{ Order string }
+			_ = json.Unmarshal([]byte(e), &entry)
+			if seen[entry.Order] {
+				doubles++
+			}
+			seen[entry.Order] = true
+		}
+		if got != total || len(ledger) != orders[res] {
+			t.Errorf("invariant: %s reserved %d for %d ledger entries, want %d for %d orders", res, got, len(ledger), total, orders[res])
+			lostOrders += orders[res] - len(seen)
+		}
+	}
+	// Every accepted job exists and ended; none stuck.
+	recs := r.jobRecords("status", "type", "resource", "fencing_token")
+	lost, failed, jobs := 0, 0, 0
+	r.accepted.Range(func(k, _ any) bool {
+		jobs++
+		f, ok := recs[k.(string)]
+		if !ok {
+			lost++
+			return true
+		}
+		switch s, _ := f[0].(string); s {
+		case "done":
+		case "failed":
+			failed++
+		default:
+			lost++
+		}
+		return true
+	})
+	if lost > 0 {
+		t.Errorf("invariant: %d accepted jobs lost or stuck", lost)
+	}
+	// Each cache entry holds the highest-token completed rebuild, and its token never went back.
+	for _, res := range hot {
+		var best int64
+		for _, f := range recs {
+			if f[0] == "done" && f[1] == "rebuild-cache" && f[2] == "t1:"+res {
+				tok, _ := strconv.ParseInt(f[3].(string), 10, 64)
+				best = max(best, tok)
+			}
+		}
+		tok, _ := r.rdb.HGet(ctx, locksKey("t1:"+res, "cache"), "token").Int64()
+		if best > 0 && tok != best {
+			t.Errorf("invariant: cache t1/%s holds token %d, the highest completed rebuild has %d", res, tok, best)
+		}
+	}
+	if n := r.tokenWentBack.Load(); n > 0 {
+		t.Errorf("invariant: a cache entry's fencing token went backwards %d times", n)
+	}
+	// Nothing without a TTL but live data.
+	persistent := 0
+	iter := r.rdb.Scan(ctx, 0, "jobguard:*", 1000).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		live := strings.HasSuffix(k, ":fence") || strings.HasSuffix(k, ":stock") || strings.HasSuffix(k, ":ledger") ||
+			strings.HasSuffix(k, ":cache") || strings.Contains(k, ":applied:")
+		if !live && r.rdb.PTTL(ctx, k).Val() < 0 {
+			persistent++
+			t.Errorf("invariant: %s has no TTL", k)
+		}
+	}
+	// Figures: stale writes and rescues from the timelines.
+	stale, rescued := 0, 0
+	iter = r.rdb.Scan(ctx, 0, "jobguard:*:timeline", 1000).Iterator()
+	for iter.Next(ctx) {
+		for _, e := range r.rdb.LRange(ctx, iter.Val(), 0, -1).Val() {
+			stale += strings.Count(e, `"stale_write_rejected"`)
+			rescued += strings.Count(e, `"rescued"`)
+		}
+	}
+	r.mu.Lock()
+	rec := append([]time.Duration(nil), r.recoveries...)
+	r.mu.Unlock()
+	sort.Slice(rec, func(i, j int) bool { return rec[i] < rec[j] })
+	p50, worst := "-", "-"
+	if len(rec) > 0 {
+		p50, worst = rec[len(rec)/2].Round(10*time.Millisecond).String(), rec[len(rec)-1].Round(10*time.Millisecond).String()
+	}
+	fmt.Printf(`
+chaos figures (%s)
+| jobs accepted | %d |
+| orders accepted | %d |
+| duplicate submissions | %d of %d |
+| jobs failed (dead letter) | %d |
+| worker kills (kill -9) | %d |
+| worker pauses (SIGSTOP past the lease) | %d |
+| worker SIGTERMs | %d |
+| Redis restarts | %d |
+| network faults (latency, partition) | %d |
+| stale writes rejected | %d |
+| rescues | %d |
+| lost jobs | %d |
+| double applications | %d |
+| keys without TTL (not live data) | %d |
+| recovery after a kill, p50 / max | %s / %s (%d measured) |
+| wall time | %s |
+`, os.Getenv("CHAOS"), jobs, countOrders(&r.orders), r.duplicates.Load(), r.submissions.Load(), failed,
+		r.kills.Load(), r.pauses.Load(), r.sigterms.Load(), r.restarts.Load(), r.netFaults.Load(),
+		stale, rescued, lost+lostOrders, doubles, persistent, p50, worst, len(rec), wall.Round(time.Second))
+	if doubles > 0 {
+		t.Errorf("invariant: %d orders applied twice", doubles)
+	}
+}
+
+func countOrders(m *sync.Map) int {
+	n := 0
+	m.Range(func(any, any) bool { n++; return true })
+	return n
+}
