@@ -53,8 +53,8 @@ type run struct {
 
 	// figures
 	submissions, duplicates, kills, pauses, restarts, netFaults, sigterms atomic.Int64
-	recoveries                                                           []time.Duration
-	tokenWentBack                                                        atomic.Int64
+	recoveries                                                            []time.Duration
+	tokenWentBack                                                         atomic.Int64
 
 	// accepted orders: "tenant/order" -> sku and quantity
 	orders   sync.Map
