@@ -2,7 +2,7 @@
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: run test deps vet staticcheck unit bench chaos chaos-long
+.PHONY: run test deps vet staticcheck unit bench bench-recovery chaos chaos-long
 
 run:
 	$(GO) run ./cmd/jobguard
@@ -24,7 +24,11 @@ unit:
 
 ## bench: the benchmarks that back the README's figures.
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchtime 3s ./...
+	$(GO) test -run '^$$' -bench 'LeaseVsRedsync|KeeperTick|StackVsBareAsynq|EnqueueEndpoint' -benchtime 3000x ./...
+
+## bench-recovery: kill -9 recovery, bare asynq against jobguard (about 5 minutes).
+bench-recovery: deps
+	$(GO) test -run '^$$' -bench RecoveryAfterKill -benchtime 1x -timeout 30m ./cmd/jobguard/
 
 ## chaos: the fault-injection suite, short variant (about 2 minutes); CI runs it after make test.
 chaos: deps
