@@ -86,7 +86,7 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 			return &HTTPError{Status: http.StatusForbidden, Field: "tenant_id", Detail: "tenant_id is not the tenant of this token"}
 		}
 		var cl *claim
-		if raw := c.Get("Idempotency-Key"); raw != "" || len(c.Request().Header.Peek("Idempotency-Key")) > 0 {
+		if raw := c.Get("Idempotency-Key"); raw != "" {
 			key, err := parseIdempotencyKey(raw)
 			if err != nil {
 				return &HTTPError{Status: http.StatusBadRequest, Field: "Idempotency-Key", Detail: err.Error()}
@@ -100,7 +100,7 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 			case errors.Is(err, errIdemMismatch):
 				return &HTTPError{Status: http.StatusUnprocessableEntity, Field: "Idempotency-Key", Detail: err.Error()}
 			case err != nil:
-				return err
+				return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "the Idempotency-Key could not be checked; retry later", Err: err}
 			case stored != nil:
 				c.Set("Idempotent-Replayed", "true")
 				if stored.location != "" {
