@@ -260,3 +260,44 @@ func startShared() error {
 	})
 	return sharedErr
 }
+
+// Sentinel is a redis-sentinel process monitoring one master as "mymaster".
+type Sentinel struct {
+	Addr string
+	cmd  *exec.Cmd
+	dir  string
+}
+
+// URL is a redis:// URL for REDIS_MODE=sentinel.
+func (s *Sentinel) URL() string { return "redis://" + s.Addr + "?master_name=mymaster" }
+
+// StartSentinel starts a sentinel (redis-server in sentinel mode) that monitors master; it is
+// stopped at the end of the test.
+func StartSentinel(tb testing.TB, master *Server) *Sentinel {
+	tb.Helper()
+	bin, err := Binary()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := tb.TempDir()
+	port, err := FreePort()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	conf := filepath.Join(dir, "sentinel.conf")
+	body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster 127.0.0.1 %d 1\nsentinel down-after-milliseconds mymaster 2000\n", port, dir, master.Port)
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, conf, "--sentinel")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	s := &Sentinel{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, dir: dir}
+	tb.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if err := waitReady(s.Addr, 10*time.Second); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
