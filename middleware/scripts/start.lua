@@ -29,7 +29,9 @@ local function clear_marker(when)
 end
 local function finish(status, token, name, detail)
   clear_marker('done')
-  redis.call('HSET', KEYS[1], 'status', status, 'finished_at', now, 'updated_at', now, 'last_error', detail or '')
+  local last_error = detail or ''
+  if status == 'done' then last_error = '' end -- already applied: the detail is the timeline's
+  redis.call('HSET', KEYS[1], 'status', status, 'finished_at', now, 'updated_at', now, 'last_error', last_error)
   redis.call('PEXPIRE', KEYS[1], ARGV[8])
   event(name, token, nil, detail)
   if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
