@@ -23,6 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/internal/faultproxy"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/middleware"
 )
@@ -44,7 +45,7 @@ type run struct {
 	bin     string
 	redis   *redistest.Server
 	rdb     *redis.Client
-	proxy   *proxy
+	proxy   *faultproxy.Proxy
 	up      *httptest.Server
 	api     *proc
 	mu      sync.Mutex
@@ -277,13 +278,13 @@ func (r *run) restartRedis() {
 // it sent with a valid lease arrive after the job was rescued and rewritten elsewhere (only the
 // fence stops them), then cuts it off for a while.
 func (r *run) network() {
-	r.proxy.setLatency(6 * time.Second)
+	r.proxy.SetLatency(6 * time.Second)
 	for i := 0; i < 8; i++ {
 		r.rebuildBurst()
 		time.Sleep(time.Second)
 	}
-	r.proxy.setLatency(0)
-	r.proxy.partition(3 * time.Second)
+	r.proxy.SetLatency(0)
+	r.proxy.Partition(3 * time.Second)
 	r.netFaults.Add(2)
 }
 
@@ -347,7 +348,7 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
-	px, err := newProxy(srv.Addr)
+	px, err := faultproxy.New(srv.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
