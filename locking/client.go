@@ -18,6 +18,10 @@ var (
 	ErrNotAcquired = errors.New("locking: lease not acquired")
 	// ErrLeaseLost: the lease was refused on renewal, could not be renewed, or its validity ran out.
 	ErrLeaseLost = errors.New("locking: lease lost")
+	// ErrRenewFailed: a renewal got an error instead of an answer (Redis unreachable, timeout).
+	// Whether Redis extended the lease is unknown, so the lease counts as lost: ErrRenewFailed
+	// wraps ErrLeaseLost.
+	ErrRenewFailed = fmt.Errorf("%w: renewal failed", ErrLeaseLost)
 	// ErrStaleToken: a newer token (or the same token from another owner) has written the target
 	// (the error is a *StaleError).
 	ErrStaleToken = errors.New("locking: stale fencing token")

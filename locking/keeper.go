@@ -198,7 +198,7 @@ func (k *Keeper) renew(batch []*Lease) {
 		ok, cerr := cmds[i].Int64()
 		switch {
 		case cerr != nil:
-			k.lose(l, fmt.Errorf("%w: renew of %q failed: %w", ErrLeaseLost, l.Resource, cerr))
+			k.lose(l, fmt.Errorf("%w: renew of %q: %w", ErrRenewFailed, l.Resource, cerr))
 		case ok == 0:
 			k.lose(l, fmt.Errorf("%w: renew of %q refused: expired or taken over", ErrLeaseLost, l.Resource))
 		default:

@@ -52,7 +52,7 @@ func TestKeeperCancelsWhenTakenOver(t *testing.T) {
 		case <-time.After(2 * time.Second):
 			t.Fatal("the work's context was not cancelled")
 		}
-		if cause := context.Cause(ctx); !errors.Is(cause, ErrLeaseLost) {
+		if cause := context.Cause(ctx); !errors.Is(cause, ErrLeaseLost) || errors.Is(cause, ErrRenewFailed) {
 			t.Fatalf("cause %v", cause)
 		}
 		if !l.Expired() || !errors.Is(l.Renew(bg()), ErrLeaseLost) {
@@ -64,10 +64,11 @@ func TestKeeperCancelsWhenTakenOver(t *testing.T) {
 	})
 }
 
-// With Redis gone, the work is cancelled no later than the lease's validity.
+// With Redis gone, the work is cancelled no later than the lease's validity, by the first renewal
+// that fails (renewals start at a third of the TTL, well before the validity runs out).
 func TestKeeperCancelsWhenRedisIsGone(t *testing.T) {
 	srv := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 50 * time.Millisecond, DialerRetries: 1})
 	defer rdb.Close()
 	c := New(rdb)
 	k := c.NewKeeper(WithTick(10 * time.Millisecond))
@@ -84,8 +85,8 @@ func TestKeeperCancelsWhenRedisIsGone(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("not cancelled with Redis gone")
 	}
-	if !errors.Is(context.Cause(ctx), ErrLeaseLost) || !l.Expired() {
-		t.Fatalf("cause %v", context.Cause(ctx))
+	if cause := context.Cause(ctx); !errors.Is(cause, ErrRenewFailed) || !errors.Is(cause, ErrLeaseLost) || !l.Expired() {
+		t.Fatalf("cause %v", cause)
 	}
 }
 

@@ -195,8 +195,8 @@ func (c *Client) Granted(resource, owner string, token int64, ttl time.Duration,
 func (c *Client) Now() time.Time { return c.clock.Now() }
 
 // Renew extends the lease by its TTL. A refused renewal (the lease expired or another owner holds
-// it) returns ErrLeaseLost and marks the lease lost; so does a failed one, since whether Redis
-// applied it is unknown.
+// it) returns ErrLeaseLost and marks the lease lost; so does a failed one, with ErrRenewFailed,
+// since whether Redis applied it is unknown.
 func (l *Lease) Renew(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return err
@@ -205,7 +205,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	keys, args := l.renewArgs()
 	ok, err := renewScript.Run(ctx, l.c.rdb, keys, args...).Int64()
 	if err != nil {
-		return l.markLost(fmt.Errorf("%w: renew of %q failed: %w", ErrLeaseLost, l.Resource, err))
+		return l.markLost(fmt.Errorf("%w: renew of %q: %w", ErrRenewFailed, l.Resource, err))
 	}
 	if ok == 0 {
 		return l.markLost(fmt.Errorf("%w: renew of %q refused: expired or taken over", ErrLeaseLost, l.Resource))

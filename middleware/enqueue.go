@@ -197,7 +197,7 @@ func (s *Stack) noteDuplicate(ctx context.Context, existing, event string, d *De
 	if d != nil {
 		detail = string(d.Policy) + " " + d.Key
 	}
-	s.event(ctx, keys, "", event, detail)
+	s.event(ctx, keys, Event{Event: event, Detail: detail})
 }
 
 func (s *Stack) replace(ctx context.Context, existing string, spec Spec) (bool, error) {

@@ -27,16 +27,23 @@ type harness struct {
 func newHarness(t *testing.T, cfg Config, register func(s *Stack)) *harness {
 	t.Helper()
 	db := redistest.NewDB(t)
+	return newHarnessOn(t, db, db.Client, cfg, register)
+}
+
+// newHarnessOn runs the stack and the asynq server on worker, a client of db (through a fault
+// proxy, say); the harness's own client and enqueues use db directly.
+func newHarnessOn(t *testing.T, db redistest.DB, worker *redis.Client, cfg Config, register func(s *Stack)) *harness {
+	t.Helper()
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = 4
 	}
 	if cfg.LeaseTTL == 0 {
 		cfg.LeaseTTL = 5 * time.Second
 	}
-	s := New(db.Client, cfg)
+	s := New(worker, cfg)
 	register(s)
 	h := &harness{t: t, rdb: db.Client, stack: s, client: asynq.NewClientFromRedisClient(db.Client), insp: asynq.NewInspectorFromRedisClient(db.Client)}
-	h.srv = asynq.NewServerFromRedisClient(db.Client, s.ServerConfig(asynq.Config{
+	h.srv = asynq.NewServerFromRedisClient(worker, s.ServerConfig(asynq.Config{
 		Concurrency: cfg.Concurrency, Queues: map[string]int{"default": 1},
 		ShutdownTimeout: 2 * time.Second, Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel,
 	}))

@@ -36,7 +36,7 @@ func newMetrics(s *Stack) *metrics {
 			Help: "Duration of handler runs, by task type and outcome.", Buckets: prometheus.ExponentialBuckets(0.005, 3, 10)}, []string{"type", "outcome"}),
 		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "jobguard", Name: "job_queue_wait_seconds",
 			Help: "Time from a job's creation to its first run, by task type.", Buckets: prometheus.ExponentialBuckets(0.01, 3, 10)}, []string{"type"}),
-		lease:           counter("lease_events_total", "Lease events by task type: acquired, not_acquired, lost.", "type", "event"),
+		lease:           counter("lease_events_total", "Lease events by task type: acquired, not_acquired, lost, renew_failed (also counted as lost).", "type", "event"),
 		staleWrites:     counter("stale_writes_rejected_total", "Writes rejected because a newer fencing token wrote first, by task type.", "type"),
 		invalid:         counter("invalid_transitions_total", "Status transitions rejected as not allowed, by task type.", "type"),
 		staleDeliveries: counter("stale_deliveries_total", "Deliveries acknowledged without running: job terminal, gone, or delivery not current.", "type"),

@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -369,7 +370,7 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		case s.sema <- struct{}{}:
 			slot.Stop()
 		case <-slot.C:
-			s.event(ctx, keys, delivery, "bounced", "no free slot in "+s.cfg.WorkerID)
+			s.event(ctx, keys, Event{Event: "bounced", Delivery: delivery, Detail: "no free slot in " + s.cfg.WorkerID})
 			log.Info().Str("event", "bounced").Str("reason", "no_slot").Msg("no free slot")
 			return s.bounce(tc.Type, "no_slot", 0, errors.New("no free slot"))
 		case <-ctx.Done():
@@ -492,8 +493,20 @@ func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log ze
 	tc := job.tc
 	if cause := context.Cause(hctx); errors.Is(cause, locking.ErrLeaseLost) {
 		// Nothing more is written under this token; the job is another delivery's now, or will be.
+		// The timeline still says why this run stopped: events are forensics, not state.
 		s.Stats.LeaseLost.Add(1)
 		s.m.lease.WithLabelValues(tc.Type, "lost").Inc()
+		f := job.lease.Fence()
+		lost := Event{Event: "lease_lost", Delivery: job.Delivery, Token: f.Token, Attempt: job.Attempt, Detail: cause.Error()}
+		if errors.Is(cause, locking.ErrRenewFailed) {
+			s.m.lease.WithLabelValues(tc.Type, "renew_failed").Inc()
+			log.Warn().Str("event", "lease_renew_failed").Err(cause).Msg("lease renewal failed")
+			failed := lost
+			failed.Event = "lease_renew_failed"
+			s.event(ctx, job.keys, failed, lost)
+		} else {
+			s.event(ctx, job.keys, lost)
+		}
 		log.Warn().Str("event", "lease_lost").Err(cause).Msg("lease lost; handler stopped")
 		return s.bounce(tc.Type, "lease_lost", 0, cause)
 	}
@@ -614,12 +627,19 @@ func errText(o outcome) string {
 	return o.detail
 }
 
-// event appends a timeline event without changing status (bounces).
-func (s *Stack) event(ctx context.Context, k jobKeys, delivery, name, detail string) {
-	ev := fmt.Sprintf(`{"at":%d,"event":%q,"delivery":%q,"worker":%q,"detail":%q}`, time.Now().UnixMilli(), name, delivery, s.cfg.WorkerID, detail)
+// event appends timeline events without changing status (bounces, lost leases), stamped with this
+// worker and the current time. Best effort: the timeline is forensics, never state.
+func (s *Stack) event(ctx context.Context, k jobKeys, events ...Event) {
+	args := []any{s.cfg.TimelineCap, ms(s.cfg.Retention)}
+	now := time.Now().UnixMilli()
+	for _, e := range events {
+		e.At, e.Worker = now, s.cfg.WorkerID
+		b, _ := json.Marshal(e)
+		args = append(args, string(b))
+	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = eventScript.Run(wctx, s.rdb, []string{k.timeline, k.record}, ev, s.cfg.TimelineCap, ms(s.cfg.Retention)).Err()
+	_ = eventScript.Run(wctx, s.rdb, []string{k.timeline, k.record}, args...).Err()
 }
 
 func bit(b bool) string {

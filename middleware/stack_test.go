@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,7 +13,10 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/internal/faultproxy"
+	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -309,6 +313,62 @@ func TestLeaseLostMidHandler(t *testing.T) {
 	v = h.waitStatus(id, "done", 15*time.Second)
 	if v.Record["attempt"] != "2" || v.Record["fencing_token"] <= fmt.Sprint(newer) {
 		t.Fatalf("after the takeover: %v", v.Record)
+	}
+}
+
+// A worker cut off from Redis mid-run: its first renewal fails, which loses the lease (whether
+// Redis extended it is unknown). The handler's context ends with ErrRenewFailed; once the worker
+// reaches Redis again, the job's timeline says lease_renew_failed then lease_lost with the run's
+// token and delivery, and the job completes under a newer token.
+func TestLeaseRenewFailureIsOnTheTimeline(t *testing.T) {
+	db := redistest.NewDB(t)
+	px, err := faultproxy.New(db.Server.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
+	worker := redis.NewClient(&redis.Options{Addr: px.Addr(), DB: db.N, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
+	t.Cleanup(func() { worker.Close() }) // after the harness stopped (cleanups run last first)
+	var cause atomic.Value
+	started, reconnected := make(chan struct{}), make(chan struct{})
+	h := newHarnessOn(t, db, worker, Config{LeaseTTL: 2 * time.Second}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "cut"}, func(ctx context.Context, j *Job) error {
+			if j.Attempt > 1 {
+				return nil
+			}
+			close(started)
+			<-ctx.Done()
+			cause.Store(context.Cause(ctx))
+			<-reconnected
+			return ctx.Err()
+		})
+	})
+	id := h.enqueue(Spec{Type: "cut", Resource: "r"})
+	<-started
+	px.Block()
+	eventually(t, 5*time.Second, "the handler saw its lease lost", func() bool { return cause.Load() != nil })
+	px.Unblock()
+	close(reconnected)
+	if err, _ := cause.Load().(error); !errors.Is(err, locking.ErrRenewFailed) || !errors.Is(err, locking.ErrLeaseLost) {
+		t.Fatalf("cause %v", cause.Load())
+	}
+	v := h.waitStatus(id, "done", 20*time.Second)
+	var renewFailed, lost *Event
+	for i, e := range v.Timeline {
+		switch e.Event {
+		case "lease_renew_failed":
+			renewFailed = &v.Timeline[i]
+		case "lease_lost":
+			lost = &v.Timeline[i]
+		}
+	}
+	if renewFailed == nil || lost == nil {
+		t.Fatalf("timeline %v", events(v))
+	}
+	final, _ := strconv.ParseInt(v.Record["fencing_token"], 10, 64)
+	if lost.Token != 1 || lost.Delivery != id+".d1" || lost.Attempt != 1 || !strings.Contains(lost.Detail, "renewal failed") ||
+		renewFailed.Token != 1 || final <= lost.Token {
+		t.Fatalf("lease events %+v %+v, final token %d", *renewFailed, *lost, final)
 	}
 }
 

@@ -1,10 +1,12 @@
--- event: append one event to a job's timeline without changing its status (bounces), and keep the
--- job's record alive for another retention period.
+-- event: append events to a job's timeline without changing its status (bounces, lost leases), and
+-- keep the job's record alive for another retention period.
 -- KEYS[1] job timeline, KEYS[2] job record
--- ARGV[1] event JSON, ARGV[2] timeline cap, ARGV[3] retention ms
+-- ARGV[1] timeline cap, ARGV[2] retention ms, ARGV[3..] event JSON, oldest first
 -- returns the timeline's length
-redis.call('RPUSH', KEYS[1], ARGV[1])
-redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
+for i = 3, #ARGV do
+  redis.call('RPUSH', KEYS[1], ARGV[i])
+end
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[1]), -1)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return redis.call('LLEN', KEYS[1])
