@@ -12,7 +12,8 @@
 //     before the request was sent (Lease.ValidFor, Lease.Expired).
 //   - A Keeper renews every lease a process holds in batches: one pipelined round trip per tick per
 //     Redis node. The first refused or failed renewal, or the end of the lease's validity without a
-//     renewal, cancels the work's context with ErrLeaseLost as its cause (context.Cause).
+//     renewal, cancels the work's context with ErrLeaseLost as its cause (context.Cause); a
+//     renewal that got an error instead of an answer is ErrRenewFailed, which wraps ErrLeaseLost.
 //   - A fenced write (FencedScript, SetFields, SetValue) stores the highest token, and its owner,
 //     that wrote the target, and rejects a lower token, or the same token from another owner, with
 //     ErrStaleToken, in the same script that writes. Token and owner (Lease.Fence) can be carried
