@@ -383,7 +383,9 @@ func TestChaos(t *testing.T) {
 	go func() {
 		defer close(faultsDone)
 		cycle := []func(){r.kill, r.pause, r.network, r.restartRedis, r.sigterm, r.kill}
-		step := min(duration/time.Duration(len(cycle)+1), 90*time.Second/time.Duration(len(cycle)))
+		// The faults themselves take up to about 30 s per cycle (a pause holds for 5 s, the network
+		// fault for 11 s, finding a busy worker up to 3 s each), so the first cycle fits a short run.
+		step := min((duration-30*time.Second)/time.Duration(len(cycle)+1), 90*time.Second/time.Duration(len(cycle)))
 		end := time.Now().Add(duration)
 		for time.Now().Before(end) {
 			for _, fault := range cycle {
@@ -445,6 +447,12 @@ func TestChaos(t *testing.T) {
 	}
 	wg.Wait()
 	<-faultsDone
+	for name, n := range map[string]int64{"kill": r.kills.Load(), "pause": r.pauses.Load(), "network fault": r.netFaults.Load(),
+		"Redis restart": r.restarts.Load(), "SIGTERM": r.sigterms.Load()} {
+		if n == 0 {
+			t.Errorf("the run ended before any %s: the faults do not fit its duration", name)
+		}
+	}
 
 	// Quiescence: every job ends.
 	quiet := time.Now().Add(3 * time.Minute)
