@@ -21,7 +21,18 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 )
+
+// leakIgnores are goroutines that are not leaks: fasthttp's process-wide date ticker and the
+// idle-worker cleaner that outlives a stopped Fiber server by up to 10 s, and keep-alive
+// connections of the tests' own HTTP clients.
+var leakIgnores = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+	goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
+	goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+	goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+}
 
 // databases is how many logical databases the shared server has: one per test that asks.
 const databases = 4096
@@ -50,11 +61,18 @@ var (
 	started   []func()
 )
 
-// Main runs the package's tests and then stops every server they started. Use it as
+// Main runs the package's tests, fails them if goroutines outlive them (keepers, rescuers, asynq
+// servers not stopped), and then stops every server they started. Use it as
 //
 //	func TestMain(m *testing.M) { redistest.Main(m) }
 func Main(m *testing.M) {
 	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(leakIgnores...); err != nil {
+			fmt.Fprintf(os.Stderr, "redistest: goroutines outlived the tests: %v\n", err)
+			code = 1
+		}
+	}
 	startedMu.Lock()
 	for i := len(started) - 1; i >= 0; i-- { // last started, first stopped
 		started[i]()
