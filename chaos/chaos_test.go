@@ -54,7 +54,7 @@ type run struct {
 
 	// figures
 	submissions, duplicates, kills, pauses, restarts, netFaults, sigterms atomic.Int64
-	recoveries                                                            []time.Duration
+	resumed, finished                                                     []time.Duration
 	tokenWentBack                                                         atomic.Int64
 
 	// accepted orders: "tenant/order" -> sku and quantity
@@ -120,7 +120,7 @@ func (r *run) startWorker() {
 
 // busyWorker picks a worker that is running a job (waiting up to 3 s for one), so that faults hit
 // work in flight; any worker otherwise. take removes it from the pool.
-func (r *run) busyWorker(take bool) (*proc, []string) {
+func (r *run) busyWorker(take bool) (*proc, map[string]string) {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		r.mu.Lock()
@@ -202,41 +202,54 @@ func (r *run) jobRecords(fields ...string) map[string][]any {
 	return out
 }
 
-// heldBy lists the jobs a worker process is running.
-func (r *run) heldBy(w *proc) []string {
+// heldBy lists the jobs a worker process is running: job id -> the delivery it runs.
+func (r *run) heldBy(w *proc) map[string]string {
 	suffix := "-" + strconv.Itoa(w.cmd.Process.Pid)
-	var ids []string
-	for id, f := range r.jobRecords("status", "worker_id") {
+	held := map[string]string{}
+	for id, f := range r.jobRecords("status", "worker_id", "delivery") {
 		if s, _ := f[0].(string); s == "processing" {
 			if wid, _ := f[1].(string); strings.HasSuffix(wid, suffix) {
-				ids = append(ids, id)
+				held[id], _ = f[2].(string)
 			}
 		}
 	}
-	return ids
+	return held
 }
 
-// recovery measures how long the jobs a lost worker held take to finish elsewhere.
-func (r *run) recovery(ids []string, since time.Time) {
-	if len(ids) == 0 {
+// recovery measures, after a worker was lost, how long until every job it held was delivered
+// again (a newer delivery was enqueued, or the job ended), and how long until every one of them
+// ended; the latter includes waiting behind the queue's backlog and the retries they then need.
+func (r *run) recovery(held map[string]string, since time.Time) {
+	if len(held) == 0 {
 		return
 	}
 	go func() {
+		resumed := false
 		deadline := since.Add(2 * time.Minute)
 		for time.Now().Before(deadline) {
-			left := 0
-			recs := r.jobRecords("status")
-			for _, id := range ids {
-				if s, _ := recs[id][0].(string); s != "done" && s != "failed" {
-					left++
+			redelivered, ended := 0, 0
+			recs := r.jobRecords("status", "delivery")
+			for id, delivery := range held {
+				s, _ := recs[id][0].(string)
+				d, _ := recs[id][1].(string)
+				switch {
+				case s == "done" || s == "failed" || s == "revoked":
+					ended++
+				case d != "" && d != delivery:
+					redelivered++
 				}
 			}
-			if left == 0 {
-				r.mu.Lock()
-				r.recoveries = append(r.recoveries, time.Since(since))
+			r.mu.Lock()
+			if !resumed && redelivered+ended == len(held) {
+				resumed = true
+				r.resumed = append(r.resumed, time.Since(since))
+			}
+			if ended == len(held) {
+				r.finished = append(r.finished, time.Since(since))
 				r.mu.Unlock()
 				return
 			}
+			r.mu.Unlock()
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
@@ -570,13 +583,9 @@ func (r *run) check(hot []string, wall time.Duration) {
 		}
 	}
 	r.mu.Lock()
-	rec := append([]time.Duration(nil), r.recoveries...)
+	resumedP50, resumedMax, nResumed := percentiles(r.resumed)
+	finishedP50, finishedMax, nFinished := percentiles(r.finished)
 	r.mu.Unlock()
-	sort.Slice(rec, func(i, j int) bool { return rec[i] < rec[j] })
-	p50, worst := "-", "-"
-	if len(rec) > 0 {
-		p50, worst = rec[len(rec)/2].Round(10*time.Millisecond).String(), rec[len(rec)-1].Round(10*time.Millisecond).String()
-	}
 	fmt.Printf(`
 chaos figures (%s)
 | jobs accepted | %d |
@@ -593,14 +602,27 @@ chaos figures (%s)
 | lost jobs | %d |
 | double applications | %d |
 | keys without TTL (not live data) | %d |
-| recovery after a kill, p50 / max | %s / %s (%d measured) |
+| after a kill: its jobs delivered again, p50 / max | %s / %s (%d measured) |
+| after a kill: its jobs ended, p50 / max | %s / %s (%d measured) |
 | wall time | %s |
 `, os.Getenv("CHAOS"), jobs, countOrders(&r.orders), r.duplicates.Load(), r.submissions.Load(), failed,
 		r.kills.Load(), r.pauses.Load(), r.sigterms.Load(), r.restarts.Load(), r.netFaults.Load(),
-		stale, rescued, lost+lostOrders, doubles, persistent, p50, worst, len(rec), wall.Round(time.Second))
+		stale, rescued, lost+lostOrders, doubles, persistent, resumedP50, resumedMax, nResumed, finishedP50, finishedMax, nFinished,
+		wall.Round(time.Second))
 	if doubles > 0 {
 		t.Errorf("invariant: %d orders applied twice", doubles)
 	}
+}
+
+// percentiles gives the p50 and max of ds, rounded, and how many there are.
+func percentiles(ds []time.Duration) (p50, worst string, n int) {
+	if len(ds) == 0 {
+		return "-", "-", 0
+	}
+	ds = append([]time.Duration(nil), ds...)
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	round := func(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }
+	return round(ds[len(ds)/2]), round(ds[len(ds)-1]), len(ds)
 }
 
 func countOrders(m *sync.Map) int {
