@@ -123,6 +123,10 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 			if cl != nil {
 				a.idem.release(c.UserContext(), cl)
 			}
+			if errors.Is(err, middleware.ErrDedupPending) {
+				c.Set(fiber.HeaderRetryAfter, "1")
+				return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "a duplicate of a job whose enqueue is not confirmed yet; nothing was kept, retry shortly", Err: err}
+			}
 			return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "the job could not be queued; nothing was kept, retry later", Err: err}
 		}
 		ans := answerFor(res)

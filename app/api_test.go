@@ -16,6 +16,8 @@ import (
 
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/locking"
+	"github.com/jobguard/jobguard/middleware"
 )
 
 const (
@@ -39,7 +41,10 @@ func jobKeys(r *running) int {
 }
 
 func TestEnqueueAnswers(t *testing.T) {
-	r := startApp(t, RoleAPI, twoTenants) // no worker: jobs stay queued
+	// No worker: jobs stay queued. A small body limit keeps the oversized request under the HTTP
+	// client's 4 KiB write buffer, so it is sent in one write before the server answers 413 and
+	// closes (a larger one can meet a closed connection halfway: broken pipe, no answer).
+	r := startApp(t, RoleAPI, map[string]string{"API_TOKENS": twoTenants["API_TOKENS"], "BODY_LIMIT": "1024"})
 	rebuild := `{"tenant_id":"t1","resource_id":"home"}`
 	resp, body := post(t, r, "/jobs/rebuild-cache", rebuild, bearer(tokenA)...)
 	var first jobAnswer
@@ -84,7 +89,7 @@ func TestEnqueueAnswers(t *testing.T) {
 			t.Errorf("%s: %d field %q (%s), want %d field %q", tc.name, p.Status, p.Field, p.Detail, tc.status, tc.field)
 		}
 	}
-	resp, body = post(t, r, "/jobs/rebuild-cache", `{"tenant_id":"t1","resource_id":"`+strings.Repeat("x", 70000)+`"}`, bearer(tokenA)...)
+	resp, body = post(t, r, "/jobs/rebuild-cache", `{"tenant_id":"t1","resource_id":"`+strings.Repeat("x", 2048)+`"}`, bearer(tokenA)...)
 	if p := decodeProblem(t, resp, body); p.Status != 413 {
 		t.Errorf("oversized: %+v", p)
 	}
@@ -365,3 +370,25 @@ func FuzzEnqueue(f *testing.F) {
 }
 
 func nopLogger() zerolog.Logger { return zerolog.Nop() }
+
+// A duplicate of a job whose enqueue was never confirmed (its API process died between create and
+// asynq's answer) gets 503 with Retry-After, not that job's id, and its Idempotency-Key is free
+// again for the retry.
+func TestDuplicateOfAnUnconfirmedJobIs503(t *testing.T) {
+	r := startApp(t, RoleAPI, nil)
+	locks := locking.New(r.Redis(), locking.WithPrefix("jobguard"))
+	tag := middleware.ResourceTag("t1:home")
+	dead := middleware.NewJobID("t1:home", time.Now())
+	for _, name := range []string{"dedup:rebuild", "dedup-pending:rebuild"} {
+		r.Redis().Set(context.Background(), locks.Key(tag, name), dead, time.Minute)
+	}
+	body := `{"tenant_id":"t1","resource_id":"home"}`
+	resp, text := post(t, r, "/jobs/rebuild-cache", body, "Idempotency-Key", `"k1"`)
+	if p := decodeProblem(t, resp, text); p.Status != 503 || resp.Header.Get("Retry-After") != "1" || strings.Contains(text, dead) {
+		t.Fatalf("duplicate of an unconfirmed job: %+v %v", p, resp.Header)
+	}
+	idem := idempotency{rdb: r.Redis(), prefix: "jobguard"}
+	if n := r.Redis().Exists(context.Background(), idem.recordKey("t1", "k1")).Val(); n != 0 {
+		t.Fatal("the Idempotency-Key was kept after a 503")
+	}
+}

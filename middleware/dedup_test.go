@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/faultproxy"
 )
 
 // enqueueMany sends n identical requests at once and returns the distinct job ids and how many
@@ -231,4 +234,84 @@ func TestFailedEnqueueRemovesTheDedupMarker(t *testing.T) {
 	if err != nil || e.Deduplicated {
 		t.Fatalf("the next request is not a new job: %+v %v", e, err)
 	}
+}
+
+// A duplicate that arrives while the first job's enqueue is still in flight waits for it: when
+// asynq then refuses that job and it is abandoned, the duplicate becomes a job of its own instead
+// of being answered with the id of a job that never existed.
+func TestDuplicateWaitsForAPendingJob(t *testing.T) {
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "x"}, func(ctx context.Context, j *Job) error { return nil })
+	})
+	px, err := faultproxy.New(h.rdb.Options().Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	slow := redis.NewClient(&redis.Options{Addr: px.Addr(), DB: h.rdb.Options().DB, MaxRetries: -1, DialerRetries: 1})
+	defer slow.Close()
+	px.SetLatency(time.Second)
+	spec := Spec{Type: "x", Resource: "r", Dedup: &Dedup{Policy: UntilStarted, Key: "k"}}
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := h.stack.Enqueue(bg, asynq.NewClientFromRedisClient(slow), spec)
+		first <- err
+	}()
+	keys := must(h.stack.keysFor(NewJobID("r", time.Now()), "")).withDedup(h.stack, "until_started:k")
+	eventually(t, 5*time.Second, "the first job's marker is written", func() bool { return h.rdb.Exists(bg, keys.marker).Val() == 1 })
+	second := make(chan Enqueued, 1)
+	go func() {
+		e, err := h.stack.Enqueue(bg, h.client, spec)
+		if err != nil {
+			t.Error(err)
+		}
+		second <- e
+	}()
+	time.Sleep(200 * time.Millisecond) // the fault: asynq's answer to the first enqueue never comes
+	px.Block()
+	if err := <-first; err == nil {
+		t.Fatal("the first enqueue succeeded through a cut connection")
+	}
+	e := <-second
+	if e.Deduplicated || e.JobID == "" {
+		t.Fatalf("the duplicate was answered with the abandoned job: %+v", e)
+	}
+	v := h.waitStatus(e.JobID, "done", 10*time.Second)
+	if records := h.rdb.Keys(bg, "jobguard:*:job:*").Val(); len(records) != 2 { // its record and timeline
+		t.Fatalf("keys after the abandoned job: %v (job %v)", records, v.Record)
+	}
+}
+
+// A duplicate of a job whose enqueuer died between create and confirm gets ErrDedupPending after
+// pendingWait, never that job's id; once the claim expires, a request creates a job again.
+func TestDuplicateOfAnUnconfirmedJobIsRefused(t *testing.T) {
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "x"}, func(ctx context.Context, j *Job) error { return nil })
+	})
+	spec := Spec{Type: "x", Resource: "r", Dedup: &Dedup{Policy: UntilDone, Key: "k"}}
+	keys := must(h.stack.keysFor(NewJobID("r", time.Now()), "")).withDedup(h.stack, "until_done:k")
+	// What a dead enqueuer leaves: its claim, still pending.
+	dead := NewJobID("r", time.Now())
+	h.rdb.Set(bg, keys.marker, dead, 3*time.Second)
+	h.rdb.Set(bg, keys.pending, dead, 3*time.Second)
+	if _, err := h.stack.Enqueue(bg, h.client, spec); !errors.Is(err, ErrDedupPending) {
+		t.Fatalf("duplicate of an unconfirmed job: %v", err)
+	}
+	eventually(t, 5*time.Second, "the claim expired", func() bool { return h.rdb.Exists(bg, keys.marker).Val() == 0 })
+	e, err := h.stack.Enqueue(bg, h.client, spec)
+	if err != nil || e.Deduplicated {
+		t.Fatalf("after the claim: %+v %v", e, err)
+	}
+	h.waitStatus(e.JobID, "done", 10*time.Second)
+	if h.rdb.Exists(bg, keys.pending).Val() != 0 {
+		t.Fatal("the confirmed job's pending flag is still there")
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -22,6 +22,15 @@ const asynqRetryAllowance = 1 << 20
 // ErrJobExists: a job with this id exists already.
 var ErrJobExists = errors.New("middleware: job exists")
 
+// ErrDedupPending: the request is a duplicate of a job whose first delivery has been waiting for
+// asynq's answer longer than pendingWait (its enqueuer is slow or died); ask again later, when
+// that job is confirmed or its claim has expired.
+var ErrDedupPending = errors.New("middleware: duplicate of a job not yet confirmed")
+
+// pendingWait is how long a duplicate waits for the job it collapses onto to be confirmed; an
+// enqueue normally takes a round trip.
+const pendingWait = 2 * time.Second
+
 // Spec describes a new job.
 type Spec struct {
 	Type string
@@ -58,7 +67,9 @@ type Enqueued struct {
 // Enqueue creates the job record, then its first delivery. When asynq does not take the delivery,
 // the record (and dedup marker) is removed again, so no job is left queued without a delivery.
 // Round trips: create, enqueue, and with a dedup policy one more to confirm the marker; a
-// deduplicated request costs create plus one to note it on the existing job's timeline.
+// deduplicated request costs create plus one to note it on the existing job's timeline. A
+// duplicate of a job whose enqueue is still in flight waits for it (polling create, up to
+// pendingWait, then ErrDedupPending), so it is never answered with a job that is then abandoned.
 func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (Enqueued, error) {
 	tc, ok := s.TaskConfig(spec.Type)
 	if !ok {
@@ -98,6 +109,16 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		if err != nil {
 			return Enqueued{}, err
 		}
+		if res[0] == "pending" {
+			// The marker's job may still be abandoned if asynq refuses it: wait for its answer
+			// rather than hand out a job that might never exist.
+			if res, err = s.awaitConfirmation(ctx, keys, spec.Dedup.Policy, res[1]); err != nil {
+				return Enqueued{}, err
+			}
+			if res[0] == "gone" {
+				continue // abandoned: this request may create the job
+			}
+		}
 		switch res[0] {
 		case "exists":
 			return Enqueued{}, fmt.Errorf("%w: %s", ErrJobExists, id)
@@ -123,7 +144,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 	if err := s.deliver(ctx, client, tc, id, DeliveryID(id, 1), spec.OpKey, dedup, spec.Headers, firstDelay(spec)); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = abandonScript.Run(cctx, s.rdb, []string{keys.record, keys.timeline, keys.marker}, id).Err()
+		_ = abandonScript.Run(cctx, s.rdb, []string{keys.record, keys.timeline, keys.marker, keys.pending}, id).Err()
 		return Enqueued{}, err
 	}
 	s.afterEnqueue(ctx, keys, id, spec)
@@ -135,14 +156,51 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 // created later. Eval (not EvalSha) keeps the pipeline free of NOSCRIPT retries.
 func (s *Stack) afterEnqueue(ctx context.Context, keys jobKeys, id string, spec Spec) {
 	pipe := s.rdb.Pipeline()
-	if d := spec.Dedup; d != nil && d.Policy != Throttle {
-		confirmScript.Eval(ctx, pipe, []string{keys.marker}, id, ms(dedupTTL(d)))
+	if d := spec.Dedup; d != nil {
+		ttl := ms(dedupTTL(d))
+		if d.Policy == Throttle {
+			ttl = 0 // the window runs from the create
+		}
+		confirmScript.Eval(ctx, pipe, []string{keys.marker, keys.pending, keys.record}, id, ttl)
 	}
 	if spec.Finally != nil {
 		spec.Finally(ctx, pipe, id)
 	}
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx)
+	}
+}
+
+// awaitConfirmation polls until the job a marker named while its enqueue was in flight is
+// confirmed (then it covers the request: {"dup", id}, or {"replace", id} under that policy) or
+// abandoned ({"gone"}: the request may create the job). Past pendingWait, or when that job's
+// enqueuer died before confirming it, the answer is ErrDedupPending.
+func (s *Stack) awaitConfirmation(ctx context.Context, keys jobKeys, policy Policy, existing string) ([]string, error) {
+	other, err := s.keysFor(existing, "")
+	if err != nil {
+		return nil, err
+	}
+	deadline, pause := time.Now().Add(pendingWait), time.Millisecond
+	for {
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		pause = min(2*pause, 50*time.Millisecond)
+		state, err := pendingScript.Run(ctx, s.rdb, []string{keys.pending, other.record}, existing).Text()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("middleware: dedup marker: %w", err)
+		case state == "confirmed" && policy == Replace:
+			return []string{"replace", existing}, nil
+		case state == "confirmed":
+			return []string{"dup", existing}, nil
+		case state == "gone":
+			return []string{"gone"}, nil
+		case state == "unconfirmed" || time.Now().After(deadline):
+			return nil, fmt.Errorf("%w: job %s", ErrDedupPending, existing)
+		}
 	}
 }
 
@@ -174,8 +232,8 @@ func (s *Stack) create(ctx context.Context, keys jobKeys, id string, tc TaskConf
 	if spec.Dedup != nil && spec.Dedup.Policy == Replace && spec.Dedup.Debounce > 0 {
 		notBefore = now.Add(spec.Dedup.Debounce).UnixMilli()
 	}
-	res, err := createScript.Run(ctx, s.rdb, []string{keys.record, keys.timeline, keys.marker},
-		ms(s.cfg.Retention), string(ev), policy, ms(markerTTL), id,
+	res, err := createScript.Run(ctx, s.rdb, []string{keys.record, keys.timeline, keys.marker, keys.pending},
+		ms(s.cfg.Retention), string(ev), policy, ms(markerTTL), id, ms(claimTTL),
 		"job_id", id, "type", spec.Type, "queue", tc.Queue, "tenant", spec.Tenant, "resource", spec.Resource,
 		"status", "queued", "attempt", 0, "max_attempts", tc.MaxAttempts, "deliveries", 1, "delivery", delivery,
 		"created_at", now.UnixMilli(), "updated_at", now.UnixMilli(), "payload", string(spec.Payload),

@@ -41,6 +41,7 @@ var (
 	eventScript    = mustScript("event.lua")
 	createScript   = mustScript("create.lua")
 	confirmScript  = mustScript("confirm.lua")
+	pendingScript  = mustScript("pending.lua")
 	abandonScript  = mustScript("abandon.lua")
 	replaceScript  = mustScript("replace.lua")
 	replayScript   = mustScript("replay.lua")
@@ -312,6 +313,8 @@ func (s *Stack) bounce(typ, reason string, after time.Duration, err error) error
 // keys of one job, all in the resource's slot.
 type jobKeys struct {
 	tag, record, timeline, lease, fence, applied, marker string
+	// pending flags a marker whose job's first delivery is not yet confirmed.
+	pending string
 	// clear says when the dedup marker is cleared: "start", "done" or "" (never: throttle).
 	clear string
 }
@@ -323,6 +326,7 @@ func (k jobKeys) withDedup(s *Stack, dedup string) jobKeys {
 		return k
 	}
 	k.marker = s.locks.Key(k.tag, "dedup:"+key)
+	k.pending = s.locks.Key(k.tag, "dedup-pending:"+key)
 	k.clear = Policy(policy).clearsAt()
 	return k
 }
@@ -341,6 +345,7 @@ func (s *Stack) keysFor(jobID, opKey string) (jobKeys, error) {
 	}
 	k.applied = k.record // a key of the slot that is never an applied record
 	k.marker = k.record  // likewise for the dedup marker
+	k.pending = k.record
 	if opKey != "" {
 		k.applied = s.locks.Key(tag, "applied:"+opKey)
 	}

@@ -104,7 +104,10 @@ func TestReserveStockAppliesEachOrderOnce(t *testing.T) {
 		t.Fatalf("a late resubmission applied again: %v", v.Record)
 	}
 	s, err := ReadStock(bg, e.stack.Locks(), "t1", "sku-9")
-	if err != nil || s.Reserved != 7 || s.OrdersApplied != 2 || applied != 2 || len(distinct) != 2 {
+	// Concurrent duplicates collapse onto the first job while it waits; one whose request only
+	// reaches Redis after that job ended starts a job of its own (until_done), which finds the
+	// order applied. Either way each order is applied once.
+	if err != nil || s.Reserved != 7 || s.OrdersApplied != 2 || applied != 2 || len(distinct) < 2 {
 		t.Fatalf("stock %+v %v after %d applications by %d distinct jobs", s, err, applied, len(distinct))
 	}
 	ledger := e.rdb.LRange(bg, e.stack.Locks().Key(middleware.ResourceTag("t1:sku-9"), "ledger"), 0, -1).Val()
