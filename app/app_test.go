@@ -70,6 +70,14 @@ func get(t *testing.T, url string, header ...string) (*http.Response, string) {
 	return do(t, http.MethodGet, url, "", header...)
 }
 
+// testClient opens a connection per request and follows no redirects. Without keep-alive no
+// connection the transport dialed ahead (and never used) outlives the app that accepted it: such a
+// connection holds a server goroutine until the app's read timeout, past its shutdown.
+var testClient = &http.Client{
+	Transport:     &http.Transport{DisableKeepAlives: true},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
 func do(t *testing.T, method, url, body string, header ...string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -79,8 +87,7 @@ func do(t *testing.T, method, url, body string, header ...string) (*http.Respons
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,13 +199,13 @@ func TestMonitoringAuthAndReadOnly(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodGet, r.base+"/monitoring/api/queues", nil)
 	req.SetBasicAuth("admin", "wrong")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+	if resp, err := testClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("wrong password: %v %v", resp, err)
 	}
 	auth := func(method, path string) int {
 		req, _ := http.NewRequest(method, r.base+path, nil)
 		req.SetBasicAuth("admin", "s3cret")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
