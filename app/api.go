@@ -113,9 +113,10 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 		spec := req.Spec()
 		spec.Headers = traceHeaders(c)
 		if cl != nil {
-			// A new job's answer is stored in the same round trip as its dedup confirmation.
-			spec.Finally = func(ctx context.Context, pipe redis.Pipeliner, jobID string) {
-				a.idem.complete(ctx, pipe, cl, answerFor(middleware.Enqueued{JobID: jobID}))
+			// The answer is stored in the same round trip as the new job's dedup confirmation, or
+			// as the duplicate's timeline event.
+			spec.Finally = func(ctx context.Context, pipe redis.Pipeliner, res middleware.Enqueued) {
+				a.idem.complete(ctx, pipe, cl, answerFor(res))
 			}
 		}
 		res, err := a.stack.Enqueue(c.UserContext(), a.client, spec)
@@ -130,12 +131,6 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 			return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "the job could not be queued; nothing was kept, retry later", Err: err}
 		}
 		ans := answerFor(res)
-		if res.Deduplicated && cl != nil {
-			// No new delivery, so Finally did not run: store the answer on its own.
-			pipe := a.idem.rdb.Pipeline()
-			a.idem.complete(c.UserContext(), pipe, cl, ans)
-			_, _ = pipe.Exec(c.UserContext())
-		}
 		status, body, location := ans.status, ans.body, ans.location
 		c.Set(fiber.HeaderLocation, location)
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)

@@ -134,6 +134,20 @@ func TestIdempotencyKey(t *testing.T) {
 	if p := decodeProblem(t, resp, body); p.Status != 409 {
 		t.Fatalf("in flight: %+v", p)
 	}
+	// A deduplicated answer is stored like a new job's: the same key gets it again.
+	rebuild := `{"tenant_id":"t1","resource_id":"dup"}`
+	if resp, _ := post(t, r, "/jobs/rebuild-cache", rebuild, bearer(tokenA)...); resp.StatusCode != 202 {
+		t.Fatalf("rebuild: %d", resp.StatusCode)
+	}
+	dupKey := append(bearer(tokenA), "Idempotency-Key", `"rebuild-dup"`)
+	resp, dup := post(t, r, "/jobs/rebuild-cache", rebuild, dupKey...)
+	if resp.StatusCode != 200 || !strings.Contains(dup, `"deduplicated":true`) {
+		t.Fatalf("duplicate with a key: %d %s", resp.StatusCode, dup)
+	}
+	resp, again := post(t, r, "/jobs/rebuild-cache", rebuild, dupKey...)
+	if resp.StatusCode != 200 || again != dup || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replayed duplicate: %d %s %v", resp.StatusCode, again, resp.Header)
+	}
 	ttl := r.Redis().PTTL(context.Background(), idem.recordKey("t1", "order-1-attempt")).Val()
 	if ttl < 23*time.Hour || ttl > 24*time.Hour {
 		t.Fatalf("stored answer TTL %s, want IDEMPOTENCY_RETENTION (24h)", ttl)

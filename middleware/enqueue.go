@@ -50,10 +50,11 @@ type Spec struct {
 	Headers map[string]string
 	// ProcessIn delays the first delivery.
 	ProcessIn time.Duration
-	// Finally adds commands to send, once the delivery was enqueued, in the same round trip as
-	// the dedup marker's confirmation (one per node on a cluster); e.g. storing an HTTP
-	// idempotency answer. Their errors are the caller's to read from the commands.
-	Finally func(ctx context.Context, pipe redis.Pipeliner, jobID string)
+	// Finally adds commands to send once the request's outcome is known, in the same round trip
+	// as the dedup marker's confirmation (a new job) or the duplicate's timeline event (one per
+	// node on a cluster); e.g. storing an HTTP idempotency answer. Their errors are the caller's
+	// to read from the commands.
+	Finally func(ctx context.Context, pipe redis.Pipeliner, res Enqueued)
 }
 
 // Enqueued is what Enqueue did.
@@ -125,8 +126,9 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		case "dup":
 			s.Stats.Deduplicated.Add(1)
 			s.m.dedup.WithLabelValues(spec.Type, string(spec.Dedup.Policy), "deduplicated").Inc()
-			s.noteDuplicate(ctx, res[1], "deduplicated", spec.Dedup)
-			return Enqueued{JobID: res[1], Deduplicated: true}, nil
+			e := Enqueued{JobID: res[1], Deduplicated: true}
+			s.noteDuplicate(ctx, e, spec)
+			return e, nil
 		case "replace":
 			replaced, err := s.replace(ctx, res[1], spec)
 			if err != nil {
@@ -135,7 +137,9 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 			if replaced || try > 0 {
 				s.Stats.Replaced.Add(1)
 				s.m.dedup.WithLabelValues(spec.Type, string(spec.Dedup.Policy), "replaced").Inc()
-				return Enqueued{JobID: res[1], Deduplicated: true}, nil
+				e := Enqueued{JobID: res[1], Deduplicated: true}
+				s.finally(ctx, s.rdb.Pipeline(), spec, e)
+				return e, nil
 			}
 			continue // the job started in between: its marker is gone, create anew
 		}
@@ -163,8 +167,13 @@ func (s *Stack) afterEnqueue(ctx context.Context, keys jobKeys, id string, spec 
 		}
 		confirmScript.Eval(ctx, pipe, []string{keys.marker, keys.pending, keys.record}, id, ttl)
 	}
+	s.finally(ctx, pipe, spec, Enqueued{JobID: id})
+}
+
+// finally adds the caller's Finally commands to pipe and sends it, if it holds anything.
+func (s *Stack) finally(ctx context.Context, pipe redis.Pipeliner, spec Spec, res Enqueued) {
 	if spec.Finally != nil {
-		spec.Finally(ctx, pipe, id)
+		spec.Finally(ctx, pipe, res)
 	}
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx)
@@ -245,17 +254,14 @@ func (s *Stack) create(ctx context.Context, keys jobKeys, id string, tc TaskConf
 	return res, nil
 }
 
-// noteDuplicate puts a deduplicated request on the existing job's timeline.
-func (s *Stack) noteDuplicate(ctx context.Context, existing, event string, d *Dedup) {
-	keys, err := s.keysFor(existing, "")
-	if err != nil {
-		return
+// noteDuplicate puts a deduplicated request on the existing job's timeline, in one round trip
+// with the caller's Finally commands.
+func (s *Stack) noteDuplicate(ctx context.Context, res Enqueued, spec Spec) {
+	pipe := s.rdb.Pipeline()
+	if keys, err := s.keysFor(res.JobID, ""); err == nil {
+		s.queueEvents(ctx, pipe, keys, Event{Event: "deduplicated", Detail: string(spec.Dedup.Policy) + " " + spec.Dedup.Key})
 	}
-	detail := ""
-	if d != nil {
-		detail = string(d.Policy) + " " + d.Key
-	}
-	s.event(ctx, keys, Event{Event: event, Detail: detail})
+	s.finally(ctx, pipe, spec, res)
 }
 
 func (s *Stack) replace(ctx context.Context, existing string, spec Spec) (bool, error) {

@@ -635,6 +635,16 @@ func errText(o outcome) string {
 // event appends timeline events without changing status (bounces, lost leases), stamped with this
 // worker and the current time. Best effort: the timeline is forensics, never state.
 func (s *Stack) event(ctx context.Context, k jobKeys, events ...Event) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	pipe := s.rdb.Pipeline()
+	s.queueEvents(wctx, pipe, k, events...)
+	_, _ = pipe.Exec(wctx)
+}
+
+// queueEvents adds the append of events to pipe. Eval (not EvalSha) keeps the pipeline free of
+// NOSCRIPT retries.
+func (s *Stack) queueEvents(ctx context.Context, pipe redis.Pipeliner, k jobKeys, events ...Event) {
 	args := []any{s.cfg.TimelineCap, ms(s.cfg.Retention)}
 	now := time.Now().UnixMilli()
 	for _, e := range events {
@@ -642,9 +652,7 @@ func (s *Stack) event(ctx context.Context, k jobKeys, events ...Event) {
 		b, _ := json.Marshal(e)
 		args = append(args, string(b))
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	_ = eventScript.Run(wctx, s.rdb, []string{k.timeline, k.record}, args...).Err()
+	eventScript.Eval(ctx, pipe, []string{k.timeline, k.record}, args...)
 }
 
 func bit(b bool) string {
