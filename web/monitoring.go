@@ -42,7 +42,8 @@ type sharedConn struct{ c redis.UniversalClient }
 
 func (s sharedConn) MakeRedisClient() any { return s.c }
 
-// Mount serves asynqmon on app under m.Root, using rdb for every Redis call it makes.
+// Mount serves asynqmon on app under m.Root, using rdb for every Redis call it makes. Changes sent
+// by a browser from another origin are refused with ErrCrossOrigin (see sameOrigin).
 func Mount(app *fiber.App, rdb redis.UniversalClient, m Monitoring) error {
 	if m.Root == "" {
 		m.Root = DefaultRoot
@@ -70,6 +71,8 @@ func Mount(app *fiber.App, rdb redis.UniversalClient, m Monitoring) error {
 			},
 		}))
 	}
+	// After the credentials: a browser on another origin would send the cached ones with its POST.
+	handlers = append(handlers, sameOrigin())
 	ui := adaptor.HTTPHandler(h)
 	handlers = append(handlers, func(c *fiber.Ctx) error {
 		// The bare root redirects so that the UI's relative asset paths resolve under it.
