@@ -250,7 +250,7 @@ func Main(ctx context.Context, args []string, lookup func(string) (string, bool)
 	}
 	log := NewLogger(cfg, stderr)
 	if tracingEnabled(lookup) {
-		shutdown, err := setupTracing(ctx)
+		shutdown, err := setupTracing(ctx, log)
 		if err != nil {
 			fmt.Fprintln(stderr, "jobguard:", err)
 			return 2

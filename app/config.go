@@ -14,6 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/jobguard/jobguard/internal/redact"
 )
 
 // Redis modes accepted by REDIS_MODE.
@@ -214,13 +216,13 @@ func (c Config) Validate() error {
 	}
 	if c.MonitoringPrometheus != "" {
 		if u, err := url.Parse(c.MonitoringPrometheus); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bad("MONITORING_PROMETHEUS_ADDRESS", "%q is not an http(s) URL", c.MonitoringPrometheus)
+			return bad("MONITORING_PROMETHEUS_ADDRESS", "%q is not an http(s) URL", redact.URL(c.MonitoringPrometheus))
 		}
 	}
 	if c.RebuildSourceURL != "" {
 		u, err := url.Parse(c.RebuildSourceURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bad("REBUILD_SOURCE_URL", "%q is not an http(s) URL", c.RebuildSourceURL)
+			return bad("REBUILD_SOURCE_URL", "%q is not an http(s) URL", redact.URL(c.RebuildSourceURL))
 		}
 	}
 	if c.RescueInterval < 100*time.Millisecond || c.RescueInterval > time.Minute {
@@ -277,15 +279,8 @@ func (c Config) redisOptions() (*redis.UniversalOptions, error) {
 	}
 }
 
-var userinfoRe = regexp.MustCompile(`//[^@/?#]*@`)
-
-// redactErr keeps the credentials of a URL out of the start-up error line.
-func redactErr(err error, raw string) error {
-	if !userinfoRe.MatchString(raw) {
-		return err
-	}
-	return errors.New(userinfoRe.ReplaceAllString(err.Error(), "//xxxxx@"))
-}
+// redactErr keeps the credentials and query values of a URL out of the start-up error line.
+func redactErr(err error, _ string) error { return redact.Error(err) }
 
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -14,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jobguard/jobguard/internal/redact"
 )
 
 // tracingEnabled reads the standard OTEL_* variables: tracing is on when an OTLP endpoint is set
@@ -30,10 +33,16 @@ func tracingEnabled(lookup func(string) (string, bool)) bool {
 
 // setupTracing installs an OTLP/HTTP exporter configured by the OTEL_* variables (endpoint,
 // headers, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, sampler) and returns its shutdown.
-func setupTracing(ctx context.Context) (func(context.Context) error, error) {
+// OpenTelemetry's own errors (an export that failed names its endpoint) become log lines with
+// component=otel, redacted, instead of plain text from the standard logger.
+func setupTracing(ctx context.Context, log zerolog.Logger) (func(context.Context) error, error) {
+	otelLog := log.With().Str("component", "otel").Logger()
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		otelLog.Warn().Err(redact.Error(err)).Msg("tracing error")
+	}))
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("app: OTEL_EXPORTER_OTLP_ENDPOINT: %w", err)
+		return nil, fmt.Errorf("app: OTEL_EXPORTER_OTLP_ENDPOINT: %w", redact.Error(err))
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
 	otel.SetTracerProvider(tp)

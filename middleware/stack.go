@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -480,8 +481,8 @@ func (s *Stack) call(ctx context.Context, job *Job, h Handler, log zerolog.Logge
 	defer func() {
 		if p := recover(); p != nil {
 			s.Stats.Panics.Add(1)
-			log.Error().Str("event", "panic").Interface("panic", p).Bytes("stack", debug.Stack()).Msg("handler panicked")
-			err = fmt.Errorf("panic: %v", p)
+			log.Error().Str("event", "panic").Str("panic", redact.String(fmt.Sprint(p))).Bytes("stack", debug.Stack()).Msg("handler panicked")
+			err = fmt.Errorf("panic: %v", p) // redacted by conclude
 		}
 	}()
 	return h(ctx, job)
@@ -529,6 +530,9 @@ func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log ze
 		log.Info().Str("event", "requeued").Msg("shutdown: job requeued")
 		return s.bounce(tc.Type, "shutdown", 0, context.Cause(ctx))
 	}
+	// A handler's error may quote a URL with credentials (net/http's *url.Error does): scrub it
+	// before it reaches the record, the timeline, the log and asynq's stored error.
+	herr = redact.Error(herr)
 	class, retryAfter := classOf(herr)
 	msg := herr.Error()
 	switch class {

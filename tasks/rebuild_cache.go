@@ -3,14 +3,17 @@ package tasks
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -91,6 +94,9 @@ return version`)
 
 // fetchSource gets the resource's value: from SourceURL when set, else computed locally.
 // Upstream 5xx and timeouts are transient, 429 is rate-limited (Retry-After), other 4xx permanent.
+// Its errors are stable texts ("source: HTTP 503", "source: request failed (connection refused)")
+// that never name the URL: REBUILD_SOURCE_URL may hold a user name, a password or an api key, and
+// net/http's *url.Error prints all but the password.
 func fetchSource(ctx context.Context, d Deps, p RebuildCachePayload) (string, error) {
 	if d.SourceURL == "" {
 		sum := sha256.Sum256([]byte(p.TenantID + "/" + p.ResourceID + "/" + time.Now().UTC().Format(time.RFC3339Nano)))
@@ -98,7 +104,7 @@ func fetchSource(ctx context.Context, d Deps, p RebuildCachePayload) (string, er
 	}
 	u, err := url.Parse(d.SourceURL)
 	if err != nil {
-		return "", middleware.Permanent(err)
+		return "", middleware.Permanent(errors.New("source: REBUILD_SOURCE_URL is not a valid URL"))
 	}
 	q := u.Query()
 	q.Set("tenant_id", p.TenantID)
@@ -106,25 +112,61 @@ func fetchSource(ctx context.Context, d Deps, p RebuildCachePayload) (string, er
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return "", middleware.Permanent(err)
+		return "", middleware.Permanent(errors.New("source: REBUILD_SOURCE_URL cannot make a request"))
 	}
 	resp, err := d.HTTP.Do(req)
 	if err != nil {
-		return "", middleware.Transient(fmt.Errorf("source: %w", err))
+		return "", middleware.Transient(sourceFailure("request failed", err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSourceBytes))
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
-		return "", middleware.RateLimited(fmt.Errorf("source: 429"), retryAfter(resp.Header.Get("Retry-After")))
+		return "", middleware.RateLimited(errors.New("source: HTTP 429"), retryAfter(resp.Header.Get("Retry-After")))
 	case resp.StatusCode >= 500:
-		return "", middleware.Transient(fmt.Errorf("source: %s", resp.Status))
+		return "", middleware.Transient(fmt.Errorf("source: HTTP %d", resp.StatusCode))
 	case resp.StatusCode >= 400:
-		return "", middleware.Permanent(fmt.Errorf("source: %s", resp.Status))
+		return "", middleware.Permanent(fmt.Errorf("source: HTTP %d", resp.StatusCode))
 	case err != nil:
-		return "", middleware.Transient(fmt.Errorf("source body: %w", err))
+		return "", middleware.Transient(sourceFailure("reading the body failed", err))
 	}
 	return string(body), nil
+}
+
+// sourceError is a failed call to the source: a stable text, and the cause without the
+// *url.Error around it (which names the URL), for errors.Is.
+type sourceError struct {
+	text  string
+	cause error
+}
+
+func (e *sourceError) Error() string { return e.text }
+func (e *sourceError) Unwrap() error { return e.cause }
+
+// sourceFailure names what went wrong in a few words that carry nothing of the request.
+func sourceFailure(what string, err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	reason := "network error"
+	switch {
+	case errors.Is(err, context.Canceled):
+		reason = "cancelled"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		reason = "timeout"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		reason = "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		reason = "connection reset"
+	case errors.As(err, &dnsErr):
+		reason = "host not found"
+	case errors.As(err, new(*tls.CertificateVerificationError)), errors.As(err, new(tls.RecordHeaderError)):
+		reason = "tls failure"
+	}
+	return &sourceError{text: "source: " + what + " (" + reason + ")", cause: err}
 }
 
 // retryAfter parses Retry-After (seconds or an HTTP date); 1 s when absent or unparsable.

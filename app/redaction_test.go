@@ -1,0 +1,154 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+
+	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/middleware"
+)
+
+// startWithLogs runs the app with env and its JSON log lines (debug level, asynq's own included)
+// captured in logs.
+func startWithLogs(t *testing.T, role Role, env map[string]string, logs *syncBuffer) *running {
+	t.Helper()
+	full := map[string]string{"REDIS_URL": redistest.NewDB(t).URL(), "HTTP_ADDR": "127.0.0.1:0", "SHUTDOWN_TIMEOUT": "2s", "LOG_LEVEL": "debug"}
+	for k, v := range env {
+		full[k] = v
+	}
+	cfg, err := FromLookup(lookupFrom(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(context.Background(), cfg, role, NewLogger(cfg, logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{App: a, base: "http://" + a.Addr(), done: make(chan error, 1), stop: cancel}
+	go func() { r.done <- a.Run(ctx) }()
+	t.Cleanup(func() { r.shutdown(t) })
+	return r
+}
+
+// closedPort is a loopback address nothing listens on: a dial is refused at once.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// A rebuild whose source (with a user name, a password and an api_key in its URL) cannot be
+// reached fails with a stable text; neither the tenant (job view, timeline), nor the logs, nor
+// asynq's task (asynqmon's error_message) see the user name, the password or the key.
+func TestSourceSecretsStayOutOfErrorsLogsAndUI(t *testing.T) {
+	t.Parallel()
+	const user, password, apiKey = "svc-user-5d1", "pw-9c2e", "SECRET-key-77a1"
+	logs := &syncBuffer{}
+	source := "http://" + user + ":" + password + "@" + closedPort(t) + "/src?api_key=" + apiKey + "&region=eu"
+	r := startWithLogs(t, RoleAll, map[string]string{"REBUILD_SOURCE_URL": source}, logs)
+	resp, body := post(t, r, "/jobs/rebuild-cache", `{"tenant_id":"t1","resource_id":"page"}`)
+	var a jobAnswer
+	_ = json.Unmarshal([]byte(body), &a)
+	if resp.StatusCode != 202 {
+		t.Fatal(resp.StatusCode, body)
+	}
+	var view string
+	var v jobView
+	testsupport.Eventually(t, 20*time.Second, "the first attempt failed", func() bool {
+		_, view = get(t, r.base+"/jobs/"+a.JobID)
+		v = jobView{}
+		_ = json.Unmarshal([]byte(view), &v)
+		return v.LastError != ""
+	})
+	insp := asynq.NewInspectorFromRedisClient(r.Redis())
+	var lastErr string
+	testsupport.Eventually(t, 10*time.Second, "asynq holds the delivery's error", func() bool {
+		info, err := insp.GetTaskInfo("default", middleware.DeliveryID(a.JobID, 1))
+		if err == nil {
+			lastErr = info.LastErr
+		}
+		return lastErr != ""
+	})
+	if v.LastError != "source: request failed (connection refused)" {
+		t.Errorf("last_error %q, want the stable text", v.LastError)
+	}
+	logs.mu.Lock()
+	logText := logs.b.String()
+	logs.mu.Unlock()
+	for where, text := range map[string]string{"GET /jobs/{id}": view, "asynq LastErr": lastErr, "logs": logText} {
+		for _, secret := range []string{user, password, apiKey} {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s carries %q: %.600s", where, secret, text)
+			}
+		}
+	}
+}
+
+// A start-up error about a URL variable names the variable, never the URL's credentials or query.
+func TestConfigErrorsRedactURLs(t *testing.T) {
+	t.Parallel()
+	for _, env := range []map[string]string{
+		{"REDIS_URL": "redis://svc-user:hunter2@redis:notaport/0?x=KEY-42"},
+		{"REDIS_MODE": "cluster", "REDIS_URL": "redis://svc-user:hunter2@node1:7000?addr=node2:bad:port&x=KEY-42"},
+		{"REBUILD_SOURCE_URL": "ftp://svc-user:hunter2@source/x?api_key=KEY-42"},
+		{"MONITORING_PROMETHEUS_ADDRESS": "ftp://svc-user:hunter2@prometheus:9090?token=KEY-42"},
+	} {
+		_, err := FromLookup(lookupFrom(env))
+		if err == nil {
+			t.Errorf("%v accepted", env)
+			continue
+		}
+		for _, secret := range []string{"svc-user", "hunter2", "KEY-42"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("%v: the error carries %q: %v", env, secret, err)
+			}
+		}
+	}
+}
+
+// OpenTelemetry's own errors (an exporter that cannot deliver names its endpoint URL) are log
+// lines of the process's logger, with the endpoint's credentials and query redacted.
+func TestTracingErrorsAreRedactedLogLines(t *testing.T) {
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusBadRequest) // not retried: the exporter reports it at once
+	}))
+	defer collector.Close()
+	endpoint := strings.Replace(collector.URL, "http://", "http://svc-user:hunter2@", 1) + "/?token=KEY-42"
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint)
+	prevTP, prevEH := otel.GetTracerProvider(), otel.GetErrorHandler()
+	defer func() { otel.SetTracerProvider(prevTP); otel.SetErrorHandler(prevEH) }()
+	logs := &syncBuffer{}
+	shutdown, err := setupTracing(context.Background(), zerolog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := otel.Tracer("test").Start(context.Background(), "probe")
+	span.End()
+	_ = shutdown(context.Background()) // flushes: the export fails
+	text := logs.b.String()
+	if !strings.Contains(text, `"component":"otel"`) || !strings.Contains(text, "failed to send") {
+		t.Fatalf("the exporter's error is not a log line of ours: %q", text)
+	}
+	for _, secret := range []string{"svc-user", "hunter2", "KEY-42"} {
+		if strings.Contains(text, secret) {
+			t.Errorf("the log carries %q: %s", secret, text)
+		}
+	}
+}

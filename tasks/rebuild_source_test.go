@@ -1,0 +1,43 @@
+package tasks
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The source's errors are stable texts that never name its URL (user name, key).
+func TestFetchSourceErrorsAreStableTexts(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Query().Get("resource_id") {
+		case "down":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case "gone":
+			w.WriteHeader(http.StatusNotFound)
+		case "slow":
+			time.Sleep(300 * time.Millisecond)
+		}
+	}))
+	defer up.Close()
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := ln.Addr().String()
+	_ = ln.Close()
+	secret := func(hostport string) string { return "http://svc-user:pw@" + hostport + "/src?api_key=KEY-1" }
+	client := &http.Client{Timeout: 100 * time.Millisecond}
+	for _, tc := range []struct{ url, resource, want string }{
+		{secret(strings.TrimPrefix(up.URL, "http://")), "down", "source: HTTP 503"},
+		{secret(strings.TrimPrefix(up.URL, "http://")), "gone", "source: HTTP 404"},
+		{secret(strings.TrimPrefix(up.URL, "http://")), "slow", "source: request failed (timeout)"},
+		{secret(closed), "any", "source: request failed (connection refused)"},
+		{"http://svc-user:pw@no-such-host.invalid/src?api_key=KEY-1", "any", "source: request failed (host not found)"},
+	} {
+		_, err := fetchSource(bg, Deps{SourceURL: tc.url, HTTP: client}, RebuildCachePayload{TenantID: "t", ResourceID: tc.resource})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: got %v, want %q", tc.resource, err, tc.want)
+		}
+	}
+}
