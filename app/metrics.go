@@ -19,8 +19,11 @@ type httpMetrics struct {
 	idem     *prometheus.CounterVec
 }
 
+// idemResults are the results countIdem counts; each series exists at zero from the start.
+var idemResults = []string{"new", "replayed", "conflict", "mismatch"}
+
 func newHTTPMetrics() *httpMetrics {
-	return &httpMetrics{
+	m := &httpMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobguard", Name: "http_requests_total",
 			Help: "HTTP requests by method, route pattern and status code."}, []string{"method", "route", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "jobguard", Name: "http_request_duration_seconds",
@@ -28,6 +31,10 @@ func newHTTPMetrics() *httpMetrics {
 		idem: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobguard", Name: "http_idempotency_total",
 			Help: "Requests with an Idempotency-Key by result: new, replayed, conflict (in flight), mismatch (other request)."}, []string{"result"}),
 	}
+	for _, r := range idemResults {
+		m.idem.WithLabelValues(r)
+	}
+	return m
 }
 
 func (m *httpMetrics) observe(c *fiber.Ctx, start time.Time) {

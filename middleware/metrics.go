@@ -63,6 +63,56 @@ func (s *Stack) Collectors() []prometheus.Collector {
 		m.rescueLatency, m.running, m.zombie}
 }
 
+// The values each label takes, in one place. initSeries makes every series they span exist at zero
+// when a task type is registered, so a dashboard's increase() sees the first event;
+// TestEveryLabelValueIsKnown fails when code uses a value missing here.
+var (
+	// jobStatuses are the statuses a transition writes.
+	jobStatuses = []string{"queued", "processing", "retrying", "done", "failed", "revoked"}
+	// runOutcomes are outcomeOf's answers.
+	runOutcomes   = []string{"done", "retry", "failed", "revoked", "bounced"}
+	leaseEvents   = []string{"acquired", "not_acquired", "lost", "renew_failed"}
+	bounceReasons = []string{"no_slot", "cancelled", "start_failed", "unconfirmed", "debounce",
+		"lease_not_acquired", "lease_lost", "shutdown", "rate_limited", "finish_failed"}
+	// dedupResults are the results each policy can count; only replace replaces.
+	dedupResults = map[Policy][]string{
+		UntilStarted: {"deduplicated"}, UntilDone: {"deduplicated"}, Throttle: {"deduplicated"},
+		Replace: {"deduplicated", "replaced"},
+	}
+	rescueOutcomes = []string{"rescued", "failed"}
+)
+
+// initSeries creates every known series of task type typ at zero.
+func (m *metrics) initSeries(typ string) {
+	for _, c := range []*prometheus.CounterVec{m.staleWrites, m.invalid, m.staleDeliveries, m.deadLettered, m.alreadyApplied} {
+		c.WithLabelValues(typ)
+	}
+	m.queueWait.WithLabelValues(typ)
+	for _, v := range jobStatuses {
+		m.transitions.WithLabelValues(typ, v)
+	}
+	for _, v := range runOutcomes {
+		m.duration.WithLabelValues(typ, v)
+	}
+	for _, v := range leaseEvents {
+		m.lease.WithLabelValues(typ, v)
+	}
+	for _, v := range classNames {
+		m.retries.WithLabelValues(typ, v)
+	}
+	for _, v := range bounceReasons {
+		m.bounces.WithLabelValues(typ, v)
+	}
+	for p, results := range dedupResults {
+		for _, v := range results {
+			m.dedup.WithLabelValues(typ, string(p), v)
+		}
+	}
+	for _, v := range rescueOutcomes {
+		m.rescues.WithLabelValues(typ, v)
+	}
+}
+
 var classNames = map[class]string{classTransient: "transient", classRateLimited: "rate_limited", classPermanent: "permanent", classRevoked: "revoked"}
 
 func seconds(d time.Duration) float64 { return d.Seconds() }

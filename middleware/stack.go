@@ -226,6 +226,7 @@ func (s *Stack) Register(tc TaskConfig, h Handler) {
 		panic(fmt.Sprintf("middleware: task type %q registered twice or empty", tc.Type))
 	}
 	s.types[tc.Type] = registered{cfg: tc.withDefaults(s.cfg), handler: h}
+	s.m.initSeries(tc.Type)
 }
 
 // TaskConfig returns the effective configuration of a registered type.
