@@ -93,6 +93,12 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 		Retention:   cfg.JobRetention,
 		Logger:      &a.log,
 	})
+	if err := a.stack.SyncClock(ctx); err != nil {
+		return nil, err
+	}
+	if off := a.stack.ClockOffset(); off > time.Second || off < -time.Second {
+		a.log.Warn().Dur("offset", off).Msg("Redis's clock is more than 1s from this host's; enqueue deadlines use the measured offset")
+	}
 	taskList := tasks.All()
 	tasks.RegisterTasks(a.stack, tasks.Deps{SourceURL: cfg.RebuildSourceURL}, taskList)
 
@@ -104,7 +110,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	if role.serves(RoleAPI) {
 		(&api{
 			stack: a.stack, client: a.client, tokens: cfg.APITokens, tasks: taskList, metrics: hm,
-			idem: idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention},
+			idem: idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention, deadline: a.stack.WriteDeadline},
 		}).routes(a.http)
 		if err := web.Mount(a.http, a.rdb, web.Monitoring{
 			User:     cfg.MonitoringUser,
@@ -113,6 +119,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 			ReadOnly: cfg.MonitoringReadOnly,
 			// asynqmon queries it for asynq_* series, which /metrics exports.
 			PrometheusAddress: cfg.MonitoringPrometheus,
+			Timeout:           cfg.RequestTimeout,
 		}); err != nil {
 			return nil, &ConfigError{Var: "MONITORING_USER", Err: err}
 		}

@@ -89,6 +89,9 @@ type Config struct {
 	RescueInterval time.Duration
 	// BodyLimit (BODY_LIMIT) is the largest request body accepted, in bytes. Default 65536.
 	BodyLimit int
+	// RequestTimeout (REQUEST_TIMEOUT) is the deadline of every HTTP request: the Redis commands it
+	// sends honour it, and a request that reaches it answers 503. Default 5s.
+	RequestTimeout time.Duration
 }
 
 // Defaults returns the configuration used for every variable that is not set.
@@ -107,6 +110,7 @@ func Defaults() Config {
 		LogFormat:            LogJSON,
 		BodyLimit:            64 << 10,
 		RescueInterval:       2 * time.Second,
+		RequestTimeout:       5 * time.Second,
 	}
 }
 
@@ -147,6 +151,7 @@ func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 	p.str("REBUILD_SOURCE_URL", &c.RebuildSourceURL)
 	p.integer("BODY_LIMIT", &c.BodyLimit)
 	p.duration("RESCUE_INTERVAL", &c.RescueInterval)
+	p.duration("REQUEST_TIMEOUT", &c.RequestTimeout)
 	if p.err != nil {
 		return Config{}, p.err
 	}
@@ -230,6 +235,9 @@ func (c Config) Validate() error {
 	}
 	if c.BodyLimit < 1024 || c.BodyLimit > 16<<20 {
 		return bad("BODY_LIMIT", "%d is not between 1024 and 16777216", c.BodyLimit)
+	}
+	if c.RequestTimeout < 500*time.Millisecond || c.RequestTimeout > time.Minute {
+		return bad("REQUEST_TIMEOUT", "%s is not between 500ms and 1m", c.RequestTimeout)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ func newFiber(cfg Config, log zerolog.Logger, hm *httpMetrics) *fiber.App {
 		IdleTimeout:           2 * time.Minute,
 	})
 	f.Use(requestid.New())
+	f.Use(requestDeadline(cfg.RequestTimeout))
 	f.Use(accessLog(log, hm))
 	f.Use(serverSpans())
 	f.Use(recover.New(recover.Config{

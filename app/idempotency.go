@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/middleware"
 )
 
 // Idempotency-Key handling per draft-ietf-httpapi-idempotency-key-header-06: the key is scoped to a
@@ -32,9 +34,18 @@ func appScript(name string) *redis.Script {
 	return redis.NewScript(string(b))
 }
 
+// appDeadlineScript is an app script that checks its caller's deadline (middleware.NewDeadlineScript).
+func appDeadlineScript(name string) *redis.Script {
+	b, err := appScripts.ReadFile("scripts/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return middleware.NewDeadlineScript(string(b))
+}
+
 var (
-	idemClaim    = appScript("idem_claim.lua")
-	idemComplete = appScript("idem_complete.lua")
+	idemClaim    = appDeadlineScript("idem_claim.lua")
+	idemComplete = appDeadlineScript("idem_complete.lua")
 	idemRelease  = appScript("idem_release.lua")
 )
 
@@ -90,6 +101,16 @@ type idempotency struct {
 	rdb       redis.UniversalClient
 	prefix    string
 	retention time.Duration
+	// deadline is the request's deadline in Redis's clock (Stack.WriteDeadline): a claim or an
+	// answer that reaches a stalled Redis after the request gave up writes nothing.
+	deadline func(context.Context) int64
+}
+
+func (s idempotency) deadlineOf(ctx context.Context) int64 {
+	if s.deadline == nil {
+		return 0
+	}
+	return s.deadline(ctx)
 }
 
 // claim is one request's hold on a key.
@@ -121,11 +142,17 @@ func (s idempotency) begin(ctx context.Context, tenant, key, fp string) (*claim,
 	var tok [12]byte
 	_, _ = rand.Read(tok[:])
 	c := &claim{key: s.recordKey(tenant, key), token: hex.EncodeToString(tok[:])}
-	res, err := idemClaim.Run(ctx, s.rdb, []string{c.key}, fp, c.token, idemClaimLease.Milliseconds()).StringSlice()
+	lease := middleware.ClaimTTL(ctx, idemClaimLease)
+	res, err := idemClaim.Run(ctx, s.rdb, []string{c.key}, fp, c.token, lease.Milliseconds(), s.deadlineOf(ctx)).StringSlice()
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: idempotency claim: %w", err)
 	}
+	if len(res) == 0 || (res[0] == "done" && len(res) < 4) {
+		return nil, nil, fmt.Errorf("app: idempotency claim: unexpected reply %q", res)
+	}
 	switch res[0] {
+	case "expired":
+		return nil, nil, fmt.Errorf("app: idempotency claim: %w", middleware.ErrNotAccepted)
 	case "claimed":
 		return c, nil, nil
 	case "inflight":
@@ -140,12 +167,14 @@ func (s idempotency) begin(ctx context.Context, tenant, key, fp string) (*claim,
 // complete stores the answer through pipe (best effort: if it fails, the claim lease runs out and
 // a retry of the request is answered by the job's dedup instead).
 func (s idempotency) complete(ctx context.Context, pipe redis.Pipeliner, c *claim, a answer) {
-	idemComplete.Eval(ctx, pipe, []string{c.key}, c.token, a.status, string(a.body), a.location, s.retention.Milliseconds())
+	idemComplete.Eval(ctx, pipe, []string{c.key}, c.token, a.status, string(a.body), a.location, s.retention.Milliseconds(), s.deadlineOf(ctx))
 }
 
 // release frees the key after an infrastructure failure, on a context that outlives the request.
 func (s idempotency) release(ctx context.Context, c *claim) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	// Bounded so the answer is not held back: an unreleased claim runs out by itself shortly
+	// after the request's deadline.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
 	defer cancel()
 	_ = idemRelease.Run(cctx, s.rdb, []string{c.key}, c.token).Err()
 }

@@ -71,12 +71,15 @@ func errorHandler(log zerolog.Logger) fiber.ErrorHandler {
 			p.Status, p.Detail = http.StatusGone, err.Error()
 		case errors.As(err, &fe):
 			p.Status, p.Detail = fe.Code, fe.Message
+		case dependencyDown(err):
+			p.Status, p.Detail = http.StatusServiceUnavailable, unavailableDetail
 		default:
 			p.Status, p.Detail = http.StatusInternalServerError, "internal error; see the server log for request "+p.RequestID
 		}
 		if p.Status >= 500 {
 			log.Error().Err(err).Str("request_id", p.RequestID).Str("path", c.Path()).Msg("request failed")
 		}
+		setRetryAfter(c, p.Status)
 		p.Title = http.StatusText(p.Status)
 		p.Type = "about:blank"
 		c.Status(p.Status)

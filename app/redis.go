@@ -10,6 +10,9 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// redisIOTimeout bounds one read or write on a Redis connection.
+const redisIOTimeout = 3 * time.Second
+
 // openRedis returns the one client this process shares between the API, asynq, asynqmon and
 // jobguard's scripts, and the embedded server when none is configured (nil otherwise).
 func openRedis(ctx context.Context, cfg Config, log zerolog.Logger) (redis.UniversalClient, *miniredis.Miniredis, error) {
@@ -34,9 +37,14 @@ func openRedis(ctx context.Context, cfg Config, log zerolog.Logger) (redis.Unive
 		opts = o
 	}
 	opts.PoolSize = cfg.PoolSize()
-	// go-redis retries a command after a timeout; every jobguard script is written to be safe to
-	// run twice, and asynq's are too.
-	opts.MaxRetries = 3
+	// Every command honours its context's deadline (a request's REQUEST_TIMEOUT, a lease's
+	// renewal budget), not only the socket timeouts: a stalled Redis gives a fast error.
+	opts.ContextTimeoutEnabled = true
+	// Calls that carry no deadline (asynq's inspector, asynqmon) are bounded by the socket
+	// timeouts times the tries: 3 s each, 2 tries. go-redis retries a command after a timeout;
+	// every jobguard script is written to be safe to run twice, and asynq's are too.
+	opts.ReadTimeout, opts.WriteTimeout = redisIOTimeout, redisIOTimeout
+	opts.MaxRetries = 1
 	opts.ClientName = "jobguard"
 	rdb := redis.NewUniversalClient(opts)
 

@@ -27,6 +27,10 @@ var ErrJobExists = errors.New("middleware: job exists")
 // that job is confirmed or its claim has expired.
 var ErrDedupPending = errors.New("middleware: duplicate of a job not yet confirmed")
 
+// ErrNotAccepted: the request's deadline passed before the job was confirmed; nothing was kept
+// (what a stalled Redis runs later writes nothing).
+var ErrNotAccepted = errors.New("middleware: job not accepted before the deadline")
+
 // pendingWait is how long a duplicate waits for the job it collapses onto to be confirmed; an
 // enqueue normally takes a round trip.
 const pendingWait = 2 * time.Second
@@ -65,12 +69,15 @@ type Enqueued struct {
 	Deduplicated bool
 }
 
-// Enqueue creates the job record, then its first delivery. When asynq does not take the delivery,
-// the record (and dedup marker) is removed again, so no job is left queued without a delivery.
-// Round trips: create, enqueue, and with a dedup policy one more to confirm the marker; a
-// deduplicated request costs create plus one to note it on the existing job's timeline. A
-// duplicate of a job whose enqueue is still in flight waits for it (polling create, up to
-// pendingWait, then ErrDedupPending), so it is never answered with a job that is then abandoned.
+// Enqueue creates the job record, then its first delivery, then confirms the record. Until the
+// confirmation the record is a claim that lives until ctx's deadline plus a second (30 s without
+// a deadline) and that no delivery runs; every write carries ctx's deadline and does nothing past
+// it. So a request that fails or gives up (ErrNotAccepted, or any error) leaves no job behind,
+// however late a stalled Redis runs what it sent, and no job is left queued without a delivery.
+// Round trips: create, enqueue, confirm (with the caller's Finally commands); a deduplicated
+// request costs create plus one to note it on the existing job's timeline. A duplicate of a job
+// whose enqueue is still in flight waits for it (polling create, up to pendingWait, then
+// ErrDedupPending), so it is never answered with a job that is then abandoned.
 func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (Enqueued, error) {
 	tc, ok := s.TaskConfig(spec.Type)
 	if !ok {
@@ -146,28 +153,48 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		break
 	}
 	if err := s.deliver(ctx, client, tc, id, DeliveryID(id, 1), spec.OpKey, dedup, spec.Headers, firstDelay(spec)); err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = abandonScript.Run(cctx, s.rdb, []string{keys.record, keys.timeline, keys.marker, keys.pending}, id).Err()
+		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
 	}
-	s.afterEnqueue(ctx, keys, id, spec)
+	if err := s.confirm(ctx, keys, id, spec); err != nil {
+		s.abandon(ctx, keys, id)
+		return Enqueued{}, err
+	}
 	return Enqueued{JobID: id}, nil
 }
 
-// afterEnqueue confirms the dedup marker and sends the caller's Finally commands, in one pipeline.
-// Best effort: if the confirmation fails the claim expires, and at worst one duplicate job is
-// created later. Eval (not EvalSha) keeps the pipeline free of NOSCRIPT retries.
-func (s *Stack) afterEnqueue(ctx context.Context, keys jobKeys, id string, spec Spec) {
-	pipe := s.rdb.Pipeline()
-	if d := spec.Dedup; d != nil {
-		ttl := ms(dedupTTL(d))
-		if d.Policy == Throttle {
-			ttl = 0 // the window runs from the create
-		}
-		confirmScript.Eval(ctx, pipe, []string{keys.marker, keys.pending, keys.record}, id, ttl)
+// abandonWait bounds the clean-up of a job that was not accepted: the claim runs out on its own,
+// so the answer to the caller is not held back for it.
+const abandonWait = 500 * time.Millisecond
+
+// abandon removes the record, timeline and dedup marker of a job that was not accepted, so a
+// retry finds the key free at once rather than when the claim runs out.
+func (s *Stack) abandon(ctx context.Context, keys jobKeys, id string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonWait)
+	defer cancel()
+	_ = abandonScript.Run(cctx, s.rdb, []string{keys.record, keys.timeline, keys.marker, keys.pending}, id).Err()
+}
+
+// confirm makes the job's record permanent (for its retention), its dedup marker last its TTL,
+// and sends the caller's Finally commands, in one pipeline. Eval (not EvalSha) keeps the pipeline
+// free of NOSCRIPT retries.
+func (s *Stack) confirm(ctx context.Context, keys jobKeys, id string, spec Spec) error {
+	ttl := int64(0)
+	if d := spec.Dedup; d != nil && d.Policy != Throttle {
+		ttl = ms(dedupTTL(d)) // a throttle's window runs from the create
 	}
+	pipe := s.rdb.Pipeline()
+	cmd := confirmScript.Eval(ctx, pipe, []string{keys.marker, keys.pending, keys.record, keys.timeline},
+		id, ttl, s.WriteDeadline(ctx), ms(s.cfg.Retention))
 	s.finally(ctx, pipe, spec, Enqueued{JobID: id})
+	state, err := cmd.Text()
+	switch {
+	case err != nil:
+		return fmt.Errorf("middleware: confirm job %s: %w", id, err)
+	case state == "expired" || state == "gone":
+		return fmt.Errorf("%w: job %s was %s at its confirmation", ErrNotAccepted, id, state)
+	}
+	return nil
 }
 
 // finally adds the caller's Finally commands to pipe and sends it, if it holds anything.
@@ -230,7 +257,8 @@ func dedupTTL(d *Dedup) time.Duration {
 func (s *Stack) create(ctx context.Context, keys jobKeys, id string, tc TaskConfig, spec Spec, dedup string, now time.Time) ([]string, error) {
 	delivery := DeliveryID(id, 1)
 	ev, _ := json.Marshal(map[string]any{"at": now.UnixMilli(), "event": "enqueued", "delivery": delivery})
-	policy, markerTTL := "", claimTTL
+	claim := ClaimTTL(ctx, claimTTL)
+	policy, markerTTL := "", claim
 	if d := spec.Dedup; d != nil {
 		policy = string(d.Policy)
 		if d.Policy == Throttle {
@@ -242,7 +270,7 @@ func (s *Stack) create(ctx context.Context, keys jobKeys, id string, tc TaskConf
 		notBefore = now.Add(spec.Dedup.Debounce).UnixMilli()
 	}
 	res, err := createScript.Run(ctx, s.rdb, []string{keys.record, keys.timeline, keys.marker, keys.pending},
-		ms(s.cfg.Retention), string(ev), policy, ms(markerTTL), id, ms(claimTTL),
+		s.WriteDeadline(ctx), string(ev), policy, ms(markerTTL), id, ms(claim),
 		"job_id", id, "type", spec.Type, "queue", tc.Queue, "tenant", spec.Tenant, "resource", spec.Resource,
 		"status", "queued", "attempt", 0, "max_attempts", tc.MaxAttempts, "deliveries", 1, "delivery", delivery,
 		"created_at", now.UnixMilli(), "updated_at", now.UnixMilli(), "payload", string(spec.Payload),
@@ -250,6 +278,12 @@ func (s *Stack) create(ctx context.Context, keys jobKeys, id string, tc TaskConf
 	).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("middleware: create job: %w", err)
+	}
+	if len(res) == 0 {
+		return nil, fmt.Errorf("middleware: create job: empty reply")
+	}
+	if res[0] == "expired" {
+		return nil, fmt.Errorf("%w: job %s reached Redis after the deadline", ErrNotAccepted, id)
 	}
 	return res, nil
 }

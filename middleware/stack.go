@@ -36,12 +36,20 @@ func mustScript(name string) *redis.Script {
 	return redis.NewScript(string(b))
 }
 
+func mustDeadlineScript(name string) *redis.Script {
+	b, err := scriptFS.ReadFile("scripts/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return NewDeadlineScript(string(b))
+}
+
 var (
 	startScript    = mustScript("start.lua")
 	finishScript   = mustScript("finish.lua")
 	eventScript    = mustScript("event.lua")
-	createScript   = mustScript("create.lua")
-	confirmScript  = mustScript("confirm.lua")
+	createScript   = mustDeadlineScript("create.lua")
+	confirmScript  = mustDeadlineScript("confirm.lua")
 	pendingScript  = mustScript("pending.lua")
 	abandonScript  = mustScript("abandon.lua")
 	replaceScript  = mustScript("replace.lua")
@@ -177,7 +185,9 @@ type Stack struct {
 
 	rng   *rand.Rand
 	rngMu sync.Mutex
-	Stats Stats
+	// clockOffset is Redis's clock minus this process's, in ns (SyncClock).
+	clockOffset atomic.Int64
+	Stats       Stats
 	m     *metrics
 }
 
@@ -387,15 +397,28 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		defer func() { <-s.sema }()
 
 		owner := s.locks.NewOwner()
-		sent := s.locks.Now()
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		wctx, sspan := scriptSpan(wctx, "jobguard.start")
-		res, err := startScript.Run(wctx, s.rdb,
-			[]string{keys.record, keys.lease, keys.fence, keys.timeline, keys.applied, keys.marker},
-			delivery, owner, ms(tc.LeaseTTL), sent.UnixMilli(), s.cfg.WorkerID, s.cfg.TimelineCap, bit(opKey != ""), ms(s.cfg.Retention), keys.clear,
-		).Slice()
-		endSpan(sspan, err)
-		cancel()
+		var sent time.Time
+		var res []any
+		for try := 0; ; try++ {
+			sent = s.locks.Now()
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			wctx, sspan := scriptSpan(wctx, "jobguard.start")
+			res, err = startScript.Run(wctx, s.rdb,
+				[]string{keys.record, keys.lease, keys.fence, keys.timeline, keys.applied, keys.marker},
+				delivery, owner, ms(tc.LeaseTTL), sent.UnixMilli(), s.cfg.WorkerID, s.cfg.TimelineCap, bit(opKey != ""), ms(s.cfg.Retention), keys.clear,
+			).Slice()
+			endSpan(sspan, err)
+			cancel()
+			// A delivery can start before its enqueuer's confirmation lands (about a round trip
+			// later): wait for it briefly rather than bounce for a second.
+			if err != nil || len(res) == 0 || res[0] != "unconfirmed" || try == len(unconfirmedWaits) {
+				break
+			}
+			time.Sleep(unconfirmedWaits[try])
+		}
+		if err == nil && len(res) == 0 {
+			err = errors.New("empty reply")
+		}
 		if err != nil {
 			// Unknown whether it ran: the lease (if taken) lapses within its TTL; try again soon.
 			return s.bounce(tc.Type, "start_failed", 0, fmt.Errorf("start script: %w", err))
@@ -406,6 +429,8 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 			s.m.staleDeliveries.WithLabelValues(tc.Type).Inc()
 			log.Info().Str("event", "stale_delivery").Str("state", fmt.Sprint(res...)).Msg("delivery acknowledged without running")
 			return nil
+		case "unconfirmed":
+			return s.bounce(tc.Type, "unconfirmed", 0, errors.New("the job's enqueue is not confirmed yet"))
 		case "debounce":
 			wait := time.Duration(res[1].(int64)) * time.Millisecond
 			return s.bounce(tc.Type, "debounce", wait, errors.New("replaced payload waits for its debounce"))
@@ -464,6 +489,9 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		return err
 	}
 }
+
+// unconfirmedWaits are the pauses before a delivery that found its job unconfirmed asks again.
+var unconfirmedWaits = []time.Duration{5 * time.Millisecond, 20 * time.Millisecond, 75 * time.Millisecond}
 
 func (s *Stack) track(j *Job, ctx context.Context) {
 	s.mu.Lock()

@@ -2,9 +2,11 @@
 package web
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
@@ -33,6 +35,8 @@ type Monitoring struct {
 	ReadOnly bool
 	// PrometheusAddress, when set, makes the UI draw its queue charts from that Prometheus.
 	PrometheusAddress string
+	// Timeout bounds each of the UI's API calls; past it the call answers 503. Default 5s.
+	Timeout time.Duration
 }
 
 // sharedConn hands asynqmon the process's client instead of letting it dial its own. asynqmon's
@@ -73,7 +77,11 @@ func Mount(app *fiber.App, rdb redis.UniversalClient, m Monitoring) error {
 	}
 	// After the credentials: a browser on another origin would send the cached ones with its POST.
 	handlers = append(handlers, sameOrigin())
-	ui := adaptor.HTTPHandler(h)
+	if m.Timeout <= 0 {
+		m.Timeout = 5 * time.Second
+	}
+	ping := func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+	ui := apiCalls(h, adaptor.HTTPHandler(h), m.Root+"/api/", m.Timeout, ping)
 	handlers = append(handlers, func(c *fiber.Ctx) error {
 		// The bare root redirects so that the UI's relative asset paths resolve under it.
 		if c.Path() == m.Root {

@@ -1,8 +1,10 @@
 -- idem_claim: claim an Idempotency-Key for a request, or answer from what the key already holds.
 -- KEYS[1] idempotency record (hash)
--- ARGV[1] request fingerprint, ARGV[2] claim token, ARGV[3] claim lease ms
+-- ARGV[1] request fingerprint, ARGV[2] claim token, ARGV[3] claim lease ms, ARGV[4] the request's
+-- deadline (unix ms in Redis's clock; 0 none): a claim that reaches Redis after it writes nothing
 -- returns {"claimed"}; {"inflight"} (claimed by a request still running); {"mismatch"} (the key
---         was used for another request); {"done", status, body, location}
+--         was used for another request); {"done", status, body, location}; {"expired"}
+if past_deadline(ARGV[4]) then return {'expired'} end
 local rec = redis.call('HMGET', KEYS[1], 'state', 'fingerprint', 'status', 'body', 'location')
 if not rec[1] then
   redis.call('HSET', KEYS[1], 'state', 'claimed', 'fingerprint', ARGV[1], 'claim', ARGV[2])

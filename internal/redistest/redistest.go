@@ -175,6 +175,22 @@ func (s *Server) Kill() {
 	}
 }
 
+// Pause stops the server process (SIGSTOP) without closing its sockets: clients' commands wait
+// in the kernel's buffers, as with a stalled or swapping Redis. Resume undoes it.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume lets a paused server run again (SIGCONT).
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return fmt.Errorf("redistest: server on %s is not running", s.Addr)
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
 // Restart starts the server again on the same port and directory.
 func (s *Server) Restart() error {
 	s.Kill()

@@ -1,16 +1,21 @@
--- confirm: asynq took the job's first delivery: the job is marked confirmed, its dedup marker stops
--- being pending and (still naming the job) now lasts the policy's TTL instead of the short claim.
--- KEYS[1] dedup marker, KEYS[2] the marker's pending flag, KEYS[3] job record
--- ARGV[1] job id, ARGV[2] policy TTL ms (0: keep the marker's TTL, e.g. a throttle window)
--- returns 1 when extended, 0 when the marker is gone or names another job (e.g. the job started)
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('HSET', KEYS[3], 'confirmed', '1')
-end
-if redis.call('GET', KEYS[2]) == ARGV[1] then
+-- confirm: asynq took the job's first delivery: the job is confirmed and kept for its retention,
+-- its dedup marker stops being pending and (still naming the job) now lasts the policy's TTL
+-- instead of the claim.
+-- KEYS[1] dedup marker (the record key when none), KEYS[2] the marker's pending flag (the record
+-- key when none), KEYS[3] job record, KEYS[4] job timeline
+-- ARGV[1] job id, ARGV[2] policy TTL ms (0: keep the marker's TTL, e.g. a throttle window),
+-- ARGV[3] deadline (unix ms in Redis's clock; 0 none), ARGV[4] retention ms
+-- returns "confirmed"; "expired" past the deadline (nothing written: the claim runs out and the
+--         delivery finds no record); "gone" when the record is gone (its claim ran out)
+if past_deadline(ARGV[3]) then return 'expired' end
+if redis.call('EXISTS', KEYS[3]) == 0 then return 'gone' end
+redis.call('HSET', KEYS[3], 'confirmed', '1')
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
+redis.call('PEXPIRE', KEYS[4], ARGV[4])
+if KEYS[2] ~= KEYS[3] and redis.call('GET', KEYS[2]) == ARGV[1] then
   redis.call('DEL', KEYS[2])
 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  if tonumber(ARGV[2]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-  return 1
+if KEYS[1] ~= KEYS[3] and redis.call('GET', KEYS[1]) == ARGV[1] and tonumber(ARGV[2]) > 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-return 0
+return 'confirmed'

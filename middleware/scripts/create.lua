@@ -1,15 +1,19 @@
 -- create: write a new job's record and first timeline event, unless a dedup marker names a job
--- that covers it; before the job's first delivery is enqueued. A new marker is pending until
--- confirm: asynq may still refuse the job's delivery, and then abandon removes the job.
+-- that covers it; before the job's first delivery is enqueued. The record, its timeline and a new
+-- marker are a claim until confirm: they live only for the claim TTL, and a delivery that finds
+-- the record unconfirmed does not run it. asynq may still refuse the delivery (then abandon removes
+-- the job) or the request may give up; either way nothing outlives the claim.
 -- KEYS[1] job record, KEYS[2] job timeline, KEYS[3] dedup marker (the record key when none),
 -- KEYS[4] the marker's pending flag (the record key when none)
--- ARGV[1] retention ms, ARGV[2] event JSON, ARGV[3] dedup policy ('' none), ARGV[4] marker TTL ms
--- (a short claim until the enqueue is confirmed; the window for throttle), ARGV[5] job id,
--- ARGV[6] pending flag TTL ms (the claim), ARGV[7..] field, value, ...
+-- ARGV[1] deadline (unix ms in Redis's clock; 0 none): past it the request has given up and
+-- nothing is written, ARGV[2] event JSON, ARGV[3] dedup policy ('' none), ARGV[4] marker TTL ms
+-- (the claim until the enqueue is confirmed; the window for throttle), ARGV[5] job id,
+-- ARGV[6] claim TTL ms (record, timeline, pending flag), ARGV[7..] field, value, ...
 -- returns {"created"}; {"dup", existing job id}; {"replace", existing job id} (policy replace: the
 --         caller replaces that job's payload); {"pending", existing job id}: the marker's job is
 --         not confirmed yet (its enqueue may still fail), ask again; {"exists"} when the id is
---         taken (nothing written)
+--         taken; {"expired"} past the deadline (nothing written in these last two)
+if past_deadline(ARGV[1]) then return {'expired'} end
 if ARGV[3] ~= '' then
   local existing = redis.call('GET', KEYS[3])
   if existing then
@@ -19,10 +23,10 @@ if ARGV[3] ~= '' then
   end
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
-redis.call('HSET', KEYS[1], unpack(ARGV, 7))
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[1], 'confirmed', '0', unpack(ARGV, 7))
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('RPUSH', KEYS[2], ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[6])
 if ARGV[3] ~= '' then
   redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[4])
   redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[6])

@@ -13,7 +13,9 @@
 --         {"busy", remaining lease ms}: bounce, nothing spent;
 --         {"applied"}: the operation was applied before, the job is done;
 --         {"exhausted"}: no attempt left (the job is failed);
---         {"debounce", ms}: a replace set a later start; bounce for ms.
+--         {"debounce", ms}: a replace set a later start; bounce for ms;
+--         {"unconfirmed"}: the job's enqueue is not confirmed yet (it may still be refused, and
+--         then the record runs out): nothing written, try again shortly.
 local now = ARGV[4]
 local rec_job
 local function event(name, token, attempt, detail)
@@ -38,12 +40,13 @@ local function finish(status, token, name, detail)
 end
 
 local rec = redis.call('HMGET', KEYS[1], 'status', 'delivery', 'attempt', 'max_attempts', 'payload', 'checkpoint',
-  'created_at', 'resource', '_fence_token', 'not_before', 'job_id')
+  'created_at', 'resource', '_fence_token', 'not_before', 'job_id', 'confirmed')
 rec_job = rec[11]
 local status = rec[1]
 if not status then return {'gone'} end
 if status == 'done' or status == 'failed' or status == 'revoked' then return {'terminal', status} end
 if rec[2] ~= ARGV[1] then return {'stale', rec[2] or ''} end
+if rec[12] == '0' then return {'unconfirmed'} end
 
 local holder = redis.call('GET', KEYS[2])
 if holder == ARGV[2] then
