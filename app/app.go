@@ -80,6 +80,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 			a.Close()
 		}
 	}()
+	routeProcessLogs(a) // before the first dial: go-redis logs its failures
 	a.rdb, a.embedded, err = openRedis(ctx, cfg, a.log)
 	if err != nil {
 		return nil, err
@@ -230,6 +231,7 @@ func (a *App) Close() {
 		if a.embedded != nil {
 			a.embedded.Close()
 		}
+		unrouteProcessLogs(a)
 	})
 }
 
