@@ -119,6 +119,14 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 				a.idem.complete(ctx, pipe, cl, answerFor(res))
 			}
 		}
+		settle, err := a.claimIdentity(c.UserContext(), req, &spec)
+		if err != nil {
+			if cl != nil {
+				a.idem.release(c.UserContext(), cl)
+			}
+			return err
+		}
+		defer settle()
 		res, err := a.stack.Enqueue(c.UserContext(), a.client, spec)
 		if err != nil {
 			if cl != nil {

@@ -46,6 +46,13 @@ func (p ReserveStockPayload) Resource() string { return p.TenantID + ":" + p.SKU
 // OpKey makes each (tenant, order) apply once, whichever job carries it.
 func (p ReserveStockPayload) OpKey() string { return "order:" + p.TenantID + ":" + p.OrderID }
 
+// Identity is the order: (tenant, order id), bound to its sku and quantity for ever. A request
+// for the same order with another sku or quantity is refused, and a job that carries one fails.
+func (p ReserveStockPayload) Identity() Identity {
+	return Identity{Name: p.OpKey(), Fingerprint: Fingerprint(p.SKU, strconv.Itoa(p.Quantity)),
+		Field: "order_id", What: "order " + p.OrderID}
+}
+
 // Tenant is the tenant the order is for.
 func (p ReserveStockPayload) Tenant() string { return p.TenantID }
 
@@ -69,6 +76,11 @@ var reserveStock = Task{
 			}
 			if err := p.Validate(); err != nil {
 				return middleware.Permanent(err)
+			}
+			// The applied-order record lives in the sku's slot: only the order's claim stops the
+			// same order from applying on another sku.
+			if err := CheckIdentity(ctx, job, p.Identity()); err != nil {
+				return err
 			}
 			total, err := job.Apply(ctx, reserveEffect, job.Key("stock"), []string{job.Key("ledger")},
 				p.Quantity, p.OrderID, job.Fence().Token)

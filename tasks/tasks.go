@@ -39,6 +39,14 @@ type Request interface {
 	Spec() middleware.Spec
 }
 
+// Identified is implemented by requests whose identity outlives any job: an order id names one
+// order, for ever. The API claims the identity before it enqueues (a request with the same
+// identity and other content is a 409), and the task's handler checks the claim before its effect
+// (ClaimIdentity, CheckIdentity), so that jobs created around the API cannot apply it twice either.
+type Identified interface {
+	Identity() Identity
+}
+
 // Lookup returns the registered task of a type.
 func Lookup(typ string) (Task, bool) {
 	for _, t := range registry {

@@ -1,0 +1,139 @@
+package tasks
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/locking"
+	"github.com/jobguard/jobguard/middleware"
+)
+
+// Identity is what a request stands for, for ever (see Identified).
+type Identity struct {
+	// Name is unique per tenant and kind, e.g. "order:<tenant>:<order id>"; the claim's key is
+	// "<prefix>:{<name>}", a slot of its own.
+	Name string
+	// Fingerprint is the content the name is bound to (see Fingerprint).
+	Fingerprint string
+	// Field is the request field that carries the name, for the 409 answer (e.g. "order_id").
+	Field string
+	// What names it for people, e.g. "order o1".
+	What string
+}
+
+// Fingerprint is a fixed-size digest of a content's fields: 32 hex digits of SHA-256.
+func Fingerprint(fields ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(fields, "\x00")))
+	return hex.EncodeToString(sum[:16])
+}
+
+// ClaimState is what claiming an identity found.
+type ClaimState string
+
+// The claim states.
+const (
+	// ClaimCreated: the identity was unclaimed; it is now bound to the caller's content and job.
+	ClaimCreated ClaimState = "created"
+	// ClaimSame: it was claimed before with the same content.
+	ClaimSame ClaimState = "same"
+	// ClaimConflict: it was claimed before with other content; nothing was written.
+	ClaimConflict ClaimState = "conflict"
+)
+
+// Claim is the outcome of ClaimIdentity.
+type Claim struct {
+	Key   string
+	State ClaimState
+	// JobID is the job the claim names: the caller's own when it created the claim (a retried
+	// call included), the first claimant's otherwise.
+	JobID string
+}
+
+// Ours reports whether the claim was created by the caller whose job id is jobID.
+func (c Claim) Ours(jobID string) bool { return c.State != ClaimConflict && c.JobID == jobID }
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+func mustScript(name string) *redis.Script {
+	b, err := scriptFS.ReadFile("scripts/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return redis.NewScript(string(b))
+}
+
+var (
+	identityClaim   = mustScript("identity_claim.lua")
+	identityRelease = mustScript("identity_release.lua")
+)
+
+// IdentityKey is the key of an identity's claim.
+func IdentityKey(locks *locking.Client, id Identity) (string, error) {
+	if err := locking.ValidateResource(id.Name); err != nil {
+		return "", fmt.Errorf("tasks: identity: %w", err)
+	}
+	return locks.Tag(id.Name), nil
+}
+
+// ClaimIdentity binds id to its fingerprint and jobID unless it is bound already, in one round
+// trip, and says which. The claim never expires (live data, like applied-operation records).
+func ClaimIdentity(ctx context.Context, locks *locking.Client, id Identity, jobID string) (Claim, error) {
+	key, err := IdentityKey(locks, id)
+	if err != nil {
+		return Claim{}, err
+	}
+	res, err := identityClaim.Run(ctx, locks.Redis(), []string{key}, id.Fingerprint, jobID).StringSlice()
+	if err != nil {
+		return Claim{}, fmt.Errorf("tasks: claim %s: %w", id.What, err)
+	}
+	if len(res) != 2 {
+		return Claim{}, fmt.Errorf("tasks: claim %s: unexpected reply %q", id.What, res)
+	}
+	c := Claim{Key: key, State: ClaimState(res[0]), JobID: res[1]}
+	switch c.State {
+	case ClaimCreated, ClaimSame, ClaimConflict:
+		return c, nil
+	}
+	return Claim{}, fmt.Errorf("tasks: claim %s: unexpected reply %q", id.What, res)
+}
+
+// ReleaseIdentity removes a claim that jobID created, after its request was answered "nothing was
+// kept"; a claim of another request or job stays. It reports whether it removed the claim.
+func ReleaseIdentity(ctx context.Context, locks *locking.Client, c Claim, jobID string) (bool, error) {
+	n, err := identityRelease.Run(ctx, locks.Redis(), []string{c.Key}, jobID).Int()
+	if err != nil {
+		return false, fmt.Errorf("tasks: release identity claim: %w", err)
+	}
+	return n == 1, nil
+}
+
+// ErrIdentityConflict: the job's identity is claimed by other content (a job created before
+// claims existed, or around the API); it fails for good.
+var ErrIdentityConflict = errors.New("tasks: identity claimed by other content")
+
+// CheckIdentity is what a handler runs before the effect of an Identified job: it creates the
+// claim when it is missing and fails the job for good (Permanent, "<what> conflicts with an
+// earlier request") when another content holds it.
+func CheckIdentity(ctx context.Context, job *middleware.Job, id Identity) error {
+	c, err := ClaimIdentity(ctx, job.Locks(), id, job.ID)
+	if err != nil {
+		return err // transient: the next attempt checks again
+	}
+	if c.State == ClaimConflict {
+		return middleware.Permanent(&conflictError{what: id.What})
+	}
+	return nil
+}
+
+type conflictError struct{ what string }
+
+func (e *conflictError) Error() string        { return e.what + " conflicts with an earlier request" }
+func (e *conflictError) Is(target error) bool { return target == ErrIdentityConflict }
