@@ -105,8 +105,9 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 
 	hm := newHTTPMetrics()
 	a.http = newFiber(cfg, a.log, hm)
-	healthRoutes(a.http, func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() })
-	metricsRoute(a.http, newRegistry(hm, a.stack.Collectors(), a.inspector))
+	ping := func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() }
+	healthRoutes(a.http, ping)
+	metricsRoute(a.http, newRegistry(hm, a.stack.Collectors(), a.inspector, ping))
 
 	if role.serves(RoleAPI) {
 		(&api{

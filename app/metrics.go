@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -51,15 +52,20 @@ func (m *httpMetrics) observe(c *fiber.Ctx, start time.Time) {
 // asynq_queue_memory_usage_approx_bytes, asynq_tasks_processed_total, asynq_tasks_failed_total),
 // so asynqmon's charts work when it is given a Prometheus that scrapes jobguard.
 type queueCollector struct {
-	insp                              *asynq.Inspector
-	tasks, paused                     *prometheus.Desc
+	insp *asynq.Inspector
+	// ping tells whether Redis answers before asking asynq's inspector, whose calls carry no
+	// deadline: with Redis down a scrape answers at once, with jobguard_redis_up 0.
+	ping                              func(context.Context) error
+	up, tasks, paused                 *prometheus.Desc
 	size, latency, memory, proc, fail *prometheus.Desc
 }
 
-func newQueueCollector(insp *asynq.Inspector) *queueCollector {
+func newQueueCollector(insp *asynq.Inspector, ping func(context.Context) error) *queueCollector {
 	q := []string{"queue"}
 	return &queueCollector{
 		insp:    insp,
+		ping:    ping,
+		up:      prometheus.NewDesc("jobguard_redis_up", "1 when Redis answered the scrape's ping within 500 ms.", nil, nil),
 		tasks:   prometheus.NewDesc("jobguard_asynq_queue_tasks", "asynq tasks per queue and state.", []string{"queue", "state"}, nil),
 		paused:  prometheus.NewDesc("jobguard_asynq_queue_paused", "1 when the queue is paused.", q, nil),
 		size:    prometheus.NewDesc("asynq_queue_size", "Tasks in the queue, all states.", q, nil),
@@ -71,12 +77,23 @@ func newQueueCollector(insp *asynq.Inspector) *queueCollector {
 }
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{q.tasks, q.paused, q.size, q.latency, q.memory, q.proc, q.fail} {
+	for _, d := range []*prometheus.Desc{q.up, q.tasks, q.paused, q.size, q.latency, q.memory, q.proc, q.fail} {
 		ch <- d
 	}
 }
 
+// scrapePing bounds the check that Redis answers before the queues are read.
+const scrapePing = 500 * time.Millisecond
+
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapePing)
+	err := q.ping(ctx)
+	cancel()
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(q.up, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(q.up, prometheus.GaugeValue, 1)
 	queues, err := q.insp.Queues()
 	if err != nil {
 		return
@@ -108,10 +125,10 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 
 // newRegistry gathers the process's metrics: Go runtime and process, HTTP, the middleware stack,
 // and asynq's queues.
-func newRegistry(hm *httpMetrics, stack []prometheus.Collector, insp *asynq.Inspector) *prometheus.Registry {
+func newRegistry(hm *httpMetrics, stack []prometheus.Collector, insp *asynq.Inspector, ping func(context.Context) error) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		hm.requests, hm.duration, hm.idem, newQueueCollector(insp))
+		hm.requests, hm.duration, hm.idem, newQueueCollector(insp, ping))
 	reg.MustRegister(stack...)
 	return reg
 }

@@ -124,7 +124,11 @@ func TestRedisStall(t *testing.T) {
 			answers[i] = timedRequest(c.method, r.base+c.path, c.body, h...)
 		}()
 	}
+	scrape := timedRequest(http.MethodGet, r.base+"/metrics", "")
 	wg.Wait()
+	if scrape.status != http.StatusOK || scrape.took > deadline+time.Second {
+		t.Errorf("/metrics during the stall: %d after %s", scrape.status, scrape.took)
+	}
 	if stalled := time.Since(stalledAt); stalled < deadline {
 		t.Fatalf("the stall lasted only %s", stalled)
 	}
@@ -220,6 +224,12 @@ func TestRedisDown(t *testing.T) {
 	}
 	if resp, _ := get(t, r.base+"/healthz"); resp.StatusCode != http.StatusOK {
 		t.Errorf("healthz with Redis down: %d", resp.StatusCode)
+	}
+	// A scrape still answers, at once, and says Redis is down.
+	start := time.Now()
+	resp, body = get(t, r.base+"/metrics")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "jobguard_redis_up 0") || time.Since(start) > 2*time.Second {
+		t.Errorf("/metrics with Redis down: %d after %s, redis_up 0: %v", resp.StatusCode, time.Since(start), strings.Contains(body, "jobguard_redis_up 0"))
 	}
 	// Back up, the process serves again without a restart (and go-redis's redial loop ends).
 	if err := srv.Restart(); err != nil {

@@ -325,51 +325,86 @@ var (
 	ErrUnrunnable = errors.New("middleware: job cannot run again")
 )
 
-// Replay gives a failed job a new delivery with its attempts reset. The record says queued before
-// the delivery is enqueued, and goes back to failed if asynq does not take it. It does not depend
-// on asynq's archive (which asynq trims), only on the job record.
+// replayDelay is how long a replay's delivery waits before it may start: the replay script runs
+// after the enqueue, and must land before the delivery starts.
+const replayDelay = 2 * time.Second
+
+// Replay gives a failed job a new delivery with its attempts reset. The delivery is enqueued
+// first, delayed by replayDelay, and the record takes it afterwards, no later than the request's
+// deadline and the delivery's start: a replay that fails at any step leaves the job failed as it
+// was, and a delivery it enqueued finds the job failed and is acknowledged without running. It does
+// not depend on asynq's archive (which asynq trims), only on the job record.
 func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) error {
 	keys, err := s.keysFor(id, "")
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrJobNotFound, err)
 	}
-	rec, err := s.rdb.HMGet(ctx, keys.record, "type", "op_key", "dedup").Result()
+	rec, err := s.rdb.HMGet(ctx, keys.record, "type", "op_key", "dedup", "status", "deliveries").Result()
 	if err != nil {
 		return fmt.Errorf("middleware: read job %s: %w", id, err)
 	}
 	typ, _ := rec[0].(string)
 	opKey, _ := rec[1].(string)
 	dedup, _ := rec[2].(string)
+	status, _ := rec[3].(string)
+	deliveries, _ := rec[4].(string)
 	if typ == "" {
 		return fmt.Errorf("%w: %s", ErrJobNotFound, id)
+	}
+	if status != "failed" {
+		return fmt.Errorf("%w: it is %s", ErrNotFailed, status)
 	}
 	tc, ok := s.TaskConfig(typ)
 	if !ok {
 		return fmt.Errorf("%w: type %q is no longer registered", ErrUnrunnable, typ)
 	}
+	n, _ := strconv.Atoi(deliveries)
+	for try := 0; try < 3; try++ {
+		n++
+		// The delivery may start once replayDelay has passed: the record must take it before then.
+		by := time.Now().Add(replayDelay - deadlineMargin).Add(s.ClockOffset()).UnixMilli()
+		if d := s.WriteDeadline(ctx); d != 0 {
+			by = min(by, d)
+		}
+		err = s.deliver(ctx, client, tc, id, DeliveryID(id, n), opKey, dedup, nil, replayDelay)
+		if errors.Is(err, asynq.ErrTaskIDConflict) {
+			continue // an earlier replay's delivery that the record never took: take the next number
+		}
+		if err != nil {
+			return err
+		}
+		return s.takeReplay(ctx, keys, id, n, by)
+	}
+	return fmt.Errorf("middleware: replay %s: %w", id, err)
+}
+
+// takeReplay makes the job take its replay's delivery n, if it is still failed and in time.
+func (s *Stack) takeReplay(ctx context.Context, keys jobKeys, id string, n int, by int64) error {
 	res, err := replayScript.Run(ctx, s.rdb, []string{keys.record, keys.timeline},
-		time.Now().UnixMilli(), ms(s.cfg.Retention), s.cfg.TimelineCap).StringSlice()
+		by, time.Now().UnixMilli(), ms(s.cfg.Retention), s.cfg.TimelineCap, n).StringSlice()
 	if err != nil {
 		return fmt.Errorf("middleware: replay %s: %w", id, err)
 	}
+	if len(res) == 0 {
+		return fmt.Errorf("middleware: replay %s: empty reply", id)
+	}
 	switch res[0] {
+	case "ok":
+		s.Stats.Replayed.Add(1)
+		return nil
 	case "gone":
 		return fmt.Errorf("%w: %s", ErrJobNotFound, id)
 	case "conflict":
-		return fmt.Errorf("%w: it is %s", ErrNotFailed, res[1])
+		if len(res) > 1 {
+			return fmt.Errorf("%w: it is %s", ErrNotFailed, res[1])
+		}
+		return ErrNotFailed
 	case "unrunnable":
 		return fmt.Errorf("%w: its payload is gone", ErrUnrunnable)
+	case "moved":
+		return fmt.Errorf("%w: another replay took it", ErrNotFailed)
 	}
-	delivery, prevDelivery, prevAttempt := res[1], res[2], res[3]
-	if err := s.deliver(ctx, client, tc, id, delivery, opKey, dedup, nil, 0); err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		ev, _ := json.Marshal(map[string]any{"at": time.Now().UnixMilli(), "event": "replay_failed", "delivery": delivery, "detail": err.Error()})
-		_ = unreplayScript.Run(cctx, s.rdb, []string{keys.record, keys.timeline}, delivery, prevDelivery, prevAttempt, string(ev)).Err()
-		return err
-	}
-	s.Stats.Replayed.Add(1)
-	return nil
+	return fmt.Errorf("%w: replay of %s reached Redis too late", ErrNotAccepted, id)
 }
 
 func (s *Stack) deliver(ctx context.Context, client *asynq.Client, tc TaskConfig, id, delivery, opKey, dedup string, extra map[string]string, delay time.Duration) error {

@@ -53,8 +53,7 @@ var (
 	pendingScript  = mustScript("pending.lua")
 	abandonScript  = mustScript("abandon.lua")
 	replaceScript  = mustScript("replace.lua")
-	replayScript   = mustScript("replay.lua")
-	unreplayScript = mustScript("unreplay.lua")
+	replayScript   = mustDeadlineScript("replay.lua")
 )
 
 // Task headers a delivery carries.

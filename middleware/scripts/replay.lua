@@ -1,18 +1,26 @@
--- replay: a failed job gets a new delivery: status queued, attempts reset, delivery number + 1.
+-- replay: a failed job takes the new delivery the caller has already enqueued (delayed, so that it
+-- cannot start before this runs): status queued, attempts reset, delivery number n. Run after the
+-- enqueue, so a replay that fails or gives up leaves the job failed, and the new delivery, finding
+-- it failed, is acknowledged without running.
 -- KEYS[1] job record, KEYS[2] job timeline
--- ARGV[1] now (unix ms), ARGV[2] retention ms, ARGV[3] timeline cap
--- returns {"ok", new delivery id, previous delivery id, previous attempt}; {"gone"};
---         {"conflict", status} unless failed; {"unrunnable"} when the record lacks its payload
-local rec = redis.call('HMGET', KEYS[1], 'status', 'job_id', 'delivery', 'attempt', 'payload')
+-- ARGV[1] deadline (unix ms in Redis's clock; 0 none): past it the caller gave up, or the delivery
+-- may have started, and nothing is written, ARGV[2] now (unix ms), ARGV[3] retention ms,
+-- ARGV[4] timeline cap, ARGV[5] n, the new delivery's number
+-- returns {"ok"}; {"gone"}; {"conflict", status} unless failed; {"unrunnable"} when the record
+--         lacks its payload; {"moved"} when a delivery numbered n or later exists already;
+--         {"expired"} past the deadline
+if past_deadline(ARGV[1]) then return {'expired'} end
+local rec = redis.call('HMGET', KEYS[1], 'status', 'job_id', 'deliveries', 'payload')
 if not rec[1] then return {'gone'} end
 if rec[1] ~= 'failed' then return {'conflict', rec[1]} end
-if not rec[5] then return {'unrunnable'} end
-local n = redis.call('HINCRBY', KEYS[1], 'deliveries', 1)
+if not rec[4] then return {'unrunnable'} end
+local n = tonumber(ARGV[5])
+if tonumber(rec[3] or '0') >= n then return {'moved'} end
 local delivery = rec[2] .. '.d' .. n
-redis.call('HSET', KEYS[1], 'status', 'queued', 'attempt', 0, 'delivery', delivery, 'updated_at', ARGV[1],
-  'last_error', '', 'finished_at', '')
-local len = redis.call('RPUSH', KEYS[2], cjson.encode({at = tonumber(ARGV[1]), event = 'replayed', delivery = delivery}))
-if len > tonumber(ARGV[3]) then redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1) end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return {'ok', delivery, rec[3], rec[4]}
+redis.call('HSET', KEYS[1], 'status', 'queued', 'attempt', 0, 'deliveries', n, 'delivery', delivery,
+  'updated_at', ARGV[2], 'last_error', '', 'finished_at', '')
+local len = redis.call('RPUSH', KEYS[2], cjson.encode({at = tonumber(ARGV[2]), event = 'replayed', delivery = delivery}))
+if len > tonumber(ARGV[4]) then redis.call('LTRIM', KEYS[2], -tonumber(ARGV[4]), -1) end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return {'ok'}
