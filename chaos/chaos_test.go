@@ -54,8 +54,10 @@ type run struct {
 
 	// figures
 	submissions, duplicates, kills, pauses, restarts, netFaults, sigterms atomic.Int64
-	resumed, finished                                                     []time.Duration
-	tokenWentBack                                                         atomic.Int64
+	// conflicting resubmissions: the same order id with another sku or quantity
+	conflicts, conflictsRefused, conflictsAccepted atomic.Int64
+	resumed, finished                              []time.Duration
+	tokenWentBack                                  atomic.Int64
 
 	// accepted orders: "tenant/order" -> sku and quantity
 	orders   sync.Map
@@ -145,8 +147,9 @@ func (r *run) busyWorker(take bool) (*proc, map[string]string) {
 	}
 }
 
-// submit posts like a careful client: it retries connection errors and 5xx with backoff, keeping
-// its Idempotency-Key.
+// submit posts like a careful client: it retries connection errors, 5xx and a 409 for an
+// Idempotency-Key still in flight with backoff, keeping its Idempotency-Key. Any other 409 (an
+// order id already used with other content) is an answer.
 func (r *run) submit(path, body, key string) (string, int) {
 	client := &http.Client{Timeout: 5 * time.Second}
 	backoff := 100 * time.Millisecond
@@ -160,11 +163,12 @@ func (r *run) submit(path, body, key string) (string, int) {
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode < 500 && resp.StatusCode != http.StatusConflict {
-				var a struct {
-					JobID string `json:"job_id"`
-				}
-				_ = json.Unmarshal(b, &a)
+			var a struct {
+				JobID string `json:"job_id"`
+				Field string `json:"field"`
+			}
+			_ = json.Unmarshal(b, &a)
+			if resp.StatusCode < 500 && (resp.StatusCode != http.StatusConflict || a.Field != "Idempotency-Key") {
 				if resp.StatusCode < 300 {
 					r.accepted.Store(a.JobID, true)
 				}
@@ -452,6 +456,30 @@ func TestChaos(t *testing.T) {
 				r.submissions.Add(1)
 				r.duplicates.Add(1)
 			}
+			if i%4 == 1 {
+				// The same order id with another sku (or quantity): refused, never applied.
+				c := o
+				if i%8 == 1 {
+					c.sku = fmt.Sprint("sku-", (rand.IntN(4)+1+skuOf(o.sku))%5)
+				} else {
+					c.qty++
+				}
+				k := ""
+				if i%3 == 1 {
+					k = "kc-" + id // a key of its own: the same key with another body would be a 422
+				}
+				_, code := r.submit("/jobs/reserve-stock", fmt.Sprintf(`{"tenant_id":%q,"order_id":%q,"sku":%q,"quantity":%d}`, c.tenant, id, c.sku, c.qty), k)
+				r.submissions.Add(1)
+				r.conflicts.Add(1)
+				switch _, first := r.orders.Load(o.tenant + "/" + id); {
+				case code == http.StatusConflict:
+					r.conflictsRefused.Add(1)
+				case code >= 200 && code < 300 && first:
+					r.conflictsAccepted.Add(1)
+				case code >= 200 && code < 300:
+					r.orders.Store(o.tenant+"/"+id, c) // the first never got in: this one is the order
+				}
+			}
 		}()
 		if i%20 == 0 {
 			r.rebuildBurst()
@@ -505,6 +533,19 @@ func (r *run) check(hot []string, wall time.Duration) {
 		return true
 	})
 	doubles, lostOrders := 0, 0
+	// Across every sku's ledger: order ids are unique in a run, so an order id twice is an order
+	// applied twice, on one sku or on two.
+	applied := map[string]int{}
+	iter := r.rdb.Scan(ctx, 0, "jobguard:*:ledger", 1000).Iterator()
+	for iter.Next(ctx) {
+		for _, e := range r.rdb.LRange(ctx, iter.Val(), 0, -1).Val() {
+			var entry struct{ Order string }
+			_ = json.Unmarshal([]byte(e), &entry)
+			if applied[entry.Order]++; applied[entry.Order] > 1 {
+				doubles++
+			}
+		}
+	}
 	for res, total := range want {
 		got, _ := r.rdb.HGet(ctx, locksKey(res, "stock"), "reserved").Int64()
 		ledger := r.rdb.LRange(ctx, locksKey(res, "ledger"), 0, -1).Val()
@@ -512,9 +553,6 @@ func (r *run) check(hot []string, wall time.Duration) {
 		for _, e := range ledger {
 			var entry struct{ Order string }
 			_ = json.Unmarshal([]byte(e), &entry)
-			if seen[entry.Order] {
-				doubles++
-			}
 			seen[entry.Order] = true
 		}
 		if got != total || len(ledger) != orders[res] {
@@ -563,11 +601,11 @@ func (r *run) check(hot []string, wall time.Duration) {
 	}
 	// Nothing without a TTL but live data.
 	persistent := 0
-	iter := r.rdb.Scan(ctx, 0, "jobguard:*", 1000).Iterator()
+	iter = r.rdb.Scan(ctx, 0, "jobguard:*", 1000).Iterator()
 	for iter.Next(ctx) {
 		k := iter.Val()
 		live := strings.HasSuffix(k, ":fence") || strings.HasSuffix(k, ":stock") || strings.HasSuffix(k, ":ledger") ||
-			strings.HasSuffix(k, ":cache") || strings.Contains(k, ":applied:")
+			strings.HasSuffix(k, ":cache") || strings.Contains(k, ":applied:") || strings.HasPrefix(k, "jobguard:{order:")
 		if !live && r.rdb.PTTL(ctx, k).Val() < 0 {
 			persistent++
 			t.Errorf("invariant: %s has no TTL", k)
@@ -591,6 +629,7 @@ chaos figures (%s)
 | jobs accepted | %d |
 | orders accepted | %d |
 | duplicate submissions | %d of %d |
+| conflicting resubmissions (same order id, other sku or quantity): refused 409 / accepted | %d of %d / %d |
 | jobs failed (dead letter) | %d |
 | worker kills (kill -9) | %d |
 | worker pauses (SIGSTOP past the lease) | %d |
@@ -605,12 +644,16 @@ chaos figures (%s)
 | after a kill: its jobs delivered again, p50 / max | %s / %s (%d measured) |
 | after a kill: its jobs ended, p50 / max | %s / %s (%d measured) |
 | wall time | %s |
-`, os.Getenv("CHAOS"), jobs, countOrders(&r.orders), r.duplicates.Load(), r.submissions.Load(), failed,
+`, os.Getenv("CHAOS"), jobs, countOrders(&r.orders), r.duplicates.Load(), r.submissions.Load(),
+		r.conflictsRefused.Load(), r.conflicts.Load(), r.conflictsAccepted.Load(), failed,
 		r.kills.Load(), r.pauses.Load(), r.sigterms.Load(), r.restarts.Load(), r.netFaults.Load(),
 		stale, rescued, lost+lostOrders, doubles, persistent, resumedP50, resumedMax, nResumed, finishedP50, finishedMax, nFinished,
 		wall.Round(time.Second))
 	if doubles > 0 {
 		t.Errorf("invariant: %d orders applied twice", doubles)
+	}
+	if n := r.conflictsAccepted.Load(); n > 0 {
+		t.Errorf("invariant: %d conflicting resubmissions of an accepted order were accepted", n)
 	}
 }
 
@@ -623,6 +666,12 @@ func percentiles(ds []time.Duration) (p50, worst string, n int) {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	round := func(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }
 	return round(ds[len(ds)/2]), round(ds[len(ds)-1]), len(ds)
+}
+
+// skuOf is the number of a "sku-<n>".
+func skuOf(sku string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(sku, "sku-"))
+	return n
 }
 
 func countOrders(m *sync.Map) int {
