@@ -1,15 +1,12 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -26,8 +23,8 @@ type api struct {
 	stack   *middleware.Stack
 	client  *asynq.Client
 	idem    idempotency
-	tokens  map[string]string // bearer token -> tenant; empty: open
-	tasks   []tasks.Task      // one POST /jobs/<type> route each
+	tokens  tokenTable   // bearer token -> tenant; empty: open
+	tasks   []tasks.Task // one POST /jobs/<type> route each
 	metrics *httpMetrics
 }
 
@@ -46,12 +43,11 @@ func (a *api) routes(f *fiber.App) {
 
 // authenticate maps the bearer token to its tenant when API_TOKENS is set.
 func (a *api) authenticate(c *fiber.Ctx) error {
-	if len(a.tokens) == 0 {
+	if a.tokens.open() {
 		return c.Next()
 	}
-	auth := c.Get(fiber.HeaderAuthorization)
-	token, ok := strings.CutPrefix(auth, "Bearer ")
-	tenant, known := a.tokens[strings.TrimSpace(token)]
+	token, ok := bearerToken(c.Get(fiber.HeaderAuthorization))
+	tenant, known := a.tokens.tenant(token)
 	if !ok || !known {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobguard"`)
 		return &HTTPError{Status: http.StatusUnauthorized, Detail: "a valid bearer token is required", Field: "Authorization"}
@@ -86,7 +82,7 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 			return &HTTPError{Status: http.StatusForbidden, Field: "tenant_id", Detail: "tenant_id is not the tenant of this token"}
 		}
 		var cl *claim
-		if raw := c.Get("Idempotency-Key"); raw != "" {
+		if raw, present := idempotencyHeader(c); present {
 			key, err := parseIdempotencyKey(raw)
 			if err != nil {
 				return &HTTPError{Status: http.StatusBadRequest, Field: "Idempotency-Key", Detail: err.Error()}
@@ -181,22 +177,8 @@ func decodeStrict(c *fiber.Ctx, req tasks.Request) (tasks.Request, error) {
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != fiber.MIMEApplicationJSON {
 		return nil, &HTTPError{Status: http.StatusUnsupportedMediaType, Field: "Content-Type", Detail: fmt.Sprintf("the body must be application/json, not %q", ct)}
 	}
-	dec := json.NewDecoder(bytes.NewReader(c.Body()))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(req); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &typeErr):
-			return nil, BadField(typeErr.Field, fmt.Sprintf("%s must be a %s, not a JSON %s", typeErr.Field, typeErr.Type, typeErr.Value))
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return nil, BadField(field, "unknown field "+field)
-		default:
-			return nil, BadField("body", "the body is not a JSON object: "+err.Error())
-		}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, BadField("body", "the body must hold exactly one JSON object")
+	if err := decodeJSON(c.Body(), req); err != nil {
+		return nil, err
 	}
 	return req, nil
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/middleware"
@@ -58,6 +60,21 @@ var (
 	errIdemInFlight  = errors.New("a request with this Idempotency-Key is still being processed; retry later")
 	errIdemMismatch  = errors.New("this Idempotency-Key was used with a different request")
 )
+
+var idemHeaderName = []byte("Idempotency-Key")
+
+// idempotencyHeader is the Idempotency-Key field value and whether the header was sent at all:
+// c.Get answers "" both for an absent header and for an empty one, which is malformed. Several
+// field lines are combined as RFC 9110 section 5.3 says; a list is not one key, so it is malformed.
+func idempotencyHeader(c *fiber.Ctx) (string, bool) {
+	var vals []string
+	c.Request().Header.VisitAll(func(k, v []byte) {
+		if bytes.EqualFold(k, idemHeaderName) {
+			vals = append(vals, string(v))
+		}
+	})
+	return strings.Join(vals, ", "), len(vals) > 0
+}
 
 // parseIdempotencyKey accepts the draft's sf-string ("abc", with \" and \\ escapes) and, for
 // clients that do not quote, a bare token of visible ASCII without quotes, spaces or backslashes.
