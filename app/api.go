@@ -26,19 +26,20 @@ type api struct {
 	tokens  tokenTable   // bearer token -> tenant; empty: open
 	tasks   []tasks.Task // one POST /jobs/<type> route each
 	metrics *httpMetrics
+	limiter *rateLimiter // nil: no rate limit
 }
 
 const localTenant = "tenant"
 
 func (a *api) routes(f *fiber.App) {
-	guard := a.authenticate
+	guard, limit := a.authenticate, a.limiter.handler()
 	for _, t := range a.tasks {
-		f.Post("/jobs/"+t.Config.Type, guard, a.enqueue(t))
+		f.Post("/jobs/"+t.Config.Type, guard, limit, a.enqueue(t))
 	}
-	f.Get("/jobs/:id", guard, a.view)
-	f.Post("/jobs/:id/retry", guard, a.retry)
-	f.Get("/cache/:tenant/:resource", guard, a.cache)
-	f.Get("/stock/:tenant/:sku", guard, a.stock)
+	f.Get("/jobs/:id", guard, limit, a.view)
+	f.Post("/jobs/:id/retry", guard, limit, a.retry)
+	f.Get("/cache/:tenant/:resource", guard, limit, a.cache)
+	f.Get("/stock/:tenant/:sku", guard, limit, a.stock)
 }
 
 // authenticate maps the bearer token to its tenant when API_TOKENS is set.

@@ -366,7 +366,7 @@ func FuzzEnqueue(f *testing.F) {
 		if idemKey != "" {
 			req.Header.Set("Idempotency-Key", idemKey)
 		}
-		before := len(db.Client.Keys(context.Background(), "jobguard:*").Val())
+		before := stateKeys(db.Client)
 		resp, err := a.http.Test(req, -1)
 		if err != nil {
 			return // the request could not even be written (invalid header bytes)
@@ -376,7 +376,7 @@ func FuzzEnqueue(f *testing.F) {
 			t.Fatalf("%s %q: %d", path, body, resp.StatusCode)
 		}
 		if resp.StatusCode >= 400 {
-			if after := len(db.Client.Keys(context.Background(), "jobguard:*").Val()); after != before {
+			if after := stateKeys(db.Client); after != before {
 				t.Fatalf("%s %q answered %d and left %d keys", path, body, resp.StatusCode, after-before)
 			}
 		}

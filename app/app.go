@@ -112,7 +112,8 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	if role.serves(RoleAPI) {
 		(&api{
 			stack: a.stack, client: a.client, tokens: newTokenTable(cfg.APITokens), tasks: taskList, metrics: hm,
-			idem: idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention, deadline: a.stack.WriteDeadline},
+			limiter: newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log), // nil when RATE_LIMIT=0
+			idem:    idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention, deadline: a.stack.WriteDeadline},
 		}).routes(a.http)
 		if err := web.Mount(a.http, a.rdb, web.Monitoring{
 			User:     cfg.MonitoringUser,

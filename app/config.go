@@ -92,6 +92,12 @@ type Config struct {
 	// RequestTimeout (REQUEST_TIMEOUT) is the deadline of every HTTP request: the Redis commands it
 	// sends honour it, and a request that reaches it answers 503. Default 5s.
 	RequestTimeout time.Duration
+	// RateLimit (RATE_LIMIT) is how many API requests per second each tenant may send, on average,
+	// across every API process (GCRA in Redis). Default 100; 0 turns the limit off.
+	RateLimit int
+	// RateLimitBurst (RATE_LIMIT_BURST) is how many requests a tenant that was idle may send at
+	// once. Default 200.
+	RateLimitBurst int
 }
 
 // Defaults returns the configuration used for every variable that is not set.
@@ -111,6 +117,8 @@ func Defaults() Config {
 		BodyLimit:            64 << 10,
 		RescueInterval:       2 * time.Second,
 		RequestTimeout:       5 * time.Second,
+		RateLimit:            100,
+		RateLimitBurst:       200,
 	}
 }
 
@@ -152,6 +160,8 @@ func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 	p.integer("BODY_LIMIT", &c.BodyLimit)
 	p.duration("RESCUE_INTERVAL", &c.RescueInterval)
 	p.duration("REQUEST_TIMEOUT", &c.RequestTimeout)
+	p.integer("RATE_LIMIT", &c.RateLimit)
+	p.integer("RATE_LIMIT_BURST", &c.RateLimitBurst)
 	if p.err != nil {
 		return Config{}, p.err
 	}
@@ -238,6 +248,12 @@ func (c Config) Validate() error {
 	}
 	if c.RequestTimeout < 500*time.Millisecond || c.RequestTimeout > time.Minute {
 		return bad("REQUEST_TIMEOUT", "%s is not between 500ms and 1m", c.RequestTimeout)
+	}
+	if c.RateLimit < 0 || c.RateLimit > 1_000_000 {
+		return bad("RATE_LIMIT", "%d is not between 0 (off) and 1000000 requests per second", c.RateLimit)
+	}
+	if c.RateLimit > 0 && (c.RateLimitBurst < 1 || c.RateLimitBurst > 1_000_000) {
+		return bad("RATE_LIMIT_BURST", "%d is not between 1 and 1000000", c.RateLimitBurst)
 	}
 	return nil
 }
