@@ -138,9 +138,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 			LogLevel:        asynqLevel(cfg.LogLevel),
 		}))
 	}
-	a.http.Use(func(c *fiber.Ctx) error {
-		return &HTTPError{Status: fiber.StatusNotFound, Detail: "no route for " + c.Method() + " " + c.Path()}
-	})
+	a.http.Use(notFound)
 
 	a.ln, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

@@ -21,7 +21,7 @@ func newFiber(cfg Config, log zerolog.Logger, hm *httpMetrics) *fiber.App {
 	f := fiber.New(fiber.Config{
 		AppName:               "jobguard",
 		BodyLimit:             cfg.BodyLimit,
-		ErrorHandler:          errorHandler(log),
+		ErrorHandler:          unreadRequests(cfg, log, hm, errorHandler(log)),
 		DisableStartupMessage: true,
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          30 * time.Second,
@@ -37,6 +37,7 @@ func newFiber(cfg Config, log zerolog.Logger, hm *httpMetrics) *fiber.App {
 			log.Error().Str("request_id", requestID(c)).Interface("panic", e).Msg("handler panicked")
 		},
 	}))
+	unknownMethods(f)
 	return f
 }
 
@@ -44,6 +45,7 @@ func newFiber(cfg Config, log zerolog.Logger, hm *httpMetrics) *fiber.App {
 func accessLog(log zerolog.Logger, hm *httpMetrics) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		start := time.Now()
+		c.Locals(localAccessLogged, true)
 		err := c.Next()
 		if err != nil {
 			// Let the error handler write the answer now so the line carries the final status.
@@ -51,22 +53,42 @@ func accessLog(log zerolog.Logger, hm *httpMetrics) fiber.Handler {
 				_ = c.SendStatus(fiber.StatusInternalServerError)
 			}
 		}
-		status := c.Response().StatusCode()
 		hm.observe(c, start)
-		ev := log.Info()
-		if status >= 500 {
-			ev = log.Warn()
-		}
-		ev.Str("event", "http_request").
-			Str("request_id", requestID(c)).
-			Str("method", c.Method()).
-			Str("path", c.Path()).
-			Int("status", status).
-			Float64("duration_ms", float64(time.Since(start).Microseconds())/1000).
-			Int("bytes", len(c.Response().Body())).
-			Msg("request")
+		logAccess(log, c, time.Since(start)).Msg("request")
 		return nil
 	}
+}
+
+// localAccessLogged marks a request that accessLog will write its line for; the error handler
+// writes the line of any other (unreadRequests).
+const localAccessLogged = "jobguard.access_logged"
+
+// logAccess is the access-log line of a request whose answer is written; the caller adds its own
+// fields and sends it. Logs are written synchronously, so the request's strings need no copy.
+func logAccess(log zerolog.Logger, c *fiber.Ctx, took time.Duration) *zerolog.Event {
+	status := c.Response().StatusCode()
+	ev := log.Info()
+	if status >= 500 {
+		ev = log.Warn()
+	}
+	return ev.Str("event", "http_request").
+		Str("request_id", requestID(c)).
+		Str("method", methodLabel(c.Method())).
+		Str("path", c.Path()).
+		Int("status", status).
+		Float64("duration_ms", float64(took.Microseconds())/1000).
+		Int("bytes", len(c.Response().Body()))
+}
+
+// localUnmatched marks a request that no route matched (notFound answered it).
+const localUnmatched = "jobguard.unmatched"
+
+// notFound is the last handler: a request that reaches it matched no route. Fiber's Route()
+// cannot tell (every Use route reports the request's method), so it marks the request for the
+// route label.
+func notFound(c *fiber.Ctx) error {
+	c.Locals(localUnmatched, true)
+	return &HTTPError{Status: fiber.StatusNotFound, Detail: "no route for " + c.Method() + " " + c.Path()}
 }
 
 // healthRoutes adds /healthz (the process answers) and /readyz (Redis answers in time).

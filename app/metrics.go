@@ -28,7 +28,7 @@ func newHTTPMetrics() *httpMetrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobguard", Name: "http_requests_total",
 			Help: "HTTP requests by method, route pattern and status code."}, []string{"method", "route", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "jobguard", Name: "http_request_duration_seconds",
-			Help: "HTTP request duration by method and route pattern.", Buckets: prometheus.DefBuckets}, []string{"method", "route"}),
+			Help: "HTTP request duration by method and route pattern (requests that were not read, route unparsed, are not timed).", Buckets: prometheus.DefBuckets}, []string{"method", "route"}),
 		idem: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobguard", Name: "http_idempotency_total",
 			Help: "Requests with an Idempotency-Key by result: new, replayed, conflict (in flight), mismatch (other request)."}, []string{"result"}),
 	}
@@ -38,13 +38,58 @@ func newHTTPMetrics() *httpMetrics {
 	return m
 }
 
+// observe counts a request a route handled. Label values must not alias the request: a
+// CounterVec keeps them, and fasthttp overwrites a connection's buffers with its next request
+// (GET becoming POS breaks every later scrape with "collected before with the same name and
+// label values"). The method is one of methodLabel's constants, the route the registered pattern.
 func (m *httpMetrics) observe(c *fiber.Ctx, start time.Time) {
-	route := c.Route().Path
-	if c.Route().Method == "USE" {
-		route = "unmatched" // the 404 fallback: keep raw paths out of the labels
+	method, route := methodLabel(c.Method()), routeLabel(c)
+	m.requests.WithLabelValues(method, route, strconv.Itoa(c.Response().StatusCode())).Inc()
+	m.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+}
+
+// observeUnparsed counts a request that was not read (see unreadRequests); its duration is not
+// known.
+func (m *httpMetrics) observeUnparsed(c *fiber.Ctx, status int) {
+	m.requests.WithLabelValues(methodLabel(c.Method()), routeUnparsed, strconv.Itoa(status)).Inc()
+}
+
+// routeLabel is the route pattern of the request, never its raw path.
+func routeLabel(c *fiber.Ctx) string {
+	if c.Locals(localUnmatched) != nil {
+		return "unmatched" // the 404 fallback: keep raw paths out of the labels
 	}
-	m.requests.WithLabelValues(c.Method(), route, strconv.Itoa(c.Response().StatusCode())).Inc()
-	m.duration.WithLabelValues(c.Method(), route).Observe(time.Since(start).Seconds())
+	return c.Route().Path // the registered pattern: the app's memory, not the request's
+}
+
+// methodOther is the method label of a method Fiber does not route.
+const methodOther = "other"
+
+// methodLabel is m as one of the constants Fiber routes (its default RequestMethods), or
+// methodOther: a value that never aliases the request's buffer and a label of bounded
+// cardinality.
+func methodLabel(m string) string {
+	switch m {
+	case fiber.MethodGet:
+		return fiber.MethodGet
+	case fiber.MethodHead:
+		return fiber.MethodHead
+	case fiber.MethodPost:
+		return fiber.MethodPost
+	case fiber.MethodPut:
+		return fiber.MethodPut
+	case fiber.MethodDelete:
+		return fiber.MethodDelete
+	case fiber.MethodConnect:
+		return fiber.MethodConnect
+	case fiber.MethodOptions:
+		return fiber.MethodOptions
+	case fiber.MethodTrace:
+		return fiber.MethodTrace
+	case fiber.MethodPatch:
+		return fiber.MethodPatch
+	}
+	return methodOther
 }
 
 // queueCollector reports asynq's queues at scrape time. Besides jobguard's own gauges it exports

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/rs/zerolog"
@@ -53,26 +54,28 @@ func setupTracing(ctx context.Context, log zerolog.Logger) (func(context.Context
 // fasthttpCarrier reads and writes W3C trace headers on a Fiber request.
 type fasthttpCarrier struct{ c *fiber.Ctx }
 
-func (f fasthttpCarrier) Get(key string) string { return f.c.Get(key) }
+// Get copies: the extracted tracestate's members are substrings of it, and the span keeps them
+// after the request's buffers are reused.
+func (f fasthttpCarrier) Get(key string) string { return strings.Clone(f.c.Get(key)) }
+
 func (f fasthttpCarrier) Set(key, value string) { f.c.Request().Header.Set(key, value) }
 func (f fasthttpCarrier) Keys() []string        { return []string{"traceparent", "tracestate"} }
 
 // serverSpans starts a server span per request, continuing an incoming traceparent; handlers see
-// it in c.UserContext().
+// it in c.UserContext(). A span outlives its request (the exporter batches), so what it keeps is
+// a constant (methodLabel, the route pattern) or a copy.
 func serverSpans() fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		ctx := propagation.TraceContext{}.Extract(c.UserContext(), fasthttpCarrier{c})
-		ctx, span := otel.Tracer("github.com/jobguard/jobguard/app").Start(ctx, c.Method(),
+		method := methodLabel(c.Method())
+		ctx, span := otel.Tracer("github.com/jobguard/jobguard/app").Start(ctx, method,
 			trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", c.Method())))
+			trace.WithAttributes(attribute.String("http.request.method", method)))
 		defer span.End()
 		c.SetUserContext(ctx)
 		err := c.Next()
-		route := c.Route().Path
-		if c.Route().Method == "USE" {
-			route = "unmatched"
-		}
-		span.SetName(c.Method() + " " + route)
+		route := routeLabel(c)
+		span.SetName(method + " " + route)
 		span.SetAttributes(attribute.String("http.route", route))
 		if err != nil {
 			span.RecordError(err)
