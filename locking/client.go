@@ -40,11 +40,25 @@ func mustScript(name string) string {
 	return string(b)
 }
 
+// protocol is scripts/protocol.lua: the lease and fence protocol as local Lua functions, the start
+// of every script this package runs or builds.
+var protocol = mustScript("protocol.lua")
+
+// NewProtocolScript builds a script from the protocol fragment (scripts/protocol.lua) followed by
+// body, which may call its local functions (lease_acquire, lease_renew, lease_release,
+// lease_holder, heartbeat_stamp, fence_last, fence_seen, fence_check, fence_record) with its own
+// KEYS and ARGV; doc.go lists what they guarantee. Every key the body touches must share one hash
+// tag (Client.Key), so the script runs unchanged on Redis Cluster. Locals the body declares shadow
+// the fragment's names.
+func NewProtocolScript(body string) *redis.Script {
+	return redis.NewScript(protocol + "\n" + body)
+}
+
 var (
-	acquireScript = redis.NewScript(mustScript("acquire.lua"))
-	renewScript   = redis.NewScript(mustScript("renew.lua"))
-	releaseScript = redis.NewScript(mustScript("release.lua"))
-	inspectScript = redis.NewScript(mustScript("inspect.lua"))
+	acquireScript = NewProtocolScript(mustScript("acquire.lua"))
+	renewScript   = NewProtocolScript(mustScript("renew.lua"))
+	releaseScript = NewProtocolScript(mustScript("release.lua"))
+	inspectScript = NewProtocolScript(mustScript("inspect.lua"))
 	fencePrelude  = mustScript("fence_prelude.lua")
 )
 

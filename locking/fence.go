@@ -30,18 +30,19 @@ const (
 )
 
 // FencedScript is a Lua script whose body runs only for a fence that may write: the prelude
-// (scripts/fence_prelude.lua) rejects a lower token, or the same token from another owner, and
-// records the fence in KEYS[1] before the body runs. In the body, KEYS are the caller's keys
-// (KEYS[1] being the fence record, a hash the body may also use as its target), ARGV[1] and ARGV[2]
-// are the token and owner, and the caller's arguments start at ARGV[3]. All keys must share the
-// resource's hash tag (Client.Key).
+// (scripts/fence_prelude.lua, on the protocol fragment's fence_check and fence_record) rejects a
+// lower token, or the same token from another owner, and records the fence in KEYS[1] before the
+// body runs. In the body, KEYS are the caller's keys (KEYS[1] being the fence record, a hash the
+// body may also use as its target), ARGV[1] and ARGV[2] are the token and owner, and the caller's
+// arguments start at ARGV[3]; the protocol's functions (see NewProtocolScript) are in scope. All
+// keys must share the resource's hash tag (Client.Key).
 type FencedScript struct {
 	script *redis.Script
 }
 
 // NewFencedScript builds a fenced script from its body.
 func NewFencedScript(body string) *FencedScript {
-	return &FencedScript{script: redis.NewScript(fencePrelude + "\n" + body)}
+	return &FencedScript{script: NewProtocolScript(fencePrelude + "\n" + body)}
 }
 
 // Run runs the script for fence f. A stale fence gets a *StaleError and nothing is written.

@@ -111,6 +111,7 @@ func (l *Lease) extended(sent time.Time) {
 
 type acquireConfig struct {
 	fenceTTL time.Duration
+	floor    int64
 }
 
 // AcquireOption configures one acquisition.
@@ -120,6 +121,10 @@ type AcquireOption func(*acquireConfig)
 // resources that die with their job: the counter must outlive every target holding one of its
 // tokens, or a later acquisition could draw a token some target has already seen.
 func WithFenceTTL(d time.Duration) AcquireOption { return func(a *acquireConfig) { a.fenceTTL = d } }
+
+// WithTokenFloor makes the drawn token greater than floor (default 0), even when the resource's
+// fence counter expired or was lost: pass the highest token a target of the resource has seen.
+func WithTokenFloor(floor int64) AcquireOption { return func(a *acquireConfig) { a.floor = floor } }
 
 // TryAcquire takes the lease on resource for ttl if nobody holds it. When someone does, the error
 // is a *HeldError (errors.Is ErrNotAcquired).
@@ -138,9 +143,13 @@ func (c *Client) TryAcquire(ctx context.Context, resource string, ttl time.Durat
 	sent := c.clock.Now()
 	res, err := acquireScript.Run(ctx, c.rdb,
 		[]string{c.LeaseKey(resource), c.FenceKey(resource)},
-		owner, ms(ttl), ms(ac.fenceTTL)).Int64Slice()
+		owner, ms(ttl), ms(ac.fenceTTL), max(ac.floor, 0)).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("locking: acquire %q: %w", resource, err)
+	}
+	if len(res) != 2 {
+		// {1} alone: this owner's retry found no fence counter (a fence TTL shorter than the lease).
+		return nil, fmt.Errorf("locking: acquire %q: unexpected reply %v", resource, res)
 	}
 	if res[0] == 0 {
 		return nil, &HeldError{Resource: resource, Remaining: time.Duration(res[1]) * time.Millisecond}
@@ -184,9 +193,9 @@ func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration
 	}
 }
 
-// Granted wraps a lease that the caller's own script acquired with the semantics of acquire.lua
-// (SET NX PX of owner on LeaseKey, INCR of FenceKey) so that it can be kept, renewed and released
-// like one from TryAcquire. sent is when the script was sent.
+// Granted wraps a lease that the caller's own script acquired (NewProtocolScript's lease_acquire on
+// LeaseKey and FenceKey) so that it can be kept, renewed and released like one from TryAcquire.
+// sent is when the script was sent.
 func (c *Client) Granted(resource, owner string, token int64, ttl time.Duration, sent time.Time) *Lease {
 	return &Lease{Resource: resource, Owner: owner, Token: token, TTL: ttl, c: c, validUntil: sent.Add(ttl - c.margin(ttl))}
 }
