@@ -27,6 +27,7 @@ func newFiber(cfg Config, log zerolog.Logger, hm *httpMetrics) *fiber.App {
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           2 * time.Minute,
 	})
+	f.Use(boundRequestID)
 	f.Use(requestid.New())
 	f.Use(requestDeadline(cfg.RequestTimeout))
 	f.Use(accessLog(log, hm))

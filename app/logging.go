@@ -15,12 +15,16 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// timeFormatOnce sets zerolog's process-wide time format once: writing it on every NewLogger
+// raced with loggers already writing in other goroutines.
+var timeFormatOnce sync.Once
+
 // NewLogger builds the process logger: JSON lines by default, coloured console lines for humans.
 func NewLogger(cfg Config, w io.Writer) zerolog.Logger {
 	if cfg.LogFormat == LogConsole {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
 	}
-	zerolog.TimeFieldFormat = time.RFC3339Nano
+	timeFormatOnce.Do(func() { zerolog.TimeFieldFormat = time.RFC3339Nano })
 	return zerolog.New(w).Level(cfg.LogLevel).With().Timestamp().Logger()
 }
 

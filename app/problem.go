@@ -76,8 +76,12 @@ func errorHandler(log zerolog.Logger) fiber.ErrorHandler {
 		default:
 			p.Status, p.Detail = http.StatusInternalServerError, "internal error; see the server log for request "+p.RequestID
 		}
-		if p.Status >= 500 {
+		switch {
+		case p.Status == http.StatusInternalServerError:
 			log.Error().Err(err).Str("request_id", p.RequestID).Str("path", c.Path()).Msg("request failed")
+		case p.Status >= 500:
+			// A dependency that did not answer, or a method no server knows: not jobguard's fault.
+			log.Warn().Err(err).Str("request_id", p.RequestID).Str("path", c.Path()).Int("status", p.Status).Msg("request failed")
 		}
 		setRetryAfter(c, p.Status)
 		p.Title = http.StatusText(p.Status)

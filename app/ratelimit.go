@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	json "github.com/go-json-experiment/json"
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -95,6 +95,7 @@ func (l *rateLimiter) keyOf(c *fiber.Ctx) string {
 		var body struct {
 			TenantID string `json:"tenant_id"`
 		}
+		// The enqueue's strict names (json v2): a TENANT_ID or a duplicate key names nobody.
 		if json.Unmarshal(c.Body(), &body) == nil && tenantRe.MatchString(body.TenantID) {
 			return l.prefix + ":{ratelimit:tenant:" + body.TenantID + "}"
 		}
