@@ -13,14 +13,14 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/tasks"
 )
 
 // api serves the job endpoints: enqueue (one route per registered task type), job view, replay,
 // and the example tasks' read models.
 type api struct {
-	stack   *middleware.Stack
+	stack   *engine.Stack
 	client  *asynq.Client
 	idem    idempotency
 	tokens  tokenTable   // bearer token -> tenant; empty: open
@@ -112,7 +112,7 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 		if cl != nil {
 			// The answer is stored in the same round trip as the new job's dedup confirmation, or
 			// as the duplicate's timeline event.
-			spec.Finally = func(ctx context.Context, pipe redis.Pipeliner, res middleware.Enqueued) {
+			spec.Finally = func(ctx context.Context, pipe redis.Pipeliner, res engine.Enqueued) {
 				a.idem.complete(ctx, pipe, cl, answerFor(res))
 			}
 		}
@@ -129,7 +129,7 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 			if cl != nil {
 				a.idem.release(c.UserContext(), cl)
 			}
-			if errors.Is(err, middleware.ErrDedupPending) {
+			if errors.Is(err, engine.ErrDedupPending) {
 				c.Set(fiber.HeaderRetryAfter, "1")
 				return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "a duplicate of a job whose enqueue is not confirmed yet; nothing was kept, retry shortly", Err: err}
 			}
@@ -162,7 +162,7 @@ func (a *api) countIdem(err error, stored *answer) {
 }
 
 // answerFor is the answer to an enqueue result.
-func answerFor(res middleware.Enqueued) answer {
+func answerFor(res engine.Enqueued) answer {
 	status := http.StatusAccepted
 	if res.Deduplicated {
 		status = http.StatusOK
@@ -186,31 +186,31 @@ func decodeStrict(c *fiber.Ctx, req tasks.Request) (tasks.Request, error) {
 
 // traceHeaders carries the request's trace context (its server span, itself continuing an
 // incoming traceparent) to the job's deliveries.
-func traceHeaders(c *fiber.Ctx) map[string]string { return middleware.TraceHeaders(c.UserContext()) }
+func traceHeaders(c *fiber.Ctx) map[string]string { return engine.TraceHeaders(c.UserContext()) }
 
 // jobView is GET /jobs/{id}.
 type jobView struct {
-	JobID       string             `json:"job_id"`
-	Type        string             `json:"type"`
-	Queue       string             `json:"queue"`
-	Tenant      string             `json:"tenant"`
-	Resource    string             `json:"resource"`
-	Status      string             `json:"status"`
-	Attempt     int64              `json:"attempt"`
-	MaxAttempts int64              `json:"max_attempts"`
-	WorkerID    string             `json:"worker_id,omitempty"`
-	LeaseOwner  string             `json:"lease_owner,omitempty"`
-	Fencing     int64              `json:"fencing_token"`
-	CreatedAt   *time.Time         `json:"created_at,omitempty"`
-	StartedAt   *time.Time         `json:"started_at,omitempty"`
-	UpdatedAt   *time.Time         `json:"updated_at,omitempty"`
-	HeartbeatAt *time.Time         `json:"heartbeat_at,omitempty"`
-	FinishedAt  *time.Time         `json:"finished_at,omitempty"`
-	LastError   string             `json:"last_error,omitempty"`
-	Result      string             `json:"result,omitempty"`
-	Lease       leaseView          `json:"lease"`
-	Deliveries  []deliveryView     `json:"deliveries"`
-	Timeline    []middleware.Event `json:"timeline"`
+	JobID       string         `json:"job_id"`
+	Type        string         `json:"type"`
+	Queue       string         `json:"queue"`
+	Tenant      string         `json:"tenant"`
+	Resource    string         `json:"resource"`
+	Status      string         `json:"status"`
+	Attempt     int64          `json:"attempt"`
+	MaxAttempts int64          `json:"max_attempts"`
+	WorkerID    string         `json:"worker_id,omitempty"`
+	LeaseOwner  string         `json:"lease_owner,omitempty"`
+	Fencing     int64          `json:"fencing_token"`
+	CreatedAt   *time.Time     `json:"created_at,omitempty"`
+	StartedAt   *time.Time     `json:"started_at,omitempty"`
+	UpdatedAt   *time.Time     `json:"updated_at,omitempty"`
+	HeartbeatAt *time.Time     `json:"heartbeat_at,omitempty"`
+	FinishedAt  *time.Time     `json:"finished_at,omitempty"`
+	LastError   string         `json:"last_error,omitempty"`
+	Result      string         `json:"result,omitempty"`
+	Lease       leaseView      `json:"lease"`
+	Deliveries  []deliveryView `json:"deliveries"`
+	Timeline    []engine.Event `json:"timeline"`
 }
 
 type leaseView struct {
@@ -226,14 +226,14 @@ type deliveryView struct {
 	Current bool   `json:"current"`
 }
 
-func (a *api) load(c *fiber.Ctx) (middleware.View, error) {
+func (a *api) load(c *fiber.Ctx) (engine.View, error) {
 	id := c.Params("id")
 	notFound := &HTTPError{Status: http.StatusNotFound, Detail: "no job " + id}
-	if !middleware.ValidJobID(id) {
-		return middleware.View{}, notFound
+	if !engine.ValidJobID(id) {
+		return engine.View{}, notFound
 	}
 	v, err := a.stack.Get(c.UserContext(), id)
-	if errors.Is(err, middleware.ErrJobNotFound) {
+	if errors.Is(err, engine.ErrJobNotFound) {
 		return v, notFound
 	}
 	if err != nil {
@@ -261,7 +261,7 @@ func (a *api) view(c *fiber.Ctx) error {
 		Timeline: v.Timeline,
 	}
 	for n := int64(1); n <= num(r["deliveries"]); n++ {
-		id := middleware.DeliveryID(r["job_id"], int(n))
+		id := engine.DeliveryID(r["job_id"], int(n))
 		out.Deliveries = append(out.Deliveries, deliveryView{TaskID: id, Queue: r["queue"], Current: id == r["delivery"]})
 	}
 	return c.JSON(out)

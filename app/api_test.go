@@ -14,10 +14,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/locking"
-	"github.com/jobguard/jobguard/middleware"
 )
 
 const (
@@ -391,8 +391,8 @@ func nopLogger() zerolog.Logger { return zerolog.Nop() }
 func TestDuplicateOfAnUnconfirmedJobIs503(t *testing.T) {
 	r := startApp(t, RoleAPI, nil)
 	locks := locking.New(r.Redis(), locking.WithPrefix("jobguard"))
-	tag := middleware.ResourceTag("t1:home")
-	dead := middleware.NewJobID("t1:home", time.Now())
+	tag := engine.ResourceTag("t1:home")
+	dead := engine.NewJobID("t1:home", time.Now())
 	for _, name := range []string{"dedup:rebuild", "dedup-pending:rebuild"} {
 		r.Redis().Set(context.Background(), locks.Key(tag, name), dead, time.Minute)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
-	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/tasks"
 	"github.com/jobguard/jobguard/web"
 )
@@ -60,7 +60,7 @@ type App struct {
 	client    *asynq.Client
 	inspector *asynq.Inspector
 	server    *asynq.Server
-	stack     *middleware.Stack
+	stack     *engine.Stack
 
 	http *fiber.App
 	ln   net.Listener
@@ -87,7 +87,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	}
 	a.client = asynq.NewClientFromRedisClient(a.rdb)
 	a.inspector = asynq.NewInspectorFromRedisClient(a.rdb)
-	a.stack = middleware.New(a.rdb, middleware.Config{
+	a.stack = engine.New(a.rdb, engine.Config{
 		Prefix:      cfg.KeyPrefix,
 		Concurrency: cfg.WorkerConcurrency,
 		LeaseTTL:    cfg.LeaseTTL,

@@ -16,7 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/engine"
 )
 
 // Idempotency-Key handling per draft-ietf-httpapi-idempotency-key-header-06: the key is scoped to a
@@ -36,13 +36,13 @@ func appScript(name string) *redis.Script {
 	return redis.NewScript(string(b))
 }
 
-// appDeadlineScript is an app script that checks its caller's deadline (middleware.NewDeadlineScript).
+// appDeadlineScript is an app script that checks its caller's deadline (engine.NewDeadlineScript).
 func appDeadlineScript(name string) *redis.Script {
 	b, err := appScripts.ReadFile("scripts/" + name)
 	if err != nil {
 		panic(err)
 	}
-	return middleware.NewDeadlineScript(string(b))
+	return engine.NewDeadlineScript(string(b))
 }
 
 var (
@@ -159,7 +159,7 @@ func (s idempotency) begin(ctx context.Context, tenant, key, fp string) (*claim,
 	var tok [12]byte
 	_, _ = rand.Read(tok[:])
 	c := &claim{key: s.recordKey(tenant, key), token: hex.EncodeToString(tok[:])}
-	lease := middleware.ClaimTTL(ctx, idemClaimLease)
+	lease := engine.ClaimTTL(ctx, idemClaimLease)
 	res, err := idemClaim.Run(ctx, s.rdb, []string{c.key}, fp, c.token, lease.Milliseconds(), s.deadlineOf(ctx)).StringSlice()
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: idempotency claim: %w", err)
@@ -169,7 +169,7 @@ func (s idempotency) begin(ctx context.Context, tenant, key, fp string) (*claim,
 	}
 	switch res[0] {
 	case "expired":
-		return nil, nil, fmt.Errorf("app: idempotency claim: %w", middleware.ErrNotAccepted)
+		return nil, nil, fmt.Errorf("app: idempotency claim: %w", engine.ErrNotAccepted)
 	case "claimed":
 		return c, nil, nil
 	case "inflight":

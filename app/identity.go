@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -19,7 +19,7 @@ import (
 // naming the identity's field. The claim names the job id this request will create, so settle,
 // called when the handler returns, removes it again only if this request created it and the
 // enqueue kept nothing.
-func (a *api) claimIdentity(ctx context.Context, req tasks.Request, spec *middleware.Spec) (settle func(), err error) {
+func (a *api) claimIdentity(ctx context.Context, req tasks.Request, spec *engine.Spec) (settle func(), err error) {
 	idr, ok := req.(tasks.Identified)
 	if !ok {
 		return func() {}, nil
@@ -30,7 +30,7 @@ func (a *api) claimIdentity(ctx context.Context, req tasks.Request, spec *middle
 		if resource == "" {
 			resource = "job:" + strconv.FormatInt(time.Now().UnixNano(), 36) + a.stack.Locks().NewOwner()
 		}
-		spec.JobID = middleware.NewJobID(resource, time.Now())
+		spec.JobID = engine.NewJobID(resource, time.Now())
 	}
 	locks := a.stack.Locks()
 	c, err := tasks.ClaimIdentity(ctx, locks, id, spec.JobID)
@@ -47,7 +47,7 @@ func (a *api) claimIdentity(ctx context.Context, req tasks.Request, spec *middle
 	// Finally runs only when the enqueue kept something (a new job or a duplicate's answer).
 	kept := false
 	then := spec.Finally
-	spec.Finally = func(ctx context.Context, pipe redis.Pipeliner, res middleware.Enqueued) {
+	spec.Finally = func(ctx context.Context, pipe redis.Pipeliner, res engine.Enqueued) {
 		kept = true
 		if then != nil {
 			then(ctx, pipe, res)

@@ -168,7 +168,7 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// newRegistry gathers the process's metrics: Go runtime and process, HTTP, the middleware stack,
+// newRegistry gathers the process's metrics: Go runtime and process, HTTP, the job engine,
 // and asynq's queues.
 func newRegistry(hm *httpMetrics, stack []prometheus.Collector, insp *asynq.Inspector, ping func(context.Context) error) *prometheus.Registry {
 	reg := prometheus.NewRegistry()

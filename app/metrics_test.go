@@ -14,10 +14,10 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/locking"
-	"github.com/jobguard/jobguard/middleware"
 )
 
 // scrape reads a process's /metrics; value returns a sample whose labels include all of want.
@@ -112,7 +112,7 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 	waitJob(t, api, heldID, "processing")
 	// While "held" runs, a newer token takes its record: its finish must be rejected as stale.
 	locks := locking.New(db.Client, locking.WithPrefix("jobguard"))
-	tag := middleware.ResourceTag("t1:held")
+	tag := engine.ResourceTag("t1:held")
 	newer := db.Client.Incr(context.Background(), locks.FenceKey(tag)).Val()
 	if err := locks.SetFields(context.Background(), locking.Fence{Token: newer, Owner: "other"}, locks.Key(tag, "job:"+heldID), 0, "note", "taken"); err != nil {
 		t.Fatal(err)

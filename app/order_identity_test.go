@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/locking"
-	"github.com/jobguard/jobguard/middleware"
 )
 
 // An order is (tenant, order id): the same order id with another sku (or quantity) is a 409 that
@@ -77,8 +77,8 @@ func TestOrderClaimReleasedWhenNothingWasKept(t *testing.T) {
 	t.Parallel()
 	r := startApp(t, RoleAPI, nil)
 	locks := locking.New(r.Redis(), locking.WithPrefix("jobguard"))
-	tag := middleware.ResourceTag("t1:s1")
-	dead := middleware.NewJobID("t1:s1", time.Now())
+	tag := engine.ResourceTag("t1:s1")
+	dead := engine.NewJobID("t1:s1", time.Now())
 	for _, name := range []string{"dedup:order:t1:o9", "dedup-pending:order:t1:o9"} {
 		r.Redis().Set(context.Background(), locks.Key(tag, name), dead, time.Minute)
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/rs/zerolog"
 
-	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -63,11 +63,11 @@ func errorHandler(log zerolog.Logger) fiber.ErrorHandler {
 			p.Status, p.Detail, p.Field = he.Status, he.Detail, he.Field
 		case errors.As(err, &field):
 			p.Status, p.Detail, p.Field = http.StatusBadRequest, field.Field+" "+field.Detail, field.Field
-		case errors.Is(err, middleware.ErrJobNotFound):
+		case errors.Is(err, engine.ErrJobNotFound):
 			p.Status, p.Detail = http.StatusNotFound, "no such job"
-		case errors.Is(err, middleware.ErrNotFailed):
+		case errors.Is(err, engine.ErrNotFailed):
 			p.Status, p.Detail = http.StatusConflict, "only a failed job can be retried: "+err.Error()
-		case errors.Is(err, middleware.ErrUnrunnable):
+		case errors.Is(err, engine.ErrUnrunnable):
 			p.Status, p.Detail = http.StatusGone, err.Error()
 		case errors.As(err, &fe):
 			p.Status, p.Detail = fe.Code, fe.Message

@@ -14,9 +14,9 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
-	"github.com/jobguard/jobguard/middleware"
 )
 
 // startWithLogs runs the app with env and its JSON log lines (debug level, asynq's own included)
@@ -80,7 +80,7 @@ func TestSourceSecretsStayOutOfErrorsLogsAndUI(t *testing.T) {
 	insp := asynq.NewInspectorFromRedisClient(r.Redis())
 	var lastErr string
 	testsupport.Eventually(t, 10*time.Second, "asynq holds the delivery's error", func() bool {
-		info, err := insp.GetTaskInfo("default", middleware.DeliveryID(a.JobID, 1))
+		info, err := insp.GetTaskInfo("default", engine.DeliveryID(a.JobID, 1))
 		if err == nil {
 			lastErr = info.LastErr
 		}

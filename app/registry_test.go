@@ -11,9 +11,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/hibiken/asynq"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
-	"github.com/jobguard/jobguard/middleware"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -33,16 +33,16 @@ func (g *greetRequest) Validate() error {
 	return nil
 }
 func (g *greetRequest) Tenant() string { return g.TenantID }
-func (g *greetRequest) Spec() middleware.Spec {
+func (g *greetRequest) Spec() engine.Spec {
 	b, _ := json.Marshal(g)
-	return middleware.Spec{Type: "greet", Tenant: g.TenantID, Resource: g.TenantID + ":" + g.Name, Payload: b}
+	return engine.Spec{Type: "greet", Tenant: g.TenantID, Resource: g.TenantID + ":" + g.Name, Payload: b}
 }
 
 var greet = tasks.Task{
-	Config:  middleware.TaskConfig{Type: "greet"},
+	Config:  engine.TaskConfig{Type: "greet"},
 	Request: func() tasks.Request { return &greetRequest{} },
-	Handler: func(tasks.Deps) middleware.Handler {
-		return func(ctx context.Context, j *middleware.Job) error {
+	Handler: func(tasks.Deps) engine.Handler {
+		return func(ctx context.Context, j *engine.Job) error {
 			var g greetRequest
 			_ = json.Unmarshal(j.Payload, &g)
 			j.SetResult("hello " + g.Name)
@@ -55,7 +55,7 @@ var greet = tasks.Task{
 func TestTaskListDrivesRouteAndHandler(t *testing.T) {
 	db := redistest.NewDB(t)
 	list := append(tasks.All(), greet)
-	stack := middleware.New(db.Client, middleware.Config{})
+	stack := engine.New(db.Client, engine.Config{})
 	defer stack.Close()
 	tasks.RegisterTasks(stack, tasks.Deps{}, list)
 	f := fiber.New(fiber.Config{ErrorHandler: errorHandler(nopLogger())})

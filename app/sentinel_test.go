@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
-	"github.com/jobguard/jobguard/middleware"
 )
 
 // The app through Redis Sentinel: it asks the sentinel for the master and runs a job there.
@@ -20,7 +20,7 @@ func TestThroughSentinel(t *testing.T) {
 		t.Fatal(resp.StatusCode, body)
 	}
 	waitJob(t, r, a.JobID, "done")
-	if n := master.Client(t, 0).Exists(t.Context(), "jobguard:{"+middleware.ResourceTag("t1:home")+"}:cache").Val(); n != 1 {
+	if n := master.Client(t, 0).Exists(t.Context(), "jobguard:{"+engine.ResourceTag("t1:home")+"}:cache").Val(); n != 1 {
 		t.Fatal("the cache entry is not on the sentinel's master")
 	}
 }

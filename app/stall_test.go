@@ -13,9 +13,9 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
-	"github.com/jobguard/jobguard/middleware"
 )
 
 // stallAnswer is one request sent while Redis was stalled.
@@ -178,11 +178,11 @@ func TestRedisStall(t *testing.T) {
 		t.Errorf("job records without a delivery: %v", o)
 	}
 	for i := range 6 {
-		if n := rdb.Keys(ctx, "jobguard:{"+middleware.ResourceTag(fmt.Sprintf("t1:stall-%d", i))+"}:*").Val(); len(n) > 0 {
+		if n := rdb.Keys(ctx, "jobguard:{"+engine.ResourceTag(fmt.Sprintf("t1:stall-%d", i))+"}:*").Val(); len(n) > 0 {
 			t.Errorf("request for stall-%d was answered 503 but left %v", i, n)
 		}
 	}
-	if n := rdb.Keys(ctx, "jobguard:{"+middleware.ResourceTag("t1:stall-s1")+"}:*").Val(); len(n) > 0 {
+	if n := rdb.Keys(ctx, "jobguard:{"+engine.ResourceTag("t1:stall-s1")+"}:*").Val(); len(n) > 0 {
 		t.Errorf("the reserve-stock request answered 503 left %v", n)
 	}
 	if p, err := insp.GetQueueInfo("default"); err == nil && p.Paused {

@@ -11,7 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/engine"
 )
 
 // unavailableRetryAfter is the Retry-After of a 503: long enough that a stalled Redis is not
@@ -32,7 +32,7 @@ func dependencyDown(err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, middleware.ErrNotAccepted),
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, engine.ErrNotAccepted),
 		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),

@@ -23,9 +23,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/internal/faultproxy"
 	"github.com/jobguard/jobguard/internal/redistest"
-	"github.com/jobguard/jobguard/middleware"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -521,7 +521,7 @@ func TestChaos(t *testing.T) {
 func (r *run) check(hot []string, wall time.Duration) {
 	t, ctx := r.t, context.Background()
 	locksKey := func(resource, name string) string {
-		return "jobguard:{" + middleware.ResourceTag(resource) + "}:" + name
+		return "jobguard:{" + engine.ResourceTag(resource) + "}:" + name
 	}
 	// Every accepted order applied exactly once.
 	want := map[string]int64{}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/locking"
-	"github.com/jobguard/jobguard/middleware"
 )
 
 // Identity is what a request stands for, for ever (see Identified).
@@ -122,13 +122,13 @@ var ErrIdentityConflict = errors.New("tasks: identity claimed by other content")
 // CheckIdentity is what a handler runs before the effect of an Identified job: it creates the
 // claim when it is missing and fails the job for good (Permanent, "<what> conflicts with an
 // earlier request") when another content holds it.
-func CheckIdentity(ctx context.Context, job *middleware.Job, id Identity) error {
+func CheckIdentity(ctx context.Context, job *engine.Job, id Identity) error {
 	c, err := ClaimIdentity(ctx, job.Locks(), id, job.ID)
 	if err != nil {
 		return err // transient: the next attempt checks again
 	}
 	if c.State == ClaimConflict {
-		return middleware.Permanent(&conflictError{what: id.What})
+		return engine.Permanent(&conflictError{what: id.What})
 	}
 	return nil
 }

@@ -5,13 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/locking"
-	"github.com/jobguard/jobguard/middleware"
 )
 
-// Bypassing the API (jobs enqueued straight through the middleware, or created before orders were
+// Bypassing the API (jobs enqueued straight through the engine, or created before orders were
 // claimed), o1 for s1 and o1 for s2 still apply once between them: the second to run fails for
 // good with a stable message.
 func TestOrderAppliesOnceAcrossSKUsWithoutTheAPI(t *testing.T) {
@@ -90,7 +90,7 @@ func TestIdentityClaimScripts(t *testing.T) {
 	}
 	mem := db.Client.MemoryUsage(bg, c.Key).Val()
 	long := ReserveStockPayload{TenantID: strings.Repeat("t", 128), OrderID: strings.Repeat("o", 128), SKU: "s", Quantity: 1}
-	if _, err := ClaimIdentity(bg, locks, long.Identity(), middleware.NewJobID("x", time.Now())); err != nil {
+	if _, err := ClaimIdentity(bg, locks, long.Identity(), engine.NewJobID("x", time.Now())); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("one order claim: %d bytes; with 128-character tenant and order ids: %d bytes (MEMORY USAGE)",

@@ -18,8 +18,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/locking"
-	"github.com/jobguard/jobguard/middleware"
 )
 
 // TypeRebuildCache rebuilds a tenant's cache entry for a resource from its source.
@@ -47,27 +47,27 @@ func (p RebuildCachePayload) Tenant() string { return p.TenantID }
 
 // Spec is the job a validated payload is enqueued as: requests collapse while a rebuild waits,
 // and one that arrives while a rebuild runs queues exactly one follow-up, so no update is lost.
-func (p RebuildCachePayload) Spec() middleware.Spec {
+func (p RebuildCachePayload) Spec() engine.Spec {
 	b, _ := json.Marshal(p)
-	return middleware.Spec{Type: TypeRebuildCache, Tenant: p.TenantID, Resource: p.Resource(), Payload: b,
-		Dedup: &middleware.Dedup{Policy: middleware.UntilStarted, Key: "rebuild"}}
+	return engine.Spec{Type: TypeRebuildCache, Tenant: p.TenantID, Resource: p.Resource(), Payload: b,
+		Dedup: &engine.Dedup{Policy: engine.UntilStarted, Key: "rebuild"}}
 }
 
 // maxSourceBytes bounds what is read from the source.
 const maxSourceBytes = 1 << 20
 
 var rebuildCache = Task{
-	Config: middleware.TaskConfig{Type: TypeRebuildCache, Queue: "default", MaxAttempts: 6,
-		Backoff: middleware.Backoff{Base: 2 * time.Second, Max: 2 * time.Minute}},
+	Config: engine.TaskConfig{Type: TypeRebuildCache, Queue: "default", MaxAttempts: 6,
+		Backoff: engine.Backoff{Base: 2 * time.Second, Max: 2 * time.Minute}},
 	Request: func() Request { return &RebuildCachePayload{} },
-	Handler: func(d Deps) middleware.Handler {
-		return func(ctx context.Context, job *middleware.Job) error {
+	Handler: func(d Deps) engine.Handler {
+		return func(ctx context.Context, job *engine.Job) error {
 			var p RebuildCachePayload
 			if err := json.Unmarshal(job.Payload, &p); err != nil {
-				return middleware.Permanent(fmt.Errorf("payload: %w", err))
+				return engine.Permanent(fmt.Errorf("payload: %w", err))
 			}
 			if err := p.Validate(); err != nil {
-				return middleware.Permanent(err)
+				return engine.Permanent(err)
 			}
 			value, err := fetchSource(ctx, d, p)
 			if err != nil {
@@ -104,7 +104,7 @@ func fetchSource(ctx context.Context, d Deps, p RebuildCachePayload) (string, er
 	}
 	u, err := url.Parse(d.SourceURL)
 	if err != nil {
-		return "", middleware.Permanent(errors.New("source: REBUILD_SOURCE_URL is not a valid URL"))
+		return "", engine.Permanent(errors.New("source: REBUILD_SOURCE_URL is not a valid URL"))
 	}
 	q := u.Query()
 	q.Set("tenant_id", p.TenantID)
@@ -112,23 +112,23 @@ func fetchSource(ctx context.Context, d Deps, p RebuildCachePayload) (string, er
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return "", middleware.Permanent(errors.New("source: REBUILD_SOURCE_URL cannot make a request"))
+		return "", engine.Permanent(errors.New("source: REBUILD_SOURCE_URL cannot make a request"))
 	}
 	resp, err := d.HTTP.Do(req)
 	if err != nil {
-		return "", middleware.Transient(sourceFailure("request failed", err))
+		return "", engine.Transient(sourceFailure("request failed", err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSourceBytes))
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
-		return "", middleware.RateLimited(errors.New("source: HTTP 429"), retryAfter(resp.Header.Get("Retry-After")))
+		return "", engine.RateLimited(errors.New("source: HTTP 429"), retryAfter(resp.Header.Get("Retry-After")))
 	case resp.StatusCode >= 500:
-		return "", middleware.Transient(fmt.Errorf("source: HTTP %d", resp.StatusCode))
+		return "", engine.Transient(fmt.Errorf("source: HTTP %d", resp.StatusCode))
 	case resp.StatusCode >= 400:
-		return "", middleware.Permanent(fmt.Errorf("source: HTTP %d", resp.StatusCode))
+		return "", engine.Permanent(fmt.Errorf("source: HTTP %d", resp.StatusCode))
 	case err != nil:
-		return "", middleware.Transient(sourceFailure("reading the body failed", err))
+		return "", engine.Transient(sourceFailure("reading the body failed", err))
 	}
 	return string(body), nil
 }
@@ -196,7 +196,7 @@ var ErrNoEntry = errors.New("tasks: no cache entry")
 
 // ReadCache reads a cache entry in one round trip.
 func ReadCache(ctx context.Context, locks *locking.Client, tenant, resource string) (CacheEntry, error) {
-	key := locks.Key(middleware.ResourceTag(tenant+":"+resource), "cache")
+	key := locks.Key(engine.ResourceTag(tenant+":"+resource), "cache")
 	m, err := locks.Redis().HGetAll(ctx, key).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return CacheEntry{}, err

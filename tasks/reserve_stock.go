@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/locking"
-	"github.com/jobguard/jobguard/middleware"
 )
 
 // TypeReserveStock reserves a quantity of a SKU for an order, exactly once per (tenant, order).
@@ -58,24 +58,24 @@ func (p ReserveStockPayload) Tenant() string { return p.TenantID }
 
 // Spec is the job a validated payload is enqueued as: duplicates of an order collapse until its
 // job ends, and its effect applies once per order whatever happens.
-func (p ReserveStockPayload) Spec() middleware.Spec {
+func (p ReserveStockPayload) Spec() engine.Spec {
 	b, _ := json.Marshal(p)
-	return middleware.Spec{Type: TypeReserveStock, Tenant: p.TenantID, Resource: p.Resource(), Payload: b, OpKey: p.OpKey(),
-		Dedup: &middleware.Dedup{Policy: middleware.UntilDone, Key: p.OpKey()}}
+	return engine.Spec{Type: TypeReserveStock, Tenant: p.TenantID, Resource: p.Resource(), Payload: b, OpKey: p.OpKey(),
+		Dedup: &engine.Dedup{Policy: engine.UntilDone, Key: p.OpKey()}}
 }
 
 var reserveStock = Task{
 	// Applied-order records are live data: they never expire (AppliedTTL 0).
-	Config:  middleware.TaskConfig{Type: TypeReserveStock, Queue: "critical", MaxAttempts: 8},
+	Config:  engine.TaskConfig{Type: TypeReserveStock, Queue: "critical", MaxAttempts: 8},
 	Request: func() Request { return &ReserveStockPayload{} },
-	Handler: func(Deps) middleware.Handler {
-		return func(ctx context.Context, job *middleware.Job) error {
+	Handler: func(Deps) engine.Handler {
+		return func(ctx context.Context, job *engine.Job) error {
 			var p ReserveStockPayload
 			if err := json.Unmarshal(job.Payload, &p); err != nil {
-				return middleware.Permanent(fmt.Errorf("payload: %w", err))
+				return engine.Permanent(fmt.Errorf("payload: %w", err))
 			}
 			if err := p.Validate(); err != nil {
-				return middleware.Permanent(err)
+				return engine.Permanent(err)
 			}
 			// The applied-order record lives in the sku's slot: only the order's claim stops the
 			// same order from applying on another sku.
@@ -84,7 +84,7 @@ var reserveStock = Task{
 			}
 			total, err := job.Apply(ctx, reserveEffect, job.Key("stock"), []string{job.Key("ledger")},
 				p.Quantity, p.OrderID, job.Fence().Token)
-			if errors.Is(err, middleware.ErrAlreadyApplied) {
+			if errors.Is(err, engine.ErrAlreadyApplied) {
 				job.SetResult("already_applied")
 				return nil
 			}
@@ -99,7 +99,7 @@ var reserveStock = Task{
 
 // reserveEffect commits the reserved total, the ledger entry and (by Apply) the applied-order
 // record in one fenced script.
-var reserveEffect = middleware.NewEffect(`
+var reserveEffect = engine.NewEffect(`
 -- KEYS[1] stock hash (its own fence record), KEYS[2] applied-order record, KEYS[3] ledger list
 -- ARGV[5] quantity, ARGV[6] order id, ARGV[7] fencing token; returns the new reserved total
 local total = redis.call('HINCRBY', KEYS[1], 'reserved', ARGV[5])
@@ -118,7 +118,7 @@ type Stock struct {
 
 // ReadStock reads a SKU's reserved total and applied orders in one round trip.
 func ReadStock(ctx context.Context, locks *locking.Client, tenant, sku string) (Stock, error) {
-	key := locks.Key(middleware.ResourceTag(tenant+":"+sku), "stock")
+	key := locks.Key(engine.ResourceTag(tenant+":"+sku), "stock")
 	vals, err := locks.Redis().HMGet(ctx, key, "reserved", "orders", locking.FieldFenceToken).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return Stock{}, err

@@ -9,7 +9,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/engine"
 )
 
 // Deps are what handlers need from the process.
@@ -23,10 +23,10 @@ type Deps struct {
 // Task is one task type: its protection policy, the request that enqueues it, and its handler.
 // The API serves POST /jobs/<type> for every task in the registry.
 type Task struct {
-	Config middleware.TaskConfig
+	Config engine.TaskConfig
 	// Request returns an empty request body to decode into.
 	Request func() Request
-	Handler func(Deps) middleware.Handler
+	Handler func(Deps) engine.Handler
 }
 
 // Request is the body of POST /jobs/<type>: validated, it names its tenant and becomes a job.
@@ -36,7 +36,7 @@ type Request interface {
 	// Tenant is the tenant the request is for.
 	Tenant() string
 	// Spec is the job the request is enqueued as, with its dedup policy.
-	Spec() middleware.Spec
+	Spec() engine.Spec
 }
 
 // Identified is implemented by requests whose identity outlives any job: an order id names one
@@ -67,10 +67,10 @@ var registry = []Task{
 func All() []Task { return append([]Task(nil), registry...) }
 
 // Register adds every registered task type's handler to the stack.
-func Register(s *middleware.Stack, deps Deps) { RegisterTasks(s, deps, registry) }
+func Register(s *engine.Stack, deps Deps) { RegisterTasks(s, deps, registry) }
 
 // RegisterTasks adds the handlers of list to the stack.
-func RegisterTasks(s *middleware.Stack, deps Deps, list []Task) {
+func RegisterTasks(s *engine.Stack, deps Deps, list []Task) {
 	if deps.HTTP == nil {
 		deps.HTTP = &http.Client{Timeout: 10 * time.Second}
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
-	"github.com/jobguard/jobguard/middleware"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -25,14 +25,14 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 type env struct {
 	t      *testing.T
 	rdb    *redis.Client
-	stack  *middleware.Stack
+	stack  *engine.Stack
 	client *asynq.Client
 }
 
 // start runs every registered task type on a real asynq server and a fresh database.
 func start(t *testing.T, deps Deps) env {
 	db := redistest.NewDB(t)
-	s := middleware.New(db.Client, middleware.Config{Concurrency: 4, LeaseTTL: 5 * time.Second})
+	s := engine.New(db.Client, engine.Config{Concurrency: 4, LeaseTTL: 5 * time.Second})
 	Register(s, deps)
 	srv := asynq.NewServerFromRedisClient(db.Client, s.ServerConfig(asynq.Config{
 		Concurrency: 4, Queues: map[string]int{"critical": 2, "default": 1}, Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel,
@@ -44,7 +44,7 @@ func start(t *testing.T, deps Deps) env {
 	return env{t: t, rdb: db.Client, stack: s, client: asynq.NewClientFromRedisClient(db.Client)}
 }
 
-func (e env) enqueue(spec middleware.Spec) string {
+func (e env) enqueue(spec engine.Spec) string {
 	e.t.Helper()
 	id, err := e.stack.Enqueue(context.Background(), e.client, spec)
 	if err != nil {
@@ -53,7 +53,7 @@ func (e env) enqueue(spec middleware.Spec) string {
 	return id.JobID
 }
 
-func (e env) wait(id, status string) middleware.View {
+func (e env) wait(id, status string) engine.View {
 	e.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -110,7 +110,7 @@ func TestReserveStockAppliesEachOrderOnce(t *testing.T) {
 	if err != nil || s.Reserved != 7 || s.OrdersApplied != 2 || applied != 2 || len(distinct) < 2 {
 		t.Fatalf("stock %+v %v after %d applications by %d distinct jobs", s, err, applied, len(distinct))
 	}
-	ledger := e.rdb.LRange(bg, e.stack.Locks().Key(middleware.ResourceTag("t1:sku-9"), "ledger"), 0, -1).Val()
+	ledger := e.rdb.LRange(bg, e.stack.Locks().Key(engine.ResourceTag("t1:sku-9"), "ledger"), 0, -1).Val()
 	if len(ledger) != 2 || !strings.Contains(ledger[0]+ledger[1], `"order":"o-1"`) {
 		t.Fatalf("ledger %v", ledger)
 	}

@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"context"
@@ -45,15 +45,15 @@ func mustDeadlineScript(name string) *redis.Script {
 }
 
 var (
-	startScript    = mustScript("start.lua")
-	finishScript   = mustScript("finish.lua")
-	eventScript    = mustScript("event.lua")
-	createScript   = mustDeadlineScript("create.lua")
-	confirmScript  = mustDeadlineScript("confirm.lua")
-	pendingScript  = mustScript("pending.lua")
-	abandonScript  = mustScript("abandon.lua")
-	replaceScript  = mustScript("replace.lua")
-	replayScript   = mustDeadlineScript("replay.lua")
+	startScript   = mustScript("start.lua")
+	finishScript  = mustScript("finish.lua")
+	eventScript   = mustScript("event.lua")
+	createScript  = mustDeadlineScript("create.lua")
+	confirmScript = mustDeadlineScript("confirm.lua")
+	pendingScript = mustScript("pending.lua")
+	abandonScript = mustScript("abandon.lua")
+	replaceScript = mustScript("replace.lua")
+	replayScript  = mustDeadlineScript("replay.lua")
 )
 
 // Task headers a delivery carries.
@@ -187,7 +187,7 @@ type Stack struct {
 	// clockOffset is Redis's clock minus this process's, in ns (SyncClock).
 	clockOffset atomic.Int64
 	Stats       Stats
-	m     *metrics
+	m           *metrics
 }
 
 type registered struct {
@@ -232,7 +232,7 @@ func (s *Stack) Register(tc TaskConfig, h Handler) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, dup := s.types[tc.Type]; dup || tc.Type == "" {
-		panic(fmt.Sprintf("middleware: task type %q registered twice or empty", tc.Type))
+		panic(fmt.Sprintf("engine: task type %q registered twice or empty", tc.Type))
 	}
 	s.types[tc.Type] = registered{cfg: tc.withDefaults(s.cfg), handler: h}
 	s.m.initSeries(tc.Type)

@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"context"
@@ -20,16 +20,16 @@ import (
 const asynqRetryAllowance = 1 << 20
 
 // ErrJobExists: a job with this id exists already.
-var ErrJobExists = errors.New("middleware: job exists")
+var ErrJobExists = errors.New("engine: job exists")
 
 // ErrDedupPending: the request is a duplicate of a job whose first delivery has been waiting for
 // asynq's answer longer than pendingWait (its enqueuer is slow or died); ask again later, when
 // that job is confirmed or its claim has expired.
-var ErrDedupPending = errors.New("middleware: duplicate of a job not yet confirmed")
+var ErrDedupPending = errors.New("engine: duplicate of a job not yet confirmed")
 
 // ErrNotAccepted: the request's deadline passed before the job was confirmed; nothing was kept
 // (what a stalled Redis runs later writes nothing).
-var ErrNotAccepted = errors.New("middleware: job not accepted before the deadline")
+var ErrNotAccepted = errors.New("engine: job not accepted before the deadline")
 
 // pendingWait is how long a duplicate waits for the job it collapses onto to be confirmed; an
 // enqueue normally takes a round trip.
@@ -85,16 +85,16 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 	}
 	if spec.OpKey != "" {
 		if err := locking.ValidateResource(spec.OpKey); err != nil {
-			return Enqueued{}, fmt.Errorf("middleware: operation key: %w", err)
+			return Enqueued{}, fmt.Errorf("engine: operation key: %w", err)
 		}
 	}
 	dedup := ""
 	if d := spec.Dedup; d != nil {
 		if !d.Policy.valid() || spec.Resource == "" {
-			return Enqueued{}, fmt.Errorf("middleware: dedup policy %q needs a known policy and a resource", d.Policy)
+			return Enqueued{}, fmt.Errorf("engine: dedup policy %q needs a known policy and a resource", d.Policy)
 		}
 		if err := locking.ValidateResource(d.Key); err != nil {
-			return Enqueued{}, fmt.Errorf("middleware: dedup key: %w", err)
+			return Enqueued{}, fmt.Errorf("engine: dedup key: %w", err)
 		}
 		dedup = string(d.Policy) + ":" + d.Key
 	}
@@ -190,7 +190,7 @@ func (s *Stack) confirm(ctx context.Context, keys jobKeys, id string, spec Spec)
 	state, err := cmd.Text()
 	switch {
 	case err != nil:
-		return fmt.Errorf("middleware: confirm job %s: %w", id, err)
+		return fmt.Errorf("engine: confirm job %s: %w", id, err)
 	case state == "expired" || state == "gone":
 		return fmt.Errorf("%w: job %s was %s at its confirmation", ErrNotAccepted, id, state)
 	}
@@ -227,7 +227,7 @@ func (s *Stack) awaitConfirmation(ctx context.Context, keys jobKeys, policy Poli
 		state, err := pendingScript.Run(ctx, s.rdb, []string{keys.pending, other.record}, existing).Text()
 		switch {
 		case err != nil:
-			return nil, fmt.Errorf("middleware: dedup marker: %w", err)
+			return nil, fmt.Errorf("engine: dedup marker: %w", err)
 		case state == "confirmed" && policy == Replace:
 			return []string{"replace", existing}, nil
 		case state == "confirmed":
@@ -277,10 +277,10 @@ func (s *Stack) create(ctx context.Context, keys jobKeys, id string, tc TaskConf
 		"op_key", spec.OpKey, "dedup", dedup, "not_before", notBefore,
 	).StringSlice()
 	if err != nil {
-		return nil, fmt.Errorf("middleware: create job: %w", err)
+		return nil, fmt.Errorf("engine: create job: %w", err)
 	}
 	if len(res) == 0 {
-		return nil, fmt.Errorf("middleware: create job: empty reply")
+		return nil, fmt.Errorf("engine: create job: empty reply")
 	}
 	if res[0] == "expired" {
 		return nil, fmt.Errorf("%w: job %s reached Redis after the deadline", ErrNotAccepted, id)
@@ -312,7 +312,7 @@ func (s *Stack) replace(ctx context.Context, existing string, spec Spec) (bool, 
 	n, err := replaceScript.Run(ctx, s.rdb, []string{keys.record, keys.timeline},
 		string(spec.Payload), notBefore, string(ev), s.cfg.TimelineCap, ms(s.cfg.Retention)).Int()
 	if err != nil {
-		return false, fmt.Errorf("middleware: replace payload of %s: %w", existing, err)
+		return false, fmt.Errorf("engine: replace payload of %s: %w", existing, err)
 	}
 	return n == 1, nil
 }
@@ -320,9 +320,9 @@ func (s *Stack) replace(ctx context.Context, existing string, spec Spec) (bool, 
 // Replay errors.
 var (
 	// ErrNotFailed: only a failed job can be replayed.
-	ErrNotFailed = errors.New("middleware: job is not failed")
+	ErrNotFailed = errors.New("engine: job is not failed")
 	// ErrUnrunnable: what the job needs to run again is gone.
-	ErrUnrunnable = errors.New("middleware: job cannot run again")
+	ErrUnrunnable = errors.New("engine: job cannot run again")
 )
 
 // replayDelay is how long a replay's delivery waits before it may start: the replay script runs
@@ -341,7 +341,7 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 	}
 	rec, err := s.rdb.HMGet(ctx, keys.record, "type", "op_key", "dedup", "status", "deliveries").Result()
 	if err != nil {
-		return fmt.Errorf("middleware: read job %s: %w", id, err)
+		return fmt.Errorf("engine: read job %s: %w", id, err)
 	}
 	typ, _ := rec[0].(string)
 	opKey, _ := rec[1].(string)
@@ -375,7 +375,7 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 		}
 		return s.takeReplay(ctx, keys, id, n, by)
 	}
-	return fmt.Errorf("middleware: replay %s: %w", id, err)
+	return fmt.Errorf("engine: replay %s: %w", id, err)
 }
 
 // takeReplay makes the job take its replay's delivery n, if it is still failed and in time.
@@ -383,10 +383,10 @@ func (s *Stack) takeReplay(ctx context.Context, keys jobKeys, id string, n int, 
 	res, err := replayScript.Run(ctx, s.rdb, []string{keys.record, keys.timeline},
 		by, time.Now().UnixMilli(), ms(s.cfg.Retention), s.cfg.TimelineCap, n).StringSlice()
 	if err != nil {
-		return fmt.Errorf("middleware: replay %s: %w", id, err)
+		return fmt.Errorf("engine: replay %s: %w", id, err)
 	}
 	if len(res) == 0 {
-		return fmt.Errorf("middleware: replay %s: empty reply", id)
+		return fmt.Errorf("engine: replay %s: empty reply", id)
 	}
 	switch res[0] {
 	case "ok":
@@ -427,7 +427,7 @@ func (s *Stack) deliver(ctx context.Context, client *asynq.Client, tc TaskConfig
 	}
 	// The task's payload is informational (asynqmon shows it); the job record's is authoritative.
 	if _, err := client.EnqueueContext(ctx, asynq.NewTaskWithHeaders(tc.Type, nil, headers), opts...); err != nil {
-		return fmt.Errorf("middleware: enqueue delivery %s: %w", delivery, err)
+		return fmt.Errorf("engine: enqueue delivery %s: %w", delivery, err)
 	}
 	return nil
 }
@@ -451,7 +451,7 @@ type View struct {
 }
 
 // ErrJobNotFound: no record for the id (never created, or expired after its retention).
-var ErrJobNotFound = errors.New("middleware: job not found")
+var ErrJobNotFound = errors.New("engine: job not found")
 
 // Get reads a job's view in one round trip.
 func (s *Stack) Get(ctx context.Context, id string) (View, error) {
@@ -466,7 +466,7 @@ func (s *Stack) Get(ctx context.Context, id string) (View, error) {
 	ttl := pipe.PTTL(ctx, keys.lease)
 	fence := pipe.Get(ctx, keys.fence)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return View{}, fmt.Errorf("middleware: read job %s: %w", id, err)
+		return View{}, fmt.Errorf("engine: read job %s: %w", id, err)
 	}
 	v := View{Record: rec.Val()}
 	if len(v.Record) == 0 {

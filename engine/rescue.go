@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"context"
@@ -57,14 +57,14 @@ func (r *Rescuer) Run(ctx context.Context) {
 func (r *Rescuer) Pass(ctx context.Context) (int, error) {
 	queues, err := r.insp.Queues()
 	if err != nil {
-		return 0, fmt.Errorf("middleware: rescue: list queues: %w", err)
+		return 0, fmt.Errorf("engine: rescue: list queues: %w", err)
 	}
 	rescued := 0
 	for _, q := range queues {
 		for page := 1; ; page++ {
 			active, err := r.insp.ListActiveTasks(q, asynq.PageSize(500), asynq.Page(page))
 			if err != nil {
-				return rescued, fmt.Errorf("middleware: rescue: list active tasks of %s: %w", q, err)
+				return rescued, fmt.Errorf("engine: rescue: list active tasks of %s: %w", q, err)
 			}
 			for _, t := range active {
 				if r.rescue(ctx, t) {

@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"go/ast"
@@ -51,7 +51,7 @@ func TestEveryLabelValueIsKnown(t *testing.T) {
 	}
 	check := func(pos token.Pos, what, v string, list []string) {
 		if !slices.Contains(list, v) {
-			t.Errorf("%s: %s %q is not in the known label values (middleware/metrics.go)", fset.Position(pos), what, v)
+			t.Errorf("%s: %s %q is not in the known label values (engine/metrics.go)", fset.Position(pos), what, v)
 		}
 	}
 	lit := func(e ast.Expr) (string, bool) {

@@ -1,4 +1,4 @@
-package middleware_test
+package engine_test
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
-	"github.com/jobguard/jobguard/middleware"
 )
 
 // reserve applies an order to a SKU's stock exactly once: the reserved total and the
 // applied-order record commit together, fenced, in one script over the SKU's slot.
-var reserve = middleware.NewEffect(`return redis.call('HINCRBY', KEYS[1], 'reserved', ARGV[5])`)
+var reserve = engine.NewEffect(`return redis.call('HINCRBY', KEYS[1], 'reserved', ARGV[5])`)
 
 // A complete handler: business logic only. The stack around it takes the SKU's lease, keeps it
 // renewed, counts attempts, writes status and timeline fenced, and skips the handler when the
@@ -24,15 +24,15 @@ func Example() {
 	ctx := context.Background()
 	rdb := redistest.MustDB().Client
 
-	stack := middleware.New(rdb, middleware.Config{Prefix: "shop", Concurrency: 2})
+	stack := engine.New(rdb, engine.Config{Prefix: "shop", Concurrency: 2})
 	defer stack.Close()
-	stack.Register(middleware.TaskConfig{Type: "reserve-stock", MaxAttempts: 3},
-		func(ctx context.Context, job *middleware.Job) error {
+	stack.Register(engine.TaskConfig{Type: "reserve-stock", MaxAttempts: 3},
+		func(ctx context.Context, job *engine.Job) error {
 			_, err := job.Apply(ctx, reserve, job.Key("stock"), nil, 2)
-			if errors.Is(err, middleware.ErrAlreadyApplied) {
+			if errors.Is(err, engine.ErrAlreadyApplied) {
 				return nil
 			}
-			return err // transient unless marked with middleware.Permanent or middleware.Revoked
+			return err // transient unless marked with engine.Permanent or engine.Revoked
 		})
 
 	srv := asynq.NewServerFromRedisClient(rdb, stack.ServerConfig(asynq.Config{
@@ -45,7 +45,7 @@ func Example() {
 
 	client := asynq.NewClientFromRedisClient(rdb)
 	for i := 0; i < 2; i++ { // the same order, submitted twice
-		job, err := stack.Enqueue(ctx, client, middleware.Spec{
+		job, err := stack.Enqueue(ctx, client, engine.Spec{
 			Type: "reserve-stock", Resource: "tenant-a:sku-1", OpKey: "tenant-a:order-9",
 		})
 		if err != nil {
@@ -60,7 +60,7 @@ func Example() {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	fmt.Println("reserved:", rdb.HGet(ctx, stack.Locks().Key(middleware.ResourceTag("tenant-a:sku-1"), "stock"), "reserved").Val())
+	fmt.Println("reserved:", rdb.HGet(ctx, stack.Locks().Key(engine.ResourceTag("tenant-a:sku-1"), "stock"), "reserved").Val())
 	// Output:
 	// job 1 done
 	// job 2 done already_applied

@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func (s *Stack) SyncClock(ctx context.Context) error {
 	sent := time.Now()
 	t, err := s.rdb.Time(ctx).Result()
 	if err != nil {
-		return fmt.Errorf("middleware: read redis clock: %w", err)
+		return fmt.Errorf("engine: read redis clock: %w", err)
 	}
 	mid := sent.Add(time.Since(sent) / 2)
 	s.clockOffset.Store(int64(t.Sub(mid)))
@@ -68,4 +68,6 @@ var deadlinePrelude = func() string {
 
 // NewDeadlineScript builds a script whose body may call past_deadline(ms) (see
 // scripts/deadline_prelude.lua) with a deadline from WriteDeadline.
-func NewDeadlineScript(body string) *redis.Script { return redis.NewScript(deadlinePrelude + "\n" + body) }
+func NewDeadlineScript(body string) *redis.Script {
+	return redis.NewScript(deadlinePrelude + "\n" + body)
+}

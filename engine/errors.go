@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"errors"
@@ -12,13 +12,13 @@ import (
 // Sentinel errors, inspected with errors.Is.
 var (
 	// ErrAlreadyApplied: the operation of Job.Apply was applied before; nothing changed.
-	ErrAlreadyApplied = errors.New("middleware: operation already applied")
+	ErrAlreadyApplied = errors.New("engine: operation already applied")
 	// ErrInvalidJobID: a delivery carries no usable job id.
-	ErrInvalidJobID = errors.New("middleware: invalid job id")
+	ErrInvalidJobID = errors.New("engine: invalid job id")
 	// ErrUnknownType: the task type was never registered.
-	ErrUnknownType = errors.New("middleware: unknown task type")
+	ErrUnknownType = errors.New("engine: unknown task type")
 	// ErrBounced marks a delivery that was sent back without spending an attempt.
-	ErrBounced = errors.New("middleware: delivery bounced")
+	ErrBounced = errors.New("engine: delivery bounced")
 )
 
 // class is how a handler's error is treated.
@@ -31,7 +31,7 @@ const (
 	classRevoked
 )
 
-// classified carries an error's class (and Retry-After) from the handler to the middleware.
+// classified carries an error's class (and Retry-After) from the handler to the engine.
 type classified struct {
 	class      class
 	retryAfter time.Duration
@@ -111,7 +111,7 @@ func (b Backoff) Delay(n int, r *rand.Rand) time.Duration {
 // its DelayedTaskCheckInterval, which jobguard sets to 1 s.
 const minDelay = time.Second
 
-// delayed tells asynq's RetryDelayFunc (and IsFailure) what the middleware decided.
+// delayed tells asynq's RetryDelayFunc (and IsFailure) what the engine decided.
 type delayed struct {
 	delay  time.Duration
 	bounce bool
@@ -131,7 +131,7 @@ func (e *delayed) Unwrap() error { return e.err }
 // Is makes errors.Is(err, ErrBounced) true for bounces.
 func (e *delayed) Is(target error) bool { return e.bounce && target == ErrBounced }
 
-// RetryDelay is asynq's RetryDelayFunc for servers running the stack: the delay the middleware
+// RetryDelay is asynq's RetryDelayFunc for servers running the stack: the delay the engine
 // chose, or the default backoff for errors that did not pass through it.
 func RetryDelay(n int, err error, _ *asynq.Task) time.Duration {
 	var d *delayed

@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"context"
@@ -105,7 +105,7 @@ return result`)}
 // target. A job without an operation key cannot Apply.
 func (j *Job) Apply(ctx context.Context, eff *Effect, target string, keys []string, args ...any) (any, error) {
 	if j.OpKey == "" {
-		return nil, errors.New("middleware: Apply needs a job with an operation key")
+		return nil, errors.New("engine: Apply needs a job with an operation key")
 	}
 	if err := context.Cause(ctx); err != nil {
 		return nil, err

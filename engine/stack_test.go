@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"context"
@@ -193,7 +193,7 @@ func TestBackoffGrowsWithFullJitterAndCap(t *testing.T) {
 		t.Fatalf("2000 draws span only [%s, %s]: not full jitter", lo, hi)
 	}
 	if d := RetryDelay(0, &delayed{delay: 42 * time.Second, err: errors.New("x")}, nil); d != 42*time.Second {
-		t.Fatalf("RetryDelay ignores the middleware's choice: %s", d)
+		t.Fatalf("RetryDelay ignores the engine's choice: %s", d)
 	}
 	if IsFailure(&delayed{bounce: true, err: errors.New("x")}) || !IsFailure(errors.New("x")) {
 		t.Fatal("IsFailure must be false for bounces only")
