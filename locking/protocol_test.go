@@ -90,6 +90,12 @@ func TestProtocolLease(t *testing.T) {
 		wantReturns(t, "next acquire", probe(t, tp.rdb, "lease_acquire", keys, "b", 1000, 0, 0), "true", "2", "true")
 		wantReturns(t, "fence_last", probe(t, tp.rdb, "fence_last", []string{fence}), "2")
 		wantReturns(t, "fence_last of a fresh counter", probe(t, tp.rdb, "fence_last", []string{c.FenceKey("fresh")}), "0")
+		// A retry by the holder after its counter was lost cannot know its token: nil, never a new one.
+		tp.rdb.Del(bg(), fence)
+		wantReturns(t, "same owner again, counter lost", probe(t, tp.rdb, "lease_acquire", keys, "b", 1000, 0, 0), "true", "nil", "false")
+		if tp.rdb.Exists(bg(), fence).Val() != 0 {
+			t.Fatal("a retried acquire drew a token")
+		}
 	})
 }
 
