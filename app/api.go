@@ -18,13 +18,13 @@ import (
 )
 
 // api serves the job endpoints: enqueue (one route per registered task type), job view, replay,
-// and the example tasks' read models.
+// and the read-model routes the task types bring.
 type api struct {
 	stack   *engine.Stack
 	client  *asynq.Client
 	idem    idempotency
 	tokens  tokenTable   // bearer token -> tenant; empty: open
-	tasks   []tasks.Task // one POST /jobs/<type> route each
+	tasks   []tasks.Task // one POST /jobs/<type> route each, and their read-model routes
 	metrics *httpMetrics
 	limiter *rateLimiter // nil: no rate limit
 }
@@ -38,8 +38,11 @@ func (a *api) routes(f *fiber.App) {
 	}
 	f.Get("/jobs/:id", guard, limit, a.view)
 	f.Post("/jobs/:id/retry", guard, limit, a.retry)
-	f.Get("/cache/:tenant/:resource", guard, limit, a.cache)
-	f.Get("/stock/:tenant/:sku", guard, limit, a.stock)
+	for _, t := range a.tasks {
+		for _, r := range t.Routes {
+			f.Get(r.Path, guard, pathTenant(r), limit, a.readModel(r)) // GET only: tasks.Check
+		}
+	}
 }
 
 // authenticate maps the bearer token to its tenant when API_TOKENS is set.
@@ -278,47 +281,6 @@ func (a *api) retry(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderLocation, "/jobs/"+id)
 	return c.Status(http.StatusAccepted).JSON(jobAnswer{JobID: id, Status: "queued"})
-}
-
-// readModelKeys validates a read model's path and the caller's tenant.
-func readModelKeys(c *fiber.Ctx, second string) (string, string, error) {
-	tenant, other := c.Params("tenant"), c.Params(second)
-	for _, p := range []struct{ name, v string }{{"tenant", tenant}, {second, other}} {
-		if err := (tasks.RebuildCachePayload{TenantID: p.v, ResourceID: "x"}).Validate(); err != nil {
-			return "", "", BadField(p.name, p.name+" must be 1-128 characters of [A-Za-z0-9._-]")
-		}
-	}
-	if t := tenantOf(c); t != "" && t != tenant {
-		return "", "", &HTTPError{Status: http.StatusForbidden, Field: "tenant", Detail: "tenant is not the tenant of this token"}
-	}
-	return tenant, other, nil
-}
-
-func (a *api) cache(c *fiber.Ctx) error {
-	tenant, resource, err := readModelKeys(c, "resource")
-	if err != nil {
-		return err
-	}
-	e, err := tasks.ReadCache(c.UserContext(), a.stack.Locks(), tenant, resource)
-	if errors.Is(err, tasks.ErrNoEntry) {
-		return &HTTPError{Status: http.StatusNotFound, Detail: "no cache entry for " + tenant + "/" + resource}
-	}
-	if err != nil {
-		return err
-	}
-	return c.JSON(e)
-}
-
-func (a *api) stock(c *fiber.Ctx) error {
-	tenant, sku, err := readModelKeys(c, "sku")
-	if err != nil {
-		return err
-	}
-	s, err := tasks.ReadStock(c.UserContext(), a.stack.Locks(), tenant, sku)
-	if err != nil {
-		return err
-	}
-	return c.JSON(s)
 }
 
 func num(s string) int64 {

@@ -100,8 +100,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	if off := a.stack.ClockOffset(); off > time.Second || off < -time.Second {
 		a.log.Warn().Dur("offset", off).Msg("Redis's clock is more than 1s from this host's; enqueue deadlines use the measured offset")
 	}
-	taskList := tasks.All()
-	tasks.RegisterTasks(a.stack, tasks.Deps{SourceURL: cfg.RebuildSourceURL}, taskList)
+	tasks.RegisterTasks(a.stack, cfg.taskDeps(), cfg.Tasks)
 
 	hm := newHTTPMetrics()
 	a.http = newFiber(cfg, a.log, hm)
@@ -111,7 +110,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 
 	if role.serves(RoleAPI) {
 		(&api{
-			stack: a.stack, client: a.client, tokens: newTokenTable(cfg.APITokens), tasks: taskList, metrics: hm,
+			stack: a.stack, client: a.client, tokens: newTokenTable(cfg.APITokens), tasks: cfg.Tasks, metrics: hm,
 			limiter: newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log), // nil when RATE_LIMIT=0
 			idem:    idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention, deadline: a.stack.WriteDeadline},
 		}).routes(a.http)

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/internal/redact"
+	"github.com/jobguard/jobguard/tasks"
 )
 
 // Redis modes accepted by REDIS_MODE.
@@ -81,9 +82,12 @@ type Config struct {
 	// APITokens (API_TOKENS, "token1:tenantA,token2:tenantB") maps bearer tokens to tenants. Empty:
 	// the API is open (development only).
 	APITokens map[string]string
-	// RebuildSourceURL (REBUILD_SOURCE_URL) is where the rebuild-cache task fetches its source.
-	// Empty: the value is computed locally.
-	RebuildSourceURL string
+	// Tasks are the task types the process runs; not from the environment. Defaults and FromLookup
+	// take the registry (tasks.All), FromLookupTasks a list of its own.
+	Tasks []tasks.Task
+	// TaskSettings holds the value of each setting the Tasks declare (tasks.Setting), by variable
+	// name, read from the environment with the rest. A setting missing here has its default.
+	TaskSettings map[string]string
 	// RescueInterval (RESCUE_INTERVAL) is how often each worker looks for jobs of dead workers.
 	// Default 2s.
 	RescueInterval time.Duration
@@ -119,6 +123,7 @@ func Defaults() Config {
 		RequestTimeout:       5 * time.Second,
 		RateLimit:            100,
 		RateLimitBurst:       200,
+		Tasks:                tasks.All(),
 	}
 }
 
@@ -135,9 +140,17 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 func FromEnv() (Config, error) { return FromLookup(os.LookupEnv) }
 
 // FromLookup reads the configuration through lookup (os.LookupEnv in production, a map in tests)
-// and validates it. The error names the first variable that is wrong.
+// and validates it, for a process that runs the registered task types (tasks.All). The error names
+// the first variable that is wrong.
 func FromLookup(lookup func(string) (string, bool)) (Config, error) {
+	return FromLookupTasks(lookup, tasks.All())
+}
+
+// FromLookupTasks is FromLookup for a process that runs the task types of list: the settings they
+// declare are read and validated with the rest.
+func FromLookupTasks(lookup func(string) (string, bool), list []tasks.Task) (Config, error) {
 	c := Defaults()
+	c.Tasks = list
 	p := envParser{lookup: lookup}
 	p.str("REDIS_URL", &c.RedisURL)
 	p.str("REDIS_MODE", &c.RedisMode)
@@ -156,12 +169,12 @@ func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 	p.fn("MONITORING_READONLY", func(v string) (err error) { c.MonitoringReadOnly, err = strconv.ParseBool(v); return err })
 	p.str("MONITORING_PROMETHEUS_ADDRESS", &c.MonitoringPrometheus)
 	p.fn("API_TOKENS", func(v string) (err error) { c.APITokens, err = parseTokens(v); return err })
-	p.str("REBUILD_SOURCE_URL", &c.RebuildSourceURL)
 	p.integer("BODY_LIMIT", &c.BodyLimit)
 	p.duration("RESCUE_INTERVAL", &c.RescueInterval)
 	p.duration("REQUEST_TIMEOUT", &c.RequestTimeout)
 	p.integer("RATE_LIMIT", &c.RateLimit)
 	p.integer("RATE_LIMIT_BURST", &c.RateLimitBurst)
+	c.TaskSettings = p.taskSettings(c.Tasks) // after every variable of the app's own
 	if p.err != nil {
 		return Config{}, p.err
 	}
@@ -234,11 +247,8 @@ func (c Config) Validate() error {
 			return bad("MONITORING_PROMETHEUS_ADDRESS", "%q is not an http(s) URL", redact.URL(c.MonitoringPrometheus))
 		}
 	}
-	if c.RebuildSourceURL != "" {
-		u, err := url.Parse(c.RebuildSourceURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bad("REBUILD_SOURCE_URL", "%q is not an http(s) URL", redact.URL(c.RebuildSourceURL))
-		}
+	if err := c.validateTasks(); err != nil {
+		return err
 	}
 	if c.RescueInterval < 100*time.Millisecond || c.RescueInterval > time.Minute {
 		return bad("RESCUE_INTERVAL", "%s is not between 100ms and 1m", c.RescueInterval)
@@ -382,9 +392,11 @@ func (c Config) QueueNames() []string {
 type envParser struct {
 	lookup func(string) (string, bool)
 	err    error
+	names  []string // every variable asked for, in order
 }
 
 func (p *envParser) fn(name string, parse func(string) error) {
+	p.names = append(p.names, name)
 	if p.err != nil {
 		return
 	}

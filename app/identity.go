@@ -13,8 +13,8 @@ import (
 	"github.com/jobguard/jobguard/tasks"
 )
 
-// claimIdentity claims the identity of a request that has one (tasks.Identified: an order is its
-// tenant and order id, bound to its sku and quantity for ever) before its job is enqueued. The
+// claimIdentity claims the identity of a request that has one (tasks.Identified: e.g. an order,
+// its tenant and order id bound to its content for ever) before its job is enqueued. The
 // same content proceeds (dedup or the applied record then answer for it); other content is a 409
 // naming the identity's field. The claim names the job id this request will create, so settle,
 // called when the handler returns, removes it again only if this request created it and the

@@ -63,6 +63,8 @@ func errorHandler(log zerolog.Logger) fiber.ErrorHandler {
 			p.Status, p.Detail, p.Field = he.Status, he.Detail, he.Field
 		case errors.As(err, &field):
 			p.Status, p.Detail, p.Field = http.StatusBadRequest, field.Field+" "+field.Detail, field.Field
+		case errors.Is(err, tasks.ErrNotFound):
+			p.Status, p.Detail = http.StatusNotFound, err.Error() // a read model's own text
 		case errors.Is(err, engine.ErrJobNotFound):
 			p.Status, p.Detail = http.StatusNotFound, "no such job"
 		case errors.Is(err, engine.ErrNotFailed):

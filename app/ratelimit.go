@@ -22,8 +22,9 @@ import (
 //   - with API_TOKENS, the authenticated tenant; a request with a bad token is refused (401) before
 //     it spends anything, so no one can spend another tenant's budget;
 //   - with the API open (development), the tenant the request names (tenant_id in the body, the
-//     :tenant of the read models), else, for /jobs/{id} and a body without a valid tenant_id, the
-//     client's address. An open API trusts its callers: naming other tenants evades the limit.
+//     tenant parameter of a task's read-model route), else, for /jobs/{id} and a body without a
+//     valid tenant_id, the client's address. An open API trusts its callers: naming other tenants
+//     evades the limit.
 //
 // When Redis does not answer the limiter lets the request through (fail open): the request's own
 // Redis calls answer 503 quickly, and an outage must not turn into 429s or 500s.
@@ -88,7 +89,7 @@ func (l *rateLimiter) keyOf(c *fiber.Ctx) string {
 	if t := tenantOf(c); t != "" {
 		return l.prefix + ":{ratelimit:tenant:" + t + "}"
 	}
-	if t := c.Params("tenant"); tenantRe.MatchString(t) {
+	if t, _ := c.Locals(localPathTenant).(string); tenantRe.MatchString(t) {
 		return l.prefix + ":{ratelimit:tenant:" + t + "}"
 	}
 	if c.Method() == fiber.MethodPost {

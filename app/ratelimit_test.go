@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/tasks"
 )
 
 // A tenant that spends its burst gets 429 with Retry-After; another tenant is not affected; the
@@ -103,7 +104,7 @@ func TestRateLimitOpenAPIKeys(t *testing.T) {
 // limiterApp serves one limited route that answers 200.
 func limiterApp(l *rateLimiter) *fiber.App {
 	f := fiber.New(fiber.Config{ErrorHandler: errorHandler(zerolog.Nop())})
-	f.Get("/stock/:tenant", l.handler(), func(c *fiber.Ctx) error { return c.SendString("ok") })
+	f.Get("/stock/:tenant", pathTenant(tasks.Route{Tenant: "tenant"}), l.handler(), func(c *fiber.Ctx) error { return c.SendString("ok") })
 	return f
 }
 

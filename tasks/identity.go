@@ -3,13 +3,10 @@ package tasks
 import (
 	"context"
 	"crypto/sha256"
-	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/locking"
@@ -58,17 +55,6 @@ type Claim struct {
 
 // Ours reports whether the claim was created by the caller whose job id is jobID.
 func (c Claim) Ours(jobID string) bool { return c.State != ClaimConflict && c.JobID == jobID }
-
-//go:embed scripts/*.lua
-var scriptFS embed.FS
-
-func mustScript(name string) *redis.Script {
-	b, err := scriptFS.ReadFile("scripts/" + name)
-	if err != nil {
-		panic(err)
-	}
-	return redis.NewScript(string(b))
-}
 
 var (
 	identityClaim   = mustScript("identity_claim.lua")

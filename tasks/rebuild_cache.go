@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -42,6 +43,11 @@ func (p RebuildCachePayload) Validate() error {
 // Resource is what the lease protects: the tenant's resource.
 func (p RebuildCachePayload) Resource() string { return p.TenantID + ":" + p.ResourceID }
 
+// cacheKey is the entry's key, in the resource's slot: the handler writes it, the read model reads it.
+func (p RebuildCachePayload) cacheKey(locks *locking.Client) string {
+	return engine.ResourceKey(locks, p.Resource(), "cache")
+}
+
 // Tenant is the tenant the entry belongs to.
 func (p RebuildCachePayload) Tenant() string { return p.TenantID }
 
@@ -56,10 +62,20 @@ func (p RebuildCachePayload) Spec() engine.Spec {
 // maxSourceBytes bounds what is read from the source.
 const maxSourceBytes = 1 << 20
 
+// SettingSourceURL is the setting naming where rebuild-cache fetches its source.
+const SettingSourceURL = "REBUILD_SOURCE_URL"
+
 var rebuildCache = Task{
 	Config: engine.TaskConfig{Type: TypeRebuildCache, Queue: "default", MaxAttempts: 6,
 		Backoff: engine.Backoff{Base: 2 * time.Second, Max: 2 * time.Minute}},
 	Request: func() Request { return &RebuildCachePayload{} },
+	Settings: []Setting{{Name: SettingSourceURL, Validate: validateSourceURL,
+		Help: "where rebuild-cache fetches its source (an http(s) URL); empty: the value is computed locally"}},
+	Routes: []Route{{Method: http.MethodGet, Path: "/cache/:tenant/:resource", Tenant: "tenant",
+		Params: map[string]func(string) error{"tenant": idParam("tenant"), "resource": idParam("resource")},
+		Read: func(ctx context.Context, r ReadDeps, params map[string]string) (any, error) {
+			return ReadCache(ctx, r.Locks, params["tenant"], params["resource"])
+		}}},
 	Handler: func(d Deps) engine.Handler {
 		return func(ctx context.Context, job *engine.Job) error {
 			var p RebuildCachePayload
@@ -73,7 +89,7 @@ var rebuildCache = Task{
 			if err != nil {
 				return err
 			}
-			version, err := cacheWrite.Run(ctx, job.Redis(), job.Fence(), []string{job.Key("cache")},
+			version, err := cacheWrite.Run(ctx, job.Redis(), job.Fence(), []string{p.cacheKey(job.Locks())},
 				value, job.ID, time.Now().UnixMilli()).Int64()
 			if err != nil {
 				return err // a stale token ends here: the newer run's entry stays
@@ -85,24 +101,32 @@ var rebuildCache = Task{
 }
 
 // cacheWrite replaces the cache entry, fenced: value, version, token, job and time.
-var cacheWrite = locking.NewFencedScript(`
--- KEYS[1] cache hash (its own fence record); ARGV[3] value, ARGV[4] job id, ARGV[5] unix ms
--- returns the entry's new version
-local version = redis.call('HINCRBY', KEYS[1], 'version', 1)
-redis.call('HSET', KEYS[1], 'value', ARGV[3], 'job_id', ARGV[4], 'built_at', ARGV[5], 'token', ARGV[1])
-return version`)
+var cacheWrite = locking.NewFencedScript(scriptBody("cache_write.lua"))
 
-// fetchSource gets the resource's value: from SourceURL when set, else computed locally.
+// validateSourceURL accepts an empty value (computed locally) or an http(s) URL; its error shows
+// the URL without its user name, password and query values.
+func validateSourceURL(v string) error {
+	if v == "" {
+		return nil
+	}
+	if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL", redact.URL(v))
+	}
+	return nil
+}
+
+// fetchSource gets the resource's value: from REBUILD_SOURCE_URL when set, else computed locally.
 // Upstream 5xx and timeouts are transient, 429 is rate-limited (Retry-After), other 4xx permanent.
 // Its errors are stable texts ("source: HTTP 503", "source: request failed (connection refused)")
 // that never name the URL: REBUILD_SOURCE_URL may hold a user name, a password or an api key, and
 // net/http's *url.Error prints all but the password.
 func fetchSource(ctx context.Context, d Deps, p RebuildCachePayload) (string, error) {
-	if d.SourceURL == "" {
+	source := d.Setting(SettingSourceURL)
+	if source == "" {
 		sum := sha256.Sum256([]byte(p.TenantID + "/" + p.ResourceID + "/" + time.Now().UTC().Format(time.RFC3339Nano)))
 		return "computed:" + hex.EncodeToString(sum[:8]), nil
 	}
-	u, err := url.Parse(d.SourceURL)
+	u, err := url.Parse(source)
 	if err != nil {
 		return "", engine.Permanent(errors.New("source: REBUILD_SOURCE_URL is not a valid URL"))
 	}
@@ -191,18 +215,18 @@ type CacheEntry struct {
 	BuiltAt      int64  `json:"built_at"`
 }
 
-// ErrNoEntry: the resource was never built.
-var ErrNoEntry = errors.New("tasks: no cache entry")
+// ErrNoEntry: the resource was never built (an ErrNotFound: GET /cache answers 404).
+var ErrNoEntry = NotFound("no cache entry")
 
-// ReadCache reads a cache entry in one round trip.
+// ReadCache reads a cache entry in one round trip; GET /cache/{tenant}/{resource} answers it.
 func ReadCache(ctx context.Context, locks *locking.Client, tenant, resource string) (CacheEntry, error) {
-	key := locks.Key(engine.ResourceTag(tenant+":"+resource), "cache")
+	key := RebuildCachePayload{TenantID: tenant, ResourceID: resource}.cacheKey(locks)
 	m, err := locks.Redis().HGetAll(ctx, key).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return CacheEntry{}, err
 	}
 	if len(m) == 0 {
-		return CacheEntry{}, ErrNoEntry
+		return CacheEntry{}, fmt.Errorf("%w for %s/%s", ErrNoEntry, tenant, resource)
 	}
 	return CacheEntry{
 		TenantID: tenant, ResourceID: resource, Value: m["value"], JobID: m["job_id"],

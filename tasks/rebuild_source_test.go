@@ -35,9 +35,32 @@ func TestFetchSourceErrorsAreStableTexts(t *testing.T) {
 		{secret(closed), "any", "source: request failed (connection refused)"},
 		{"http://svc-user:pw@no-such-host.invalid/src?api_key=KEY-1", "any", "source: request failed (host not found)"},
 	} {
-		_, err := fetchSource(bg, Deps{SourceURL: tc.url, HTTP: client}, RebuildCachePayload{TenantID: "t", ResourceID: tc.resource})
+		_, err := fetchSource(bg, Deps{Settings: map[string]string{SettingSourceURL: tc.url}, HTTP: client}, RebuildCachePayload{TenantID: "t", ResourceID: tc.resource})
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%s: got %v, want %q", tc.resource, err, tc.want)
+		}
+	}
+}
+
+// REBUILD_SOURCE_URL's validation accepts empty (computed locally) and http(s) URLs; its error
+// shows the URL without the user name, password or query values.
+func TestSourceURLSettingRedacts(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"", "http://source:8080/x", "https://u:p@source/x?k=v"} {
+		if err := validateSourceURL(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"ftp://svc-user:hunter2@source/x?api_key=KEY-42", "http://", "svc-user:hunter2@source"} {
+		err := validateSourceURL(bad)
+		if err == nil {
+			t.Errorf("%q accepted", bad)
+			continue
+		}
+		for _, secret := range []string{"svc-user", "hunter2", "KEY-42"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("%q: the error carries %q: %v", bad, secret, err)
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -41,7 +42,19 @@ func (p ReserveStockPayload) Validate() error {
 }
 
 // Resource is what the lease protects: the tenant's SKU.
-func (p ReserveStockPayload) Resource() string { return p.TenantID + ":" + p.SKU }
+func (p ReserveStockPayload) Resource() string { return skuResource(p.TenantID, p.SKU) }
+
+func skuResource(tenant, sku string) string { return tenant + ":" + sku }
+
+// stockKey is the SKU's stock hash (reserved total, orders applied; its own fence record) and
+// ledgerKey its list of applied orders, both in the SKU's slot.
+func stockKey(locks *locking.Client, tenant, sku string) string {
+	return engine.ResourceKey(locks, skuResource(tenant, sku), "stock")
+}
+
+func ledgerKey(locks *locking.Client, tenant, sku string) string {
+	return engine.ResourceKey(locks, skuResource(tenant, sku), "ledger")
+}
 
 // OpKey makes each (tenant, order) apply once, whichever job carries it.
 func (p ReserveStockPayload) OpKey() string { return "order:" + p.TenantID + ":" + p.OrderID }
@@ -68,6 +81,11 @@ var reserveStock = Task{
 	// Applied-order records are live data: they never expire (AppliedTTL 0).
 	Config:  engine.TaskConfig{Type: TypeReserveStock, Queue: "critical", MaxAttempts: 8},
 	Request: func() Request { return &ReserveStockPayload{} },
+	Routes: []Route{{Method: http.MethodGet, Path: "/stock/:tenant/:sku", Tenant: "tenant",
+		Params: map[string]func(string) error{"tenant": idParam("tenant"), "sku": idParam("sku")},
+		Read: func(ctx context.Context, r ReadDeps, params map[string]string) (any, error) {
+			return ReadStock(ctx, r.Locks, params["tenant"], params["sku"])
+		}}},
 	Handler: func(Deps) engine.Handler {
 		return func(ctx context.Context, job *engine.Job) error {
 			var p ReserveStockPayload
@@ -82,8 +100,9 @@ var reserveStock = Task{
 			if err := CheckIdentity(ctx, job, p.Identity()); err != nil {
 				return err
 			}
-			total, err := job.Apply(ctx, reserveEffect, job.Key("stock"), []string{job.Key("ledger")},
-				p.Quantity, p.OrderID, job.Fence().Token)
+			locks := job.Locks()
+			total, err := job.Apply(ctx, reserveEffect, stockKey(locks, p.TenantID, p.SKU),
+				[]string{ledgerKey(locks, p.TenantID, p.SKU)}, p.Quantity, p.OrderID)
 			if errors.Is(err, engine.ErrAlreadyApplied) {
 				job.SetResult("already_applied")
 				return nil
@@ -99,13 +118,7 @@ var reserveStock = Task{
 
 // reserveEffect commits the reserved total, the ledger entry and (by Apply) the applied-order
 // record in one fenced script.
-var reserveEffect = engine.NewEffect(`
--- KEYS[1] stock hash (its own fence record), KEYS[2] applied-order record, KEYS[3] ledger list
--- ARGV[5] quantity, ARGV[6] order id, ARGV[7] fencing token; returns the new reserved total
-local total = redis.call('HINCRBY', KEYS[1], 'reserved', ARGV[5])
-redis.call('HINCRBY', KEYS[1], 'orders', 1)
-redis.call('RPUSH', KEYS[3], cjson.encode({order = ARGV[6], quantity = tonumber(ARGV[5]), job = ARGV[3], token = tonumber(ARGV[7])}))
-return total`)
+var reserveEffect = engine.NewEffect(scriptBody("reserve_effect.lua"))
 
 // Stock is the read model of a tenant's SKU.
 type Stock struct {
@@ -116,10 +129,10 @@ type Stock struct {
 	FencingToken  int64  `json:"fencing_token"`
 }
 
-// ReadStock reads a SKU's reserved total and applied orders in one round trip.
+// ReadStock reads a SKU's reserved total and applied orders in one round trip; GET
+// /stock/{tenant}/{sku} answers it (zeros for a SKU nothing was reserved of).
 func ReadStock(ctx context.Context, locks *locking.Client, tenant, sku string) (Stock, error) {
-	key := locks.Key(engine.ResourceTag(tenant+":"+sku), "stock")
-	vals, err := locks.Redis().HMGet(ctx, key, "reserved", "orders", locking.FieldFenceToken).Result()
+	vals, err := locks.Redis().HMGet(ctx, stockKey(locks, tenant, sku), "reserved", "orders", locking.FieldFenceToken).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return Stock{}, err
 	}

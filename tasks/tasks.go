@@ -1,33 +1,99 @@
 // Package tasks holds jobguard's task types, one file each: type constant, payload with
-// validation, the job spec it is enqueued with, and its handler. Adding a task type is one new
-// file and one line in registry.
+// validation, the job spec it is enqueued with, its handler, the keys it writes, its read-model
+// routes and its settings. Adding a task type is one new file and one line in registry; deleting
+// one is removing both: the app knows tasks only through this registry.
 package tasks
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
 	"time"
 
 	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/locking"
 )
 
 // Deps are what handlers need from the process.
 type Deps struct {
-	// SourceURL is where rebuild-cache fetches its source (REBUILD_SOURCE_URL); empty: computed locally.
-	SourceURL string
 	// HTTP is the client for upstream calls (default: 10 s timeout).
 	HTTP *http.Client
+	// Settings holds the value of every registered task's Settings by name, defaults applied (the
+	// app fills it from its configuration).
+	Settings map[string]string
 }
 
-// Task is one task type: its protection policy, the request that enqueues it, and its handler.
-// The API serves POST /jobs/<type> for every task in the registry.
+// Setting is the value of the setting called name ("" when it is not in Settings).
+func (d Deps) Setting(name string) string { return d.Settings[name] }
+
+// Task is one task type: its protection policy, the request that enqueues it, its handler, its
+// read models and its settings. The API serves POST /jobs/<type> and every route of every task in
+// the registry; the configuration reads every task's settings.
 type Task struct {
 	Config engine.TaskConfig
 	// Request returns an empty request body to decode into.
 	Request func() Request
 	Handler func(Deps) engine.Handler
+	// Routes are the task's read models, served behind the API's authentication and rate limit.
+	Routes []Route
+	// Settings are the environment variables the task reads, with the rest of the configuration.
+	Settings []Setting
 }
+
+// Route is a read model of a task: GET <Path> answers a JSON body computed from Redis.
+type Route struct {
+	// Method is http.MethodGet (HEAD follows it): a route reads, it never writes.
+	Method string
+	// Path is Fiber-style; each ":name" segment is a parameter, e.g. "/cache/:tenant/:resource".
+	// Paths under /jobs, /monitoring, /metrics, /healthz and /readyz are the app's.
+	Path string
+	// Tenant is the parameter that holds the tenant: with API_TOKENS it must be the token's tenant
+	// (403 otherwise), and with the API open it names the rate limit's budget.
+	Tenant string
+	// Params validates each parameter of Path, in the order of Path, before Read runs: the error
+	// is a *FieldError naming it (400). Every parameter has one.
+	Params map[string]func(string) error
+	// Read answers the request with the body to send as JSON, or an error: NotFound (404), a
+	// *FieldError (400), anything else as the API maps it. params are the validated parameters,
+	// strings of their own (they outlive the request's buffers).
+	Read func(ctx context.Context, r ReadDeps, params map[string]string) (any, error)
+}
+
+// ReadDeps are what read models need from the process.
+type ReadDeps struct {
+	// Locks is the engine's locking client: the shared Redis (Locks.Redis()) and the key prefix
+	// that engine.ResourceKey puts before a task's keys.
+	Locks *locking.Client
+}
+
+// Setting is an environment variable a task reads. The app reads it with its own variables,
+// validates it at start-up (an error names the variable) and hands its value to the task's
+// handler through Deps.Setting.
+type Setting struct {
+	// Name is the variable, e.g. REBUILD_SOURCE_URL: upper-case letters, digits and '_'.
+	Name string
+	// Default is the value when the variable is unset or empty.
+	Default string
+	// Help says what the variable does, in one line.
+	Help string
+	// Validate checks a value, the default included; nil accepts any. Its error never repeats a
+	// secret the value may hold (see internal/redact).
+	Validate func(string) error
+}
+
+// ErrNotFound: a read model has nothing under its path's ids; the API answers 404 with the
+// error's text (see NotFound).
+var ErrNotFound = errors.New("tasks: not found")
+
+// NotFound is an ErrNotFound whose text, shown to the caller, says what is missing.
+func NotFound(detail string) error { return &notFoundError{detail: detail} }
+
+type notFoundError struct{ detail string }
+
+func (e *notFoundError) Error() string        { return e.detail }
+func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
 
 // Request is the body of POST /jobs/<type>: validated, it names its tenant and becomes a job.
 type Request interface {
@@ -69,14 +135,101 @@ func All() []Task { return append([]Task(nil), registry...) }
 // Register adds every registered task type's handler to the stack.
 func Register(s *engine.Stack, deps Deps) { RegisterTasks(s, deps, registry) }
 
-// RegisterTasks adds the handlers of list to the stack.
+// RegisterTasks adds the handlers of list to the stack. A setting of list that deps.Settings
+// lacks gets its default.
 func RegisterTasks(s *engine.Stack, deps Deps, list []Task) {
 	if deps.HTTP == nil {
 		deps.HTTP = &http.Client{Timeout: 10 * time.Second}
 	}
+	settings := make(map[string]string, len(deps.Settings))
+	for k, v := range deps.Settings {
+		settings[k] = v
+	}
+	for _, t := range list {
+		for _, st := range t.Settings {
+			if _, ok := settings[st.Name]; !ok {
+				settings[st.Name] = st.Default
+			}
+		}
+	}
+	deps.Settings = settings
 	for _, t := range list {
 		s.Register(t.Config, t.Handler(deps))
 	}
+}
+
+// Check reports the first mistake in a task list: a type that is empty or listed twice, a task
+// without its request or handler, a route that is not a GET, whose tenant or parameters lack a
+// validation or that another task serves too, a setting badly named or declared twice.
+func Check(list []Task) error {
+	types, routes, settings := map[string]bool{}, map[string]string{}, map[string]string{}
+	for _, t := range list {
+		typ := t.Config.Type
+		if typ == "" || types[typ] {
+			return fmt.Errorf("tasks: type %q is empty or listed twice", typ)
+		}
+		types[typ] = true
+		if t.Request == nil || t.Handler == nil {
+			return fmt.Errorf("tasks: %s: Request and Handler are required", typ)
+		}
+		for _, r := range t.Routes {
+			if err := r.check(); err != nil {
+				return fmt.Errorf("tasks: %s: route %s %s: %w", typ, r.Method, r.Path, err)
+			}
+			if other, dup := routes[r.Method+" "+r.Path]; dup {
+				return fmt.Errorf("tasks: %s: route %s %s is %s's too", typ, r.Method, r.Path, other)
+			}
+			routes[r.Method+" "+r.Path] = typ
+		}
+		for _, s := range t.Settings {
+			if !settingRe.MatchString(s.Name) {
+				return fmt.Errorf("tasks: %s: setting %q is not an environment variable name (A-Z, 0-9, _)", typ, s.Name)
+			}
+			if other, dup := settings[s.Name]; dup {
+				return fmt.Errorf("tasks: %s: setting %s is %s's too", typ, s.Name, other)
+			}
+			settings[s.Name] = typ
+		}
+	}
+	return nil
+}
+
+var (
+	settingRe = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
+	paramRe   = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
+)
+
+// ParamNames lists the parameters of the route's Path, in order.
+func (r Route) ParamNames() []string {
+	var names []string
+	for _, m := range paramRe.FindAllStringSubmatch(r.Path, -1) {
+		names = append(names, m[1])
+	}
+	return names
+}
+
+func (r Route) check() error {
+	if r.Method != http.MethodGet {
+		return errors.New("the method must be GET: a route serves a read model")
+	}
+	if len(r.Path) < 2 || r.Path[0] != '/' || r.Read == nil {
+		return errors.New("a path starting with / and Read are required")
+	}
+	names := r.ParamNames()
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] || r.Params[n] == nil {
+			return fmt.Errorf("parameter %q is repeated or has no validation in Params", n)
+		}
+		seen[n] = true
+	}
+	if len(r.Params) != len(seen) {
+		return errors.New("a parameter in Params is not in the path")
+	}
+	if !seen[r.Tenant] {
+		return fmt.Errorf("the tenant parameter %q is not in the path: a read model is always a tenant's", r.Tenant)
+	}
+	return nil
 }
 
 // FieldError names the payload field that failed validation.
@@ -95,4 +248,9 @@ func checkID(field, v string) error {
 		return &FieldError{Field: field, Detail: fmt.Sprintf("must be 1-128 characters of [A-Za-z0-9._-], got %d characters", len(v))}
 	}
 	return nil
+}
+
+// idParam validates the route parameter called name as an id (see checkID).
+func idParam(name string) func(string) error {
+	return func(v string) error { return checkID(name, v) }
 }

@@ -110,7 +110,7 @@ func TestReserveStockAppliesEachOrderOnce(t *testing.T) {
 	if err != nil || s.Reserved != 7 || s.OrdersApplied != 2 || applied != 2 || len(distinct) < 2 {
 		t.Fatalf("stock %+v %v after %d applications by %d distinct jobs", s, err, applied, len(distinct))
 	}
-	ledger := e.rdb.LRange(bg, e.stack.Locks().Key(engine.ResourceTag("t1:sku-9"), "ledger"), 0, -1).Val()
+	ledger := e.rdb.LRange(bg, ledgerKey(e.stack.Locks(), "t1", "sku-9"), 0, -1).Val()
 	if len(ledger) != 2 || !strings.Contains(ledger[0]+ledger[1], `"order":"o-1"`) {
 		t.Fatalf("ledger %v", ledger)
 	}
@@ -151,7 +151,7 @@ func TestRebuildCacheUpstreamClasses(t *testing.T) {
 		}
 	}))
 	defer upstream.Close()
-	e := start(t, Deps{SourceURL: upstream.URL + "/source"})
+	e := start(t, Deps{Settings: map[string]string{SettingSourceURL: upstream.URL + "/source"}})
 	flaky := e.enqueue(RebuildCachePayload{TenantID: "t", ResourceID: "flaky"}.Spec())
 	limited := e.enqueue(RebuildCachePayload{TenantID: "t", ResourceID: "limited"}.Spec())
 	missing := e.enqueue(RebuildCachePayload{TenantID: "t", ResourceID: "missing"}.Spec())

@@ -1,0 +1,140 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
+)
+
+// probeRequest is the smallest task type: its handler reports its key and its setting.
+type probeRequest struct {
+	TenantID string `json:"tenant_id"`
+}
+
+func (p *probeRequest) Validate() error { return checkID("tenant_id", p.TenantID) }
+func (p *probeRequest) Tenant() string  { return p.TenantID }
+func (p *probeRequest) Spec() engine.Spec {
+	b, _ := json.Marshal(p)
+	return engine.Spec{Type: "probe", Tenant: p.TenantID, Resource: p.TenantID + ":probe", Payload: b}
+}
+
+func probeTask() Task {
+	return Task{
+		Config:   engine.TaskConfig{Type: "probe"},
+		Request:  func() Request { return &probeRequest{} },
+		Settings: []Setting{{Name: "PROBE_WORD", Default: "default-word"}},
+		Routes: []Route{{Method: http.MethodGet, Path: "/probe/:tenant/:name", Tenant: "tenant",
+			Params: map[string]func(string) error{"tenant": idParam("tenant"), "name": idParam("name")},
+			Read:   func(context.Context, ReadDeps, map[string]string) (any, error) { return nil, NotFound("nothing") }}},
+		Handler: func(d Deps) engine.Handler {
+			return func(ctx context.Context, job *engine.Job) error {
+				var p probeRequest
+				_ = json.Unmarshal(job.Payload, &p)
+				key := engine.ResourceKey(job.Locks(), p.TenantID+":probe", "result")
+				same := job.Key("result") == key
+				return job.Redis().Set(ctx, key, d.Setting("PROBE_WORD")+" same_key="+map[bool]string{true: "yes", false: "no"}[same], 0).Err()
+			}
+		},
+	}
+}
+
+// engine.ResourceKey is the key Job.Key gives the handler of a job on the resource, and a setting
+// the caller left out reaches the handler with its default.
+func TestResourceKeyAndSettingDefault(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	s := engine.New(db.Client, engine.Config{})
+	RegisterTasks(s, Deps{}, []Task{probeTask()})
+	srv := asynq.NewServerFromRedisClient(db.Client, s.ServerConfig(asynq.Config{
+		Concurrency: 1, Queues: map[string]int{"default": 1}, Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel}))
+	if err := srv.Start(s.Mux()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.BeginShutdown(); srv.Shutdown(); s.Close() })
+	if _, err := s.Enqueue(bg, asynq.NewClientFromRedisClient(db.Client), (&probeRequest{TenantID: "t1"}).Spec()); err != nil {
+		t.Fatal(err)
+	}
+	key := engine.ResourceKey(s.Locks(), "t1:probe", "result")
+	var got string
+	testsupport.Eventually(t, 10*time.Second, "the probe job wrote its result", func() bool {
+		got = db.Client.Get(bg, key).Val()
+		return got != ""
+	})
+	if got != "default-word same_key=yes" {
+		t.Fatalf("result %q", got)
+	}
+}
+
+// The registered task types pass Check; each mistake Check knows is refused, naming the task.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	if err := Check(All()); err != nil {
+		t.Fatalf("the registry: %v", err)
+	}
+	for name, mutate := range map[string]func(*Task){
+		"empty type":          func(t *Task) { t.Config.Type = "" },
+		"no handler":          func(t *Task) { t.Handler = nil },
+		"a POST route":        func(t *Task) { t.Routes[0].Method = http.MethodPost },
+		"no tenant parameter": func(t *Task) { t.Routes[0].Tenant = "owner" },
+		"a parameter without validation": func(t *Task) {
+			t.Routes[0].Params = map[string]func(string) error{"tenant": idParam("tenant")}
+		},
+		"a validation without parameter": func(t *Task) { t.Routes[0].Params["extra"] = idParam("extra") },
+		"no Read":                        func(t *Task) { t.Routes[0].Read = nil },
+		"a relative path":                func(t *Task) { t.Routes[0].Path = "probe/:tenant/:name" },
+		"a lower-case setting":           func(t *Task) { t.Settings[0].Name = "probe_word" },
+	} {
+		task := probeTask()
+		mutate(&task)
+		if err := Check([]Task{task}); err == nil || !strings.Contains(err.Error(), "tasks:") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	other := probeTask()
+	other.Config.Type = "probe-2"
+	if err := Check([]Task{probeTask(), other}); err == nil || !strings.Contains(err.Error(), "probe's too") {
+		t.Errorf("a route and a setting of two tasks: %v", err)
+	}
+	if err := Check([]Task{probeTask(), probeTask()}); err == nil {
+		t.Error("a type listed twice passed")
+	}
+	if got := probeTask().Routes[0].ParamNames(); strings.Join(got, ",") != "tenant,name" {
+		t.Errorf("ParamNames = %v", got)
+	}
+}
+
+// The examples' read models: parameters validated by the task, a missing cache entry an
+// ErrNotFound whose text names it, a SKU never reserved all zeros.
+func TestExampleReadModels(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	s := engine.New(db.Client, engine.Config{})
+	t.Cleanup(s.Close)
+	r := ReadDeps{Locks: s.Locks()}
+	cache, stock := rebuildCache.Routes[0], reserveStock.Routes[0]
+	var fe *FieldError
+	if err := cache.Params["resource"]("a/b"); !errors.As(err, &fe) || fe.Field != "resource" {
+		t.Errorf("resource a/b: %v", err)
+	}
+	if err := stock.Params["sku"](strings.Repeat("s", 129)); !errors.As(err, &fe) || fe.Field != "sku" {
+		t.Errorf("long sku: %v", err)
+	}
+	_, err := cache.Read(bg, r, map[string]string{"tenant": "t1", "resource": "never"})
+	if !errors.Is(err, ErrNotFound) || !errors.Is(err, ErrNoEntry) || err.Error() != "no cache entry for t1/never" {
+		t.Errorf("missing entry: %v", err)
+	}
+	body, err := stock.Read(bg, r, map[string]string{"tenant": "t1", "sku": "none"})
+	if st, ok := body.(Stock); err != nil || !ok || st != (Stock{TenantID: "t1", SKU: "none"}) {
+		t.Errorf("stock of nothing: %#v %v", body, err)
+	}
+}
