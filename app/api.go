@@ -242,7 +242,7 @@ func (a *api) load(c *fiber.Ctx) (engine.View, error) {
 	if err != nil {
 		return v, err
 	}
-	if t := tenantOf(c); t != "" && t != v.Record["tenant"] {
+	if t := tenantOf(c); t != "" && t != v.Record.Tenant {
 		return v, notFound // another tenant's job is not there for this token
 	}
 	return v, nil
@@ -255,17 +255,17 @@ func (a *api) view(c *fiber.Ctx) error {
 	}
 	r := v.Record
 	out := jobView{
-		JobID: r["job_id"], Type: r["type"], Queue: r["queue"], Tenant: r["tenant"], Resource: r["resource"],
-		Status: r["status"], Attempt: num(r["attempt"]), MaxAttempts: num(r["max_attempts"]), WorkerID: r["worker_id"],
-		LeaseOwner: r["lease_owner"], Fencing: num(r["fencing_token"]), LastError: r["last_error"], Result: r["result"],
-		CreatedAt: stamp(r["created_at"]), StartedAt: stamp(r["started_at"]), UpdatedAt: stamp(r["updated_at"]),
-		HeartbeatAt: stamp(r["heartbeat_at"]), FinishedAt: stamp(r["finished_at"]),
+		JobID: r.JobID, Type: r.Type, Queue: r.Queue, Tenant: r.Tenant, Resource: r.Resource,
+		Status: string(r.Status), Attempt: int64(r.Attempt), MaxAttempts: int64(r.MaxAttempts), WorkerID: r.WorkerID,
+		LeaseOwner: r.LeaseOwner, Fencing: r.FencingToken, LastError: r.LastError, Result: r.Result,
+		CreatedAt: stamp(r.CreatedAt), StartedAt: stamp(r.StartedAt), UpdatedAt: stamp(r.UpdatedAt),
+		HeartbeatAt: stamp(r.HeartbeatAt), FinishedAt: stamp(r.FinishedAt),
 		Lease:    leaseView{Owner: v.Lease.Owner, RemainingMS: v.Lease.Remaining.Milliseconds(), CurrentFence: v.Lease.Fence},
 		Timeline: v.Timeline,
 	}
-	for n := int64(1); n <= num(r["deliveries"]); n++ {
-		id := engine.DeliveryID(r["job_id"], int(n))
-		out.Deliveries = append(out.Deliveries, deliveryView{TaskID: id, Queue: r["queue"], Current: id == r["delivery"]})
+	for n := 1; n <= r.Deliveries; n++ {
+		id := engine.DeliveryID(r.JobID, n)
+		out.Deliveries = append(out.Deliveries, deliveryView{TaskID: id, Queue: r.Queue, Current: id == r.Delivery})
 	}
 	return c.JSON(out)
 }
@@ -275,7 +275,7 @@ func (a *api) retry(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	id := v.Record["job_id"]
+	id := v.Record.JobID
 	if err := a.stack.Replay(c.UserContext(), a.client, id); err != nil {
 		return err
 	}
@@ -283,17 +283,10 @@ func (a *api) retry(c *fiber.Ctx) error {
 	return c.Status(http.StatusAccepted).JSON(jobAnswer{JobID: id, Status: "queued"})
 }
 
-func num(s string) int64 {
-	var n int64
-	_, _ = fmt.Sscan(s, &n)
-	return n
-}
-
-func stamp(ms string) *time.Time {
-	n := num(ms)
-	if n <= 0 {
+// stamp is a time for the view: nil (omitted) when not set.
+func stamp(t time.Time) *time.Time {
+	if t.IsZero() {
 		return nil
 	}
-	t := time.UnixMilli(n).UTC()
 	return &t
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/engine/jobstore"
 )
 
 // Idempotency-Key handling per draft-ietf-httpapi-idempotency-key-header-06: the key is scoped to a
@@ -36,13 +37,13 @@ func appScript(name string) *redis.Script {
 	return redis.NewScript(string(b))
 }
 
-// appDeadlineScript is an app script that checks its caller's deadline (engine.NewDeadlineScript).
+// appDeadlineScript is an app script that checks its caller's deadline (jobstore.NewScript).
 func appDeadlineScript(name string) *redis.Script {
 	b, err := appScripts.ReadFile("scripts/" + name)
 	if err != nil {
 		panic(err)
 	}
-	return engine.NewDeadlineScript(string(b))
+	return jobstore.NewScript(string(b))
 }
 
 var (
@@ -159,7 +160,7 @@ func (s idempotency) begin(ctx context.Context, tenant, key, fp string) (*claim,
 	var tok [12]byte
 	_, _ = rand.Read(tok[:])
 	c := &claim{key: s.recordKey(tenant, key), token: hex.EncodeToString(tok[:])}
-	lease := engine.ClaimTTL(ctx, idemClaimLease)
+	lease := jobstore.ClaimTTL(ctx, idemClaimLease)
 	res, err := idemClaim.Run(ctx, s.rdb, []string{c.key}, fp, c.token, lease.Milliseconds(), s.deadlineOf(ctx)).StringSlice()
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: idempotency claim: %w", err)

@@ -78,7 +78,7 @@ func TestTaskListDrivesRouteAndHandler(t *testing.T) {
 	_ = json.NewDecoder(resp.Body).Decode(&a)
 	testsupport.Eventually(t, 10*time.Second, "the greet job is done by its handler", func() bool {
 		v, err := stack.Get(context.Background(), a.JobID)
-		return err == nil && v.Record["status"] == "done" && v.Record["result"] == "hello ada"
+		return err == nil && v.Raw["status"] == "done" && v.Raw["result"] == "hello ada"
 	})
 	req, _ = http.NewRequest(http.MethodPost, "/jobs/greet", strings.NewReader(`{"tenant_id":"t1"}`))
 	req.Header.Set("Content-Type", "application/json")

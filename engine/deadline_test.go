@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jobguard/jobguard/engine/jobstore"
 )
 
 // A write that reaches Redis after its caller's deadline does nothing: an enqueue answered "not
@@ -22,7 +24,7 @@ func TestWritesPastTheDeadlineWriteNothing(t *testing.T) {
 	})
 	// A deadline shorter than the margin: every script finds it passed.
 	late := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(bg, deadlineMargin/5)
+		return context.WithTimeout(bg, jobstore.DeadlineMargin/5)
 	}
 	ctx, cancel := late()
 	_, err := h.stack.Enqueue(ctx, h.client, Spec{Type: "x", Resource: "r", Dedup: &Dedup{Policy: UntilDone, Key: "k"}})
@@ -45,12 +47,12 @@ func TestWritesPastTheDeadlineWriteNothing(t *testing.T) {
 	// Whatever delivery it enqueued starts after replayDelay and finds the job failed.
 	time.Sleep(replayDelay + 2*time.Second)
 	v, err := h.stack.Get(bg, id)
-	if err != nil || v.Record["status"] != "failed" || v.Record["delivery"] != DeliveryID(id, 1) || runs.Load() != 1 {
+	if err != nil || v.Raw["status"] != "failed" || v.Raw["delivery"] != DeliveryID(id, 1) || runs.Load() != 1 {
 		t.Fatalf("after a replay that came too late: %v %v, %d runs", v.Record, err, runs.Load())
 	}
 }
 
-// A record waiting for its confirmation lives only until its writer's deadline plus claimSlack.
+// A record waiting for its confirmation lives only until its writer's deadline plus jobstore.ClaimSlack.
 func TestAnUnconfirmedRecordRunsOut(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, Config{}, func(s *Stack) {
@@ -59,13 +61,13 @@ func TestAnUnconfirmedRecordRunsOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, time.Second)
 	defer cancel()
 	id := NewJobID("r", time.Now())
-	keys := must(h.stack.keysFor(id, ""))
-	res, err := h.stack.create(ctx, keys, id, must(taskConfigOf(h.stack, "x")), Spec{Type: "x", Resource: "r"}, "", time.Now())
-	if err != nil || res[0] != "created" {
-		t.Fatalf("create: %v %v", res, err)
+	keys := must(h.stack.keysFor(id, "", ""))
+	state, _, err := h.stack.create(ctx, keys, id, must(taskConfigOf(h.stack, "x")), Spec{Type: "x", Resource: "r"}, "", time.Now())
+	if err != nil || state != jobstore.Created {
+		t.Fatalf("create: %v %v", state, err)
 	}
-	ttl := h.rdb.PTTL(bg, keys.record).Val()
-	if ttl <= 0 || ttl > time.Second+claimSlack {
+	ttl := h.rdb.PTTL(bg, keys.Record).Val()
+	if ttl <= 0 || ttl > time.Second+jobstore.ClaimSlack {
 		t.Fatalf("an unconfirmed record lives %s", ttl)
 	}
 }

@@ -163,7 +163,7 @@ func TestReplaceRunsTheNewestPayloadAfterTheDebounce(t *testing.T) {
 	if ran.Load() != "v4" || runs.Load() != 1 {
 		t.Fatalf("ran %d times, last with %v", runs.Load(), ran.Load())
 	}
-	started, _ := strconv.ParseInt(v.Record["started_at"], 10, 64)
+	started, _ := strconv.ParseInt(v.Raw["started_at"], 10, 64)
 	if started < last.Add(1500*time.Millisecond).UnixMilli() {
 		t.Fatalf("started %d ms after the last replace; the debounce is 1500 ms", started-last.UnixMilli())
 	}
@@ -188,7 +188,7 @@ func TestReplayAFailedJob(t *testing.T) {
 		t.Fatal(err) // still failing: it fails again
 	}
 	v := h.waitStatus(id, "failed", 10*time.Second)
-	if v.Record["deliveries"] != "2" || v.Record["delivery"] != DeliveryID(id, 2) {
+	if v.Raw["deliveries"] != "2" || v.Raw["delivery"] != DeliveryID(id, 2) {
 		t.Fatalf("after the first replay: %v", v.Record)
 	}
 	// A replay whose enqueue fails goes back to failed as it was.
@@ -198,7 +198,7 @@ func TestReplayAFailedJob(t *testing.T) {
 		t.Fatal("replay through a closed client succeeded")
 	}
 	v, _ = h.stack.Get(bg, id)
-	if v.Record["status"] != "failed" || v.Record["delivery"] != DeliveryID(id, 2) || v.Record["deliveries"] != "2" || v.Record["attempt"] != "1" {
+	if v.Raw["status"] != "failed" || v.Raw["delivery"] != DeliveryID(id, 2) || v.Raw["deliveries"] != "2" || v.Raw["attempt"] != "1" {
 		t.Fatalf("after a failed replay: %v", v.Record)
 	}
 	healthy.Store(true)
@@ -206,7 +206,7 @@ func TestReplayAFailedJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	v = h.waitStatus(id, "done", 10*time.Second)
-	if v.Record["attempt"] != "1" || v.Record["delivery"] != DeliveryID(id, 3) || !has(v, "replayed") {
+	if v.Raw["attempt"] != "1" || v.Raw["delivery"] != DeliveryID(id, 3) || !has(v, "replayed") {
 		t.Fatalf("after the second replay: %v %v", v.Record, events(v))
 	}
 	if err := h.stack.Replay(bg, h.client, id); !errors.Is(err, ErrNotFailed) {
@@ -258,8 +258,8 @@ func TestDuplicateWaitsForAPendingJob(t *testing.T) {
 		_, err := h.stack.Enqueue(bg, asynq.NewClientFromRedisClient(slow), spec)
 		first <- err
 	}()
-	keys := must(h.stack.keysFor(NewJobID("r", time.Now()), "")).withDedup(h.stack, "until_started:k")
-	eventually(t, 5*time.Second, "the first job's marker is written", func() bool { return h.rdb.Exists(bg, keys.marker).Val() == 1 })
+	keys := must(h.stack.keysFor(NewJobID("r", time.Now()), "", "until_started:k"))
+	eventually(t, 5*time.Second, "the first job's marker is written", func() bool { return h.rdb.Exists(bg, keys.Marker).Val() == 1 })
 	second := make(chan Enqueued, 1)
 	go func() {
 		e, err := h.stack.Enqueue(bg, h.client, spec)
@@ -290,21 +290,21 @@ func TestDuplicateOfAnUnconfirmedJobIsRefused(t *testing.T) {
 		s.Register(TaskConfig{Type: "x"}, func(ctx context.Context, j *Job) error { return nil })
 	})
 	spec := Spec{Type: "x", Resource: "r", Dedup: &Dedup{Policy: UntilDone, Key: "k"}}
-	keys := must(h.stack.keysFor(NewJobID("r", time.Now()), "")).withDedup(h.stack, "until_done:k")
+	keys := must(h.stack.keysFor(NewJobID("r", time.Now()), "", "until_done:k"))
 	// What a dead enqueuer leaves: its claim, still pending.
 	dead := NewJobID("r", time.Now())
-	h.rdb.Set(bg, keys.marker, dead, 3*time.Second)
-	h.rdb.Set(bg, keys.pending, dead, 3*time.Second)
+	h.rdb.Set(bg, keys.Marker, dead, 3*time.Second)
+	h.rdb.Set(bg, keys.Pending, dead, 3*time.Second)
 	if _, err := h.stack.Enqueue(bg, h.client, spec); !errors.Is(err, ErrDedupPending) {
 		t.Fatalf("duplicate of an unconfirmed job: %v", err)
 	}
-	eventually(t, 5*time.Second, "the claim expired", func() bool { return h.rdb.Exists(bg, keys.marker).Val() == 0 })
+	eventually(t, 5*time.Second, "the claim expired", func() bool { return h.rdb.Exists(bg, keys.Marker).Val() == 0 })
 	e, err := h.stack.Enqueue(bg, h.client, spec)
 	if err != nil || e.Deduplicated {
 		t.Fatalf("after the claim: %+v %v", e, err)
 	}
 	h.waitStatus(e.JobID, "done", 10*time.Second)
-	if h.rdb.Exists(bg, keys.pending).Val() != 0 {
+	if h.rdb.Exists(bg, keys.Pending).Val() != 0 {
 		t.Fatal("the confirmed job's pending flag is still there")
 	}
 }

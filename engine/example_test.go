@@ -53,8 +53,8 @@ func Example() {
 		}
 		for {
 			v, _ := stack.Get(ctx, job.JobID)
-			if s := v.Record["status"]; s == "done" {
-				fmt.Println(strings.TrimSpace(fmt.Sprint("job ", i+1, " ", s, " ", v.Record["result"])))
+			if s := v.Raw["status"]; s == "done" {
+				fmt.Println(strings.TrimSpace(fmt.Sprint("job ", i+1, " ", s, " ", v.Raw["result"])))
 				break
 			}
 			time.Sleep(10 * time.Millisecond)

@@ -79,7 +79,7 @@ func (h *harness) waitStatus(id, status string, within time.Duration) View {
 	deadline := time.Now().Add(within)
 	for {
 		v, err := h.stack.Get(context.Background(), id)
-		if err == nil && v.Record["status"] == status {
+		if err == nil && v.Raw["status"] == status {
 			return v
 		}
 		if time.Now().After(deadline) {

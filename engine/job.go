@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/engine/jobstore"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -30,7 +31,7 @@ type Job struct {
 	Headers    map[string]string
 
 	s      *Stack
-	keys   jobKeys
+	keys   jobstore.Keys
 	tc     TaskConfig
 	lease  *locking.Lease
 	result string
@@ -44,7 +45,7 @@ func (j *Job) Fence() locking.Fence { return j.lease.Fence() }
 func (j *Job) Lease() *locking.Lease { return j.lease }
 
 // Key is the key called name in the job's resource slot, for the handler's own fenced scripts.
-func (j *Job) Key(name string) string { return j.s.locks.Key(j.keys.tag, name) }
+func (j *Job) Key(name string) string { return j.s.locks.Key(j.keys.Tag, name) }
 
 // Locks is the stack's locking client, for SetFields, SetValue and fenced scripts.
 func (j *Job) Locks() *locking.Client { return j.s.locks }
@@ -63,15 +64,15 @@ func (j *Job) SaveCheckpoint(ctx context.Context, data []byte) (err error) {
 	}
 	ctx, span := scriptSpan(ctx, "jobguard.checkpoint")
 	defer func() { endSpan(span, err) }()
-	return j.s.locks.SetFields(ctx, j.Fence(), j.keys.record, j.s.cfg.Retention,
-		"checkpoint", string(data), "checkpoint_at", time.Now().UnixMilli())
+	return j.s.locks.SetFields(ctx, j.Fence(), j.keys.Record, j.s.cfg.Retention,
+		jobstore.FieldCheckpoint, string(data), jobstore.FieldCheckpointAt, j.s.now().UnixMilli())
 }
 
 func (j *Job) age() time.Duration {
 	if j.CreatedAt.IsZero() || j.CreatedAt.Unix() == 0 {
 		return 0
 	}
-	return time.Since(j.CreatedAt)
+	return j.s.now().Sub(j.CreatedAt)
 }
 
 // Effect is a fenced script that applies a side effect at most once per operation key: it commits
@@ -112,8 +113,8 @@ func (j *Job) Apply(ctx context.Context, eff *Effect, target string, keys []stri
 	}
 	ctx, span := scriptSpan(ctx, "jobguard.apply")
 	defer span.End()
-	all := append([]string{target, j.keys.applied}, keys...)
-	res, err := eff.script.Run(ctx, j.s.rdb, j.Fence(), all, append([]any{j.ID, ms(j.tc.AppliedTTL)}, args...)...).Result()
+	all := append([]string{target, j.keys.Applied}, keys...)
+	res, err := eff.script.Run(ctx, j.s.rdb, j.Fence(), all, append([]any{j.ID, j.tc.AppliedTTL.Milliseconds()}, args...)...).Result()
 	if err != nil && strings.HasPrefix(err.Error(), "APPLIED ") {
 		return nil, fmt.Errorf("%w by job %s", ErrAlreadyApplied, strings.TrimPrefix(err.Error(), "APPLIED "))
 	}

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jobguard/jobguard/engine/jobstore"
 )
 
 // metrics are the stack's Prometheus collectors. Labels are bounded: task type, status, reason,
@@ -67,8 +69,8 @@ func (s *Stack) Collectors() []prometheus.Collector {
 // when a task type is registered, so a dashboard's increase() sees the first event;
 // TestEveryLabelValueIsKnown fails when code uses a value missing here.
 var (
-	// jobStatuses are the statuses a transition writes.
-	jobStatuses = []string{"queued", "processing", "retrying", "done", "failed", "revoked"}
+	// jobStatuses are the statuses a transition writes: every status of the store.
+	jobStatuses = statusNames()
 	// runOutcomes are outcomeOf's answers.
 	runOutcomes   = []string{"done", "retry", "failed", "revoked", "bounced"}
 	leaseEvents   = []string{"acquired", "not_acquired", "lost", "renew_failed"}
@@ -116,3 +118,11 @@ func (m *metrics) initSeries(typ string) {
 var classNames = map[class]string{classTransient: "transient", classRateLimited: "rate_limited", classPermanent: "permanent", classRevoked: "revoked"}
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
+
+func statusNames() []string {
+	out := make([]string, len(jobstore.Statuses))
+	for i, st := range jobstore.Statuses {
+		out[i] = string(st)
+	}
+	return out
+}

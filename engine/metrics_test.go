@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jobguard/jobguard/engine/jobstore"
 )
 
 // Every label value the package's code counts with is in the lists initSeries creates at zero, so
@@ -44,7 +46,7 @@ func TestEveryLabelValueIsKnown(t *testing.T) {
 	// indirect are label arguments that are not literals, and the list their source is checked against.
 	indirect := map[string][]string{
 		"reason":                    bounceReasons,       // bounce's parameter: its callers' literals are checked
-		"o.status":                  jobStatuses,         // outcome{status: ...} literals are checked
+		"string(o.Status)":          jobStatuses,         // jobstore.Outcome{Status: ...} values are checked
 		"outcomeOf(err)":            runOutcomes,         // outcomeOf's returns are checked
 		"classNames[class]":         known["retries"][0], // initSeries ranges over classNames itself
 		"string(spec.Dedup.Policy)": known["dedup"][0],   // every Policy constant is checked below
@@ -82,12 +84,12 @@ func TestEveryLabelValueIsKnown(t *testing.T) {
 					return false // it ranges over the lists themselves
 				}
 			case *ast.CompositeLit:
-				if id, ok := n.Type.(*ast.Ident); ok && id.Name == "outcome" {
+				if types.ExprString(n.Type) == "jobstore.Outcome" {
 					for _, el := range n.Elts {
-						if kv, ok := el.(*ast.KeyValueExpr); ok && types.ExprString(kv.Key) == "status" {
-							v, ok := lit(kv.Value)
+						if kv, ok := el.(*ast.KeyValueExpr); ok && types.ExprString(kv.Key) == "Status" {
+							v, ok := statusConst(kv.Value)
 							if !ok {
-								t.Errorf("%s: outcome status is not a literal", fset.Position(kv.Pos()))
+								t.Errorf("%s: outcome status %s is not a jobstore status constant", fset.Position(kv.Pos()), types.ExprString(kv.Value))
 							}
 							check(kv.Pos(), "status", v, jobStatuses)
 						}
@@ -208,4 +210,18 @@ func allDedupResults() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// statusConst reads a jobstore.StatusX constant as its value.
+func statusConst(e ast.Expr) (string, bool) {
+	name, ok := strings.CutPrefix(types.ExprString(e), "jobstore.Status")
+	if !ok {
+		return "", false
+	}
+	for _, st := range jobstore.Statuses {
+		if strings.EqualFold(string(st), name) {
+			return string(st), true
+		}
+	}
+	return "", false
 }

@@ -60,12 +60,12 @@ func TestHandlerErrorsAreRedacted(t *testing.T) {
 			}
 			return lastErr != ""
 		})
-		texts := map[string]string{"last_error": v.Record["last_error"], "asynq LastErr": lastErr}
+		texts := map[string]string{"last_error": v.Raw["last_error"], "asynq LastErr": lastErr}
 		for _, e := range v.Timeline {
 			texts["timeline "+e.Event] += e.Detail
 		}
-		if typ != "limited" && !strings.Contains(v.Record["last_error"], "https://upstream.example:8443/v1?api_key=REDACTED&x=REDACTED") {
-			t.Errorf("%s: last_error %q does not keep the redacted URL", typ, v.Record["last_error"])
+		if typ != "limited" && !strings.Contains(v.Raw["last_error"], "https://upstream.example:8443/v1?api_key=REDACTED&x=REDACTED") {
+			t.Errorf("%s: last_error %q does not keep the redacted URL", typ, v.Raw["last_error"])
 		}
 		for where, text := range texts {
 			for _, secret := range []string{"svc-user", "pw-1f", "KEY-93b"} {

@@ -6,11 +6,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-)
 
-var (
-	rescueScript   = mustScript("rescue.lua")
-	unrescueScript = mustScript("unrescue.lua")
+	"github.com/jobguard/jobguard/engine/jobstore"
 )
 
 // DefaultRescueInterval is how often a worker looks for jobs of dead workers.
@@ -82,47 +79,47 @@ func (r *Rescuer) Pass(ctx context.Context) (int, error) {
 func (r *Rescuer) rescue(ctx context.Context, t *asynq.TaskInfo) bool {
 	jobID := t.Headers[HeaderJobID]
 	tc, known := r.s.TaskConfig(t.Type)
-	keys, err := r.s.keysFor(jobID, "")
+	keys, err := r.s.store.Keys(jobID, "")
 	if err != nil || !known {
 		return false
 	}
-	now := time.Now()
-	res, err := rescueScript.Run(ctx, r.s.rdb, []string{keys.record, keys.lease, keys.timeline},
-		t.ID, now.UnixMilli(), ms(tc.LeaseTTL), ms(r.s.cfg.Retention), r.s.cfg.TimelineCap, r.s.cfg.WorkerID).Slice()
+	now := r.s.now()
+	res, err := r.s.store.Rescue(ctx, keys, t.ID, now, tc.LeaseTTL)
 	if err != nil {
 		r.s.log.Warn().Err(err).Str("job_id", jobID).Msg("rescue script failed")
 		return false
 	}
 	log := r.s.log.With().Str("job_id", jobID).Str("delivery", t.ID).Str("worker_id", r.s.cfg.WorkerID).Logger()
-	switch res[0].(string) {
-	case "failed":
+	switch res.State {
+	case jobstore.RescueFailed:
 		r.s.Stats.Rescued.Add(1)
 		r.s.Stats.Failed.Add(1)
 		r.s.m.rescues.WithLabelValues(t.Type, "failed").Inc()
 		r.s.m.deadLettered.WithLabelValues(t.Type).Inc()
 		log.Warn().Str("event", "failed").Msg("worker lost during the last attempt")
 		return true
-	case "rescued":
+	case jobstore.Rescued:
 	default:
 		return false
 	}
-	delivery := res[1].(string)
-	beat, _ := res[2].(int64)
 	headers := map[string]string{}
 	for k, v := range t.Headers {
 		headers[k] = v
 	}
-	if err := r.s.deliver(ctx, r.client, tc, jobID, delivery, headers[HeaderOpKey], headers[HeaderDedup], headers, 0); err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	if err := r.s.deliver(ctx, r.client, tc, jobID, res.Delivery, headers[HeaderOpKey], headers[HeaderDedup], headers, 0); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unrescueTimeout)
 		defer cancel()
-		_ = unrescueScript.Run(cctx, r.s.rdb, []string{keys.record}, delivery, t.ID).Err()
+		_ = r.s.store.Unrescue(cctx, keys, res.Delivery, t.ID)
 		log.Warn().Err(err).Msg("rescue delivery not enqueued; put back for the next pass")
 		return false
 	}
 	r.s.Stats.Rescued.Add(1)
 	r.s.m.rescues.WithLabelValues(t.Type, "rescued").Inc()
-	latency := now.Sub(time.UnixMilli(beat).Add(tc.LeaseTTL))
+	latency := now.Sub(res.Heartbeat.Add(tc.LeaseTTL))
 	r.s.observeRescue(latency)
-	log.Info().Str("event", "rescued").Str("new_delivery", delivery).Dur("since_lease_lapsed", latency).Msg("job of a lost worker redelivered")
+	log.Info().Str("event", "rescued").Str("new_delivery", res.Delivery).Dur("since_lease_lapsed", latency).Msg("job of a lost worker redelivered")
 	return true
 }
+
+// unrescueTimeout bounds putting a job back when its rescue's delivery was not enqueued.
+const unrescueTimeout = 2 * time.Second

@@ -46,12 +46,12 @@ func TestRescueRedeliversTheJobOfALostWorker(t *testing.T) {
 		t.Fatalf("rescue pass: %d %v", n, err)
 	}
 	v, _ := h.stack.Get(bg, id)
-	if v.Record["status"] != "retrying" || v.Record["delivery"] != DeliveryID(id, 2) || !has(v, "rescued") {
+	if v.Raw["status"] != "retrying" || v.Raw["delivery"] != DeliveryID(id, 2) || !has(v, "rescued") {
 		t.Fatalf("after rescue: %v %v", v.Record, events(v))
 	}
 	// The new delivery runs on the harness's server (a free slot; its 2 s lease is enough).
 	v = h.waitStatus(id, "done", 15*time.Second)
-	if v.Record["attempt"] != "2" || v.Record["deliveries"] != "2" {
+	if v.Raw["attempt"] != "2" || v.Raw["deliveries"] != "2" {
 		t.Fatalf("after the new delivery: %v", v.Record)
 	}
 	// A second pass finds nothing: the old delivery is no longer the job's.
@@ -78,8 +78,8 @@ func TestTwoRescuersDeliverOnce(t *testing.T) {
 	}
 	wg.Wait()
 	v, _ := h.stack.Get(bg, id)
-	if total.Load() != 1 || v.Record["deliveries"] != "2" {
-		t.Fatalf("%d rescues, deliveries %s", total.Load(), v.Record["deliveries"])
+	if total.Load() != 1 || v.Raw["deliveries"] != "2" {
+		t.Fatalf("%d rescues, deliveries %s", total.Load(), v.Raw["deliveries"])
 	}
 }
 
@@ -95,7 +95,7 @@ func TestRescueOnTheLastAttemptFails(t *testing.T) {
 		t.Fatalf("rescued %d", n)
 	}
 	v, _ := h.stack.Get(bg, id)
-	if v.Record["status"] != "failed" || !has(v, "rescued") {
+	if v.Raw["status"] != "failed" || !has(v, "rescued") {
 		t.Fatalf("%v %v", v.Record, events(v))
 	}
 }
@@ -116,7 +116,7 @@ func TestLiveJobsAreLeftAlone(t *testing.T) {
 		time.Sleep(time.Second) // across renewals
 	}
 	close(release)
-	if v := h.waitStatus(id, "done", 10*time.Second); v.Record["deliveries"] != "1" {
+	if v := h.waitStatus(id, "done", 10*time.Second); v.Raw["deliveries"] != "1" {
 		t.Fatalf("%v", v.Record)
 	}
 }

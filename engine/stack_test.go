@@ -34,7 +34,7 @@ func TestSuccessWritesStatusTimelineAndReleases(t *testing.T) {
 	if got := seen.Load(); got != id+` attempt=1 token=1 payload={"x":1}` {
 		t.Fatalf("handler saw %v", got)
 	}
-	r := v.Record
+	r := v.Raw
 	if r["result"] != "built" || r["attempt"] != "1" || r["fencing_token"] != "1" || r["tenant"] != "t1" ||
 		r["finished_at"] == "" || r["lease_owner"] == "" || r["delivery"] != DeliveryID(id, 1) {
 		t.Fatalf("record %v", r)
@@ -74,7 +74,7 @@ func TestStaleDeliveriesAreAcknowledged(t *testing.T) {
 		t.Fatalf("handler ran %d times", runs.Load())
 	}
 	v, _ := h.stack.Get(bg, id)
-	if v.Record["status"] != "done" || v.Record["attempt"] != "1" {
+	if v.Raw["status"] != "done" || v.Raw["attempt"] != "1" {
 		t.Fatalf("the duplicates changed the job: %v", v.Record)
 	}
 }
@@ -102,12 +102,12 @@ func TestBounceOnLastAttemptDoesNotSpendIt(t *testing.T) {
 		return n >= 2
 	})
 	v, _ := h.stack.Get(bg, id)
-	if v.Record["status"] != "queued" || v.Record["attempt"] != "0" {
+	if v.Raw["status"] != "queued" || v.Raw["attempt"] != "0" {
 		t.Fatalf("bounces changed status or attempt: %v", v.Record)
 	}
 	_ = holder.Release(bg)
 	v = h.waitStatus(id, "done", 10*time.Second)
-	if v.Record["attempt"] != "1" || v.Record["fencing_token"] != "2" {
+	if v.Raw["attempt"] != "1" || v.Raw["fencing_token"] != "2" {
 		t.Fatalf("after the holder left: %v", v.Record)
 	}
 }
@@ -126,7 +126,7 @@ func TestTransientUntilBudgetSpentThenDeadLetter(t *testing.T) {
 	})
 	id := h.enqueue(Spec{Type: "flaky", Resource: "r"})
 	v := h.waitStatus(id, "failed", 15*time.Second)
-	if v.Record["attempt"] != "2" || !strings.Contains(v.Record["last_error"], "upstream 503") {
+	if v.Raw["attempt"] != "2" || !strings.Contains(v.Raw["last_error"], "upstream 503") {
 		t.Fatalf("record %v", v.Record)
 	}
 	if got := strings.Join(events(v), ","); got != "enqueued,lease_acquired,retry_scheduled,lease_acquired,failed" {
@@ -154,13 +154,13 @@ func TestPermanentRevokedAndPanic(t *testing.T) {
 	p := h.enqueue(Spec{Type: "permanent", Resource: "a"})
 	r := h.enqueue(Spec{Type: "revoked", Resource: "b"})
 	x := h.enqueue(Spec{Type: "panics", Resource: "c"})
-	if v := h.waitStatus(p, "failed", 10*time.Second); v.Record["attempt"] != "1" {
+	if v := h.waitStatus(p, "failed", 10*time.Second); v.Raw["attempt"] != "1" {
 		t.Fatalf("permanent: %v", v.Record)
 	}
-	if v := h.waitStatus(r, "revoked", 10*time.Second); !strings.Contains(v.Record["last_error"], "order cancelled") {
+	if v := h.waitStatus(r, "revoked", 10*time.Second); !strings.Contains(v.Raw["last_error"], "order cancelled") {
 		t.Fatalf("revoked: %v", v.Record)
 	}
-	if v := h.waitStatus(x, "failed", 10*time.Second); !strings.Contains(v.Record["last_error"], "panic: boom") {
+	if v := h.waitStatus(x, "failed", 10*time.Second); !strings.Contains(v.Raw["last_error"], "panic: boom") {
 		t.Fatalf("panic: %v", v.Record)
 	}
 	eventually(t, 5*time.Second, "permanent is archived, revoked is gone", func() bool {
@@ -212,7 +212,7 @@ func TestRateLimitedBouncesWithoutSpendingAttempts(t *testing.T) {
 	})
 	id := h.enqueue(Spec{Type: "limited", Resource: "r"})
 	v := h.waitStatus(id, "done", 20*time.Second)
-	if calls.Load() != 3 || v.Record["attempt"] != "1" {
+	if calls.Load() != 3 || v.Raw["attempt"] != "1" {
 		t.Fatalf("calls %d, record %v", calls.Load(), v.Record)
 	}
 	if !has(v, "rate_limited") {
@@ -260,7 +260,7 @@ func TestOperationAppliedOnce(t *testing.T) {
 	h.waitStatus(first, "done", 10*time.Second)
 	again := h.enqueue(Spec{Type: "reserve", Resource: "sku-1", OpKey: "order-1"})
 	v := h.waitStatus(again, "done", 10*time.Second)
-	if v.Record["result"] != "already_applied" || !has(v, "already_applied") {
+	if v.Raw["result"] != "already_applied" || !has(v, "already_applied") {
 		t.Fatalf("second job: %v %v", v.Record, events(v))
 	}
 	tag := ResourceTag("sku-1")
@@ -306,12 +306,12 @@ func TestLeaseLostMidHandler(t *testing.T) {
 		t.Fatalf("late write: %v", lateWrite.Load())
 	}
 	v, _ := h.stack.Get(bg, id)
-	if v.Record["status"] != "processing" || v.Record["note"] != "taken over" {
+	if v.Raw["status"] != "processing" || v.Raw["note"] != "taken over" {
 		t.Fatalf("record regressed: %v", v.Record)
 	}
 	h.rdb.Del(bg, h.stack.locks.LeaseKey(tag)) // the intruder leaves
 	v = h.waitStatus(id, "done", 15*time.Second)
-	if v.Record["attempt"] != "2" || v.Record["fencing_token"] <= fmt.Sprint(newer) {
+	if v.Raw["attempt"] != "2" || v.Raw["fencing_token"] <= fmt.Sprint(newer) {
 		t.Fatalf("after the takeover: %v", v.Record)
 	}
 }
@@ -365,7 +365,7 @@ func TestLeaseRenewFailureIsOnTheTimeline(t *testing.T) {
 	if renewFailed == nil || lost == nil {
 		t.Fatalf("timeline %v", events(v))
 	}
-	final, _ := strconv.ParseInt(v.Record["fencing_token"], 10, 64)
+	final, _ := strconv.ParseInt(v.Raw["fencing_token"], 10, 64)
 	if lost.Token != 1 || lost.Delivery != id+".d1" || lost.Attempt != 1 || !strings.Contains(lost.Detail, "renewal failed") ||
 		renewFailed.Token != 1 || final <= lost.Token {
 		t.Fatalf("lease events %+v %+v, final token %d", *renewFailed, *lost, final)
@@ -426,7 +426,7 @@ func TestShutdownRequeuesAndGivesTheAttemptBack(t *testing.T) {
 	<-started
 	h.stop()
 	v, _ := h.stack.Get(bg, id)
-	if v.Record["status"] != "queued" || v.Record["attempt"] != "0" || !has(v, "requeued") || v.Lease.Owner != "" {
+	if v.Raw["status"] != "queued" || v.Raw["attempt"] != "0" || !has(v, "requeued") || v.Lease.Owner != "" {
 		t.Fatalf("after shutdown: %v %v lease %+v", v.Record, events(v), v.Lease)
 	}
 	info, err := h.insp.GetTaskInfo("default", DeliveryID(id, 1))
@@ -465,7 +465,7 @@ func TestHeartbeatWhileRunning(t *testing.T) {
 	h.waitStatus(id, "processing", 10*time.Second)
 	eventually(t, 5*time.Second, "a heartbeat after the start", func() bool {
 		v, _ := h.stack.Get(bg, id)
-		return v.Record["heartbeat_at"] > v.Record["started_at"]
+		return v.Raw["heartbeat_at"] > v.Raw["started_at"]
 	})
 	close(release)
 	h.waitStatus(id, "done", 10*time.Second)

@@ -33,7 +33,7 @@ func TestOrderAppliesOnceAcrossSKUsWithoutTheAPI(t *testing.T) {
 		loser = a
 	}
 	v, _ := e.stack.Get(bg, loser)
-	if v.Record["status"] != "failed" || v.Record["last_error"] != "order o1 conflicts with an earlier request" || v.Record["attempt"] != "1" {
+	if v.Raw["status"] != "failed" || v.Raw["last_error"] != "order o1 conflicts with an earlier request" || v.Raw["attempt"] != "1" {
 		t.Fatalf("the conflicting job: %v", v.Record)
 	}
 }
@@ -44,7 +44,7 @@ func (e env) waitEnd(id string) string {
 	var status string
 	testsupport.Eventually(e.t, 20*time.Second, "job "+id+" ended", func() bool {
 		v, err := e.stack.Get(bg, id)
-		status = v.Record["status"]
+		status = v.Raw["status"]
 		return err == nil && (status == "done" || status == "failed")
 	})
 	return status

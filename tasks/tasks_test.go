@@ -58,7 +58,7 @@ func (e env) wait(id, status string) engine.View {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		v, err := e.stack.Get(context.Background(), id)
-		if err == nil && v.Record["status"] == status {
+		if err == nil && v.Raw["status"] == status {
 			return v
 		}
 		if time.Now().After(deadline) {
@@ -95,12 +95,12 @@ func TestReserveStockAppliesEachOrderOnce(t *testing.T) {
 			continue
 		}
 		distinct[id] = true
-		if v := e.wait(id, "done"); v.Record["result"] != "already_applied" {
+		if v := e.wait(id, "done"); v.Raw["result"] != "already_applied" {
 			applied++
 		}
 	}
 	// And once more after everything completed.
-	if v := e.wait(e.enqueue(order.Spec()), "done"); v.Record["result"] != "already_applied" {
+	if v := e.wait(e.enqueue(order.Spec()), "done"); v.Raw["result"] != "already_applied" {
 		t.Fatalf("a late resubmission applied again: %v", v.Record)
 	}
 	s, err := ReadStock(bg, e.stack.Locks(), "t1", "sku-9")
@@ -122,8 +122,8 @@ func TestRebuildCacheLocalSource(t *testing.T) {
 	first := e.wait(e.enqueue(p.Spec()), "done")
 	second := e.wait(e.enqueue(p.Spec()), "done")
 	c, err := ReadCache(bg, e.stack.Locks(), "t1", "home")
-	if err != nil || !strings.HasPrefix(c.Value, "computed:") || c.Version != 2 || c.FencingToken != 2 || c.JobID != second.Record["job_id"] {
-		t.Fatalf("entry %+v %v (first job %s)", c, err, first.Record["job_id"])
+	if err != nil || !strings.HasPrefix(c.Value, "computed:") || c.Version != 2 || c.FencingToken != 2 || c.JobID != second.Raw["job_id"] {
+		t.Fatalf("entry %+v %v (first job %s)", c, err, first.Raw["job_id"])
 	}
 	if _, err := ReadCache(bg, e.stack.Locks(), "t1", "never"); !errors.Is(err, ErrNoEntry) {
 		t.Fatalf("missing entry: %v", err)
@@ -155,13 +155,13 @@ func TestRebuildCacheUpstreamClasses(t *testing.T) {
 	flaky := e.enqueue(RebuildCachePayload{TenantID: "t", ResourceID: "flaky"}.Spec())
 	limited := e.enqueue(RebuildCachePayload{TenantID: "t", ResourceID: "limited"}.Spec())
 	missing := e.enqueue(RebuildCachePayload{TenantID: "t", ResourceID: "missing"}.Spec())
-	if v := e.wait(flaky, "done"); v.Record["attempt"] != "2" {
+	if v := e.wait(flaky, "done"); v.Raw["attempt"] != "2" {
 		t.Fatalf("503 then 200: %v", v.Record)
 	}
-	if v := e.wait(limited, "done"); v.Record["attempt"] != "1" {
+	if v := e.wait(limited, "done"); v.Raw["attempt"] != "1" {
 		t.Fatalf("429 then 200 spent an attempt: %v", v.Record)
 	}
-	if v := e.wait(missing, "failed"); v.Record["attempt"] != "1" || !strings.Contains(v.Record["last_error"], "404") {
+	if v := e.wait(missing, "failed"); v.Raw["attempt"] != "1" || !strings.Contains(v.Raw["last_error"], "404") {
 		t.Fatalf("404: %v", v.Record)
 	}
 	if c, _ := ReadCache(bg, e.stack.Locks(), "t", "flaky"); c.Value != "flaky-v2" {

@@ -10,17 +10,15 @@
 --         lacks its payload; {"moved"} when a delivery numbered n or later exists already;
 --         {"expired"} past the deadline
 if past_deadline(ARGV[1]) then return {'expired'} end
-local rec = redis.call('HMGET', KEYS[1], 'status', 'job_id', 'deliveries', 'payload')
-if not rec[1] then return {'gone'} end
-if rec[1] ~= 'failed' then return {'conflict', rec[1]} end
-if not rec[4] then return {'unrunnable'} end
+local rec = record_get(KEYS[1], {'status', 'job_id', 'deliveries', 'payload'})
+if not rec.status then return {'gone'} end
+if rec.status ~= 'failed' then return {'conflict', rec.status} end
+if not rec.payload then return {'unrunnable'} end
 local n = tonumber(ARGV[5])
-if tonumber(rec[3] or '0') >= n then return {'moved'} end
-local delivery = rec[2] .. '.d' .. n
+if tonumber(rec.deliveries or '0') >= n then return {'moved'} end
+local delivery = rec.job_id .. '.d' .. n
 redis.call('HSET', KEYS[1], 'status', 'queued', 'attempt', 0, 'deliveries', n, 'delivery', delivery,
   'updated_at', ARGV[2], 'last_error', '', 'finished_at', '')
-local len = redis.call('RPUSH', KEYS[2], cjson.encode({at = tonumber(ARGV[2]), event = 'replayed', delivery = delivery}))
-if len > tonumber(ARGV[4]) then redis.call('LTRIM', KEYS[2], -tonumber(ARGV[4]), -1) end
+timeline_push(KEYS[2], ARGV[4], ARGV[3], event({at = tonumber(ARGV[2]), event = 'replayed', delivery = delivery}))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return {'ok'}

@@ -7,29 +7,26 @@
 -- ms, ARGV[5] timeline cap, ARGV[6] rescuer's worker id
 -- returns {"rescued", new delivery id, heartbeat ms}; {"failed", heartbeat ms}; {"skip"} (not
 --         processing, or not this delivery); {"alive"} (its lease is held or it beat recently)
-local rec = redis.call('HMGET', KEYS[1], 'status', 'delivery', 'heartbeat_at', 'attempt', 'max_attempts',
-  'job_id', 'lease_owner')
-if rec[1] ~= 'processing' or rec[2] ~= ARGV[1] then return {'skip'} end
+local rec = record_get(KEYS[1], {'status', 'delivery', 'heartbeat_at', 'attempt', 'max_attempts', 'job_id', 'lease_owner'})
+if rec.status ~= 'processing' or rec.delivery ~= ARGV[1] then return {'skip'} end
 local now = tonumber(ARGV[2])
-local beat = tonumber(rec[3] or '0')
-if redis.call('GET', KEYS[2]) == rec[7] or now - beat < tonumber(ARGV[3]) then return {'alive'} end
-local function event(name, delivery, detail)
-  local n = redis.call('RPUSH', KEYS[3], cjson.encode({at = now, event = name, delivery = delivery,
-    attempt = tonumber(rec[4]), worker = ARGV[6], detail = detail}))
-  if n > tonumber(ARGV[5]) then redis.call('LTRIM', KEYS[3], -tonumber(ARGV[5]), -1) end
-  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+local beat = tonumber(rec.heartbeat_at or '0')
+if (rec.lease_owner and lease_holder(KEYS[2]) == rec.lease_owner) or now - beat < tonumber(ARGV[3]) then return {'alive'} end
+local function push(name, delivery, detail)
+  timeline_push(KEYS[3], ARGV[5], ARGV[4], event({at = now, event = name, delivery = delivery,
+    attempt = tonumber(rec.attempt), worker = ARGV[6], detail = detail}))
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-if tonumber(rec[4]) >= tonumber(rec[5]) then
+if tonumber(rec.attempt) >= tonumber(rec.max_attempts) then
   redis.call('HSET', KEYS[1], 'status', 'failed', 'finished_at', ARGV[2], 'updated_at', ARGV[2],
     'last_error', 'worker lost during the last attempt')
-  event('rescued', ARGV[1], 'lease lapsed ' .. (now - beat) .. ' ms after the last heartbeat; no attempt left')
-  event('failed', ARGV[1], 'attempt budget of ' .. rec[5] .. ' spent')
+  push('rescued', ARGV[1], 'lease lapsed ' .. (now - beat) .. ' ms after the last heartbeat; no attempt left')
+  push('failed', ARGV[1], 'attempt budget of ' .. rec.max_attempts .. ' spent')
   return {'failed', beat}
 end
 local n = redis.call('HINCRBY', KEYS[1], 'deliveries', 1)
-local delivery = rec[6] .. '.d' .. n
+local delivery = rec.job_id .. '.d' .. n
 redis.call('HSET', KEYS[1], 'status', 'retrying', 'delivery', delivery, 'updated_at', ARGV[2],
   'last_error', 'worker lost')
-event('rescued', delivery, 'lease lapsed; previous delivery ' .. ARGV[1])
+push('rescued', delivery, 'lease lapsed; previous delivery ' .. ARGV[1])
 return {'rescued', delivery, beat}

@@ -25,8 +25,7 @@ end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
 redis.call('HSET', KEYS[1], 'confirmed', '0', unpack(ARGV, 7))
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
-redis.call('RPUSH', KEYS[2], ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[6])
+timeline_push(KEYS[2], 0, ARGV[6], ARGV[2])
 if ARGV[3] ~= '' then
   redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[4])
   redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[6])

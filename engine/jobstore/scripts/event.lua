@@ -4,9 +4,7 @@
 -- ARGV[1] timeline cap, ARGV[2] retention ms, ARGV[3..] event JSON, oldest first
 -- returns the timeline's length
 for i = 3, #ARGV do
-  redis.call('RPUSH', KEYS[1], ARGV[i])
+  timeline_push(KEYS[1], ARGV[1], ARGV[2], ARGV[i])
 end
-redis.call('LTRIM', KEYS[1], -tonumber(ARGV[1]), -1)
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return redis.call('LLEN', KEYS[1])

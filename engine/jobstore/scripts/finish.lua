@@ -12,53 +12,47 @@
 -- returns {"ok"}; {"gone"}; {"stale", current token}: a newer token wrote the record, nothing
 --         written but the timeline event; {"invalid", status}: the transition is not allowed.
 local token, owner, outcome, now = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
-local function event(name, detail)
-  local n = redis.call('RPUSH', KEYS[3], cjson.encode({at = tonumber(now), event = name, delivery = ARGV[11],
+local function push(name, detail)
+  timeline_push(KEYS[3], ARGV[8], ARGV[7], event({at = tonumber(now), event = name, delivery = ARGV[11],
     token = token, worker = ARGV[13], detail = detail}))
-  if n > tonumber(ARGV[8]) then redis.call('LTRIM', KEYS[3], -tonumber(ARGV[8]), -1) end
-  redis.call('PEXPIRE', KEYS[3], ARGV[7])
-end
-local function release()
-  if redis.call('GET', KEYS[2]) == owner then redis.call('DEL', KEYS[2]) end
 end
 
-local cur = redis.call('HMGET', KEYS[1], '_fence_token', '_fence_owner', 'status', 'delivery', 'attempt')
-if not cur[3] then release() return {'gone'} end
-local cur_token = tonumber(cur[1])
-if cur_token and (token < cur_token or (token == cur_token and cur[2] ~= owner)) then
-  event('stale_write_rejected', outcome .. ' by token ' .. token .. ' after token ' .. cur_token)
-  release()
-  return {'stale', cur_token}
+local rec = record_get(KEYS[1], {'status', 'delivery', 'attempt', 'job_id'})
+if not rec.status then lease_release(KEYS[2], owner) return {'gone'} end
+local current = fence_check(KEYS[1], token, owner)
+if current then
+  push('stale_write_rejected', outcome .. ' by token ' .. token .. ' after token ' .. current)
+  lease_release(KEYS[2], owner)
+  return {'stale', current}
 end
-if cur[3] ~= 'processing' or cur[4] ~= ARGV[11] then
-  event('invalid_transition', cur[3] .. ' -> ' .. outcome)
-  release()
-  return {'invalid', cur[3]}
+if rec.status ~= 'processing' or rec.delivery ~= ARGV[11] then
+  push('invalid_transition', rec.status .. ' -> ' .. outcome)
+  lease_release(KEYS[2], owner)
+  return {'invalid', rec.status}
 end
 
 redis.call('HSET', KEYS[1], 'status', outcome, 'updated_at', now, 'last_error', ARGV[5])
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'result', ARGV[6]) end
 if ARGV[15] == '1' then
-  redis.call('HSET', KEYS[1], 'attempt', math.max(0, tonumber(cur[5] or '1') - 1))
+  redis.call('HSET', KEYS[1], 'attempt', math.max(0, tonumber(rec.attempt or '1') - 1))
 end
 if outcome == 'done' or outcome == 'failed' or outcome == 'revoked' then
   redis.call('HSET', KEYS[1], 'finished_at', now)
-  if ARGV[16] == '1' and KEYS[5] ~= KEYS[1] and redis.call('GET', KEYS[5]) == redis.call('HGET', KEYS[1], 'job_id') then
+  if ARGV[16] == '1' and KEYS[5] ~= KEYS[1] and redis.call('GET', KEYS[5]) == rec.job_id then
     redis.call('DEL', KEYS[5])
   end
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 if ARGV[9] == '1' and outcome == 'done' then
-  local job = redis.call('HGET', KEYS[1], 'job_id')
   if tonumber(ARGV[10]) > 0 then
-    redis.call('SET', KEYS[4], job, 'PX', ARGV[10], 'NX')
+    redis.call('SET', KEYS[4], rec.job_id, 'PX', ARGV[10], 'NX')
   else
-    redis.call('SET', KEYS[4], job, 'NX')
+    redis.call('SET', KEYS[4], rec.job_id, 'NX')
   end
 end
 local names = {done = 'done', retrying = 'retry_scheduled', failed = 'failed', revoked = 'revoked', queued = 'requeued'}
 local name = ARGV[14]
 if name == '' then name = names[outcome] or outcome end
-event(name, ARGV[12])
-release()
+push(name, ARGV[12])
+lease_release(KEYS[2], owner)
 return {'ok'}

@@ -6,8 +6,6 @@
 local status = redis.call('HGET', KEYS[1], 'status')
 if status ~= 'queued' and status ~= 'retrying' then return 0 end
 redis.call('HSET', KEYS[1], 'payload', ARGV[1], 'not_before', ARGV[2])
-local n = redis.call('RPUSH', KEYS[2], ARGV[3])
-if n > tonumber(ARGV[4]) then redis.call('LTRIM', KEYS[2], -tonumber(ARGV[4]), -1) end
+timeline_push(KEYS[2], ARGV[4], ARGV[5], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
 return 1

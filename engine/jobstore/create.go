@@ -1,0 +1,179 @@
+package jobstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// NewJob is what Create writes for a job that does not exist yet.
+type NewJob struct {
+	ID, Type, Queue, Tenant, Resource string
+	MaxAttempts                       int
+	Payload                           []byte
+	OpKey                             string
+	// Dedup is "<policy>:<key>" ("" none); Policy its policy, for the marker.
+	Dedup, Policy string
+	// NotBefore is the earliest start (a debounce); zero none.
+	NotBefore time.Time
+	Now       time.Time
+	// Deadline is WriteDeadline of the request (0 none); ClaimTTL how long the record lives
+	// unconfirmed; MarkerTTL how long a new marker lives before its confirmation (the window for
+	// throttle).
+	Deadline            int64
+	ClaimTTL, MarkerTTL time.Duration
+}
+
+// CreateState is what Create found.
+type CreateState string
+
+// The states of Create.
+const (
+	Created CreateState = "created"
+	// Duplicate: a marker names a confirmed job that covers the request (Existing).
+	Duplicate CreateState = "dup"
+	// ReplaceExisting: policy replace, the caller replaces Existing's payload.
+	ReplaceExisting CreateState = "replace"
+	// PendingExisting: the marker's job is not confirmed yet; ask again.
+	PendingExisting CreateState = "pending"
+	// Exists: the id is taken; nothing written.
+	Exists CreateState = "exists"
+	// Expired: the request's deadline passed before Redis ran the script; nothing written.
+	Expired CreateState = "expired"
+)
+
+// Create writes a new job's record (unconfirmed, for ClaimTTL) and its first timeline event,
+// unless a dedup marker names a job that covers it. One round trip.
+func (s *Store) Create(ctx context.Context, k Keys, j NewJob) (CreateState, string, error) {
+	delivery := DeliveryID(j.ID, 1)
+	ev := s.eventJSON(Event{Event: "enqueued", Delivery: delivery}, j.Now)
+	notBefore := int64(0)
+	if !j.NotBefore.IsZero() {
+		notBefore = j.NotBefore.UnixMilli()
+	}
+	now := j.Now.UnixMilli()
+	res, err := createScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline, k.Marker, k.Pending},
+		j.Deadline, ev, j.Policy, ms(j.MarkerTTL), j.ID, ms(j.ClaimTTL),
+		FieldJobID, j.ID, FieldType, j.Type, FieldQueue, j.Queue, FieldTenant, j.Tenant, FieldResource, j.Resource,
+		FieldStatus, string(StatusQueued), FieldAttempt, 0, FieldMaxAttempts, j.MaxAttempts, FieldDeliveries, 1,
+		FieldDelivery, delivery, FieldCreatedAt, now, FieldUpdatedAt, now, FieldPayload, string(j.Payload),
+		FieldOpKey, j.OpKey, FieldDedup, j.Dedup, FieldNotBefore, notBefore,
+	).Result()
+	if err != nil {
+		return "", "", fmt.Errorf("jobstore: create job: %w", err)
+	}
+	r, err := replyStrings("create", res, 1)
+	if err != nil {
+		return "", "", err
+	}
+	switch st := CreateState(r[0]); st {
+	case Created, Exists, Expired:
+		return st, "", nil
+	case Duplicate, ReplaceExisting, PendingExisting:
+		if len(r) < 2 {
+			return "", "", replyError("create", res)
+		}
+		return st, r[1], nil
+	}
+	return "", "", replyError("create", res)
+}
+
+// ConfirmState is what a confirmation found.
+type ConfirmState string
+
+// The states of a confirmation.
+const (
+	Confirmed ConfirmState = "confirmed"
+	// ConfirmExpired: past the deadline, nothing written; the claim runs out.
+	ConfirmExpired ConfirmState = "expired"
+	// ConfirmGone: the record is gone (its claim ran out).
+	ConfirmGone ConfirmState = "gone"
+)
+
+// Confirmation is a confirmation queued in a pipeline; Result reads it once the pipeline ran.
+type Confirmation struct{ cmd *redis.Cmd }
+
+// Result is the confirmation's state.
+func (c Confirmation) Result() (ConfirmState, error) {
+	res, err := c.cmd.Result()
+	if err != nil {
+		return "", fmt.Errorf("jobstore: confirm job: %w", err)
+	}
+	st, ok := res.(string)
+	switch ConfirmState(st) {
+	case Confirmed, ConfirmExpired, ConfirmGone:
+		if ok {
+			return ConfirmState(st), nil
+		}
+	}
+	return "", replyError("confirm", res)
+}
+
+// QueueConfirm adds the confirmation of job id to pipe: the record is kept for its retention, the
+// marker's pending flag goes, and the marker lasts markerTTL (0: as it is). Eval keeps the
+// pipeline free of NOSCRIPT retries.
+func (s *Store) QueueConfirm(ctx context.Context, pipe redis.Pipeliner, k Keys, id string, markerTTL time.Duration, deadline int64) Confirmation {
+	return Confirmation{confirmScript.Eval(ctx, pipe, []string{k.Marker, k.Pending, k.Record, k.Timeline},
+		id, ms(markerTTL), deadline, ms(s.cfg.Retention))}
+}
+
+// Abandon removes the record, timeline and dedup marker of job id, which asynq did not take.
+func (s *Store) Abandon(ctx context.Context, k Keys, id string) error {
+	if err := abandonScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline, k.Marker, k.Pending}, id).Err(); err != nil {
+		return fmt.Errorf("jobstore: abandon job %s: %w", id, err)
+	}
+	return nil
+}
+
+// PendingState is what became of a job a marker named while its enqueue was in flight.
+type PendingState string
+
+// The pending states.
+const (
+	StillPending PendingState = "pending"
+	// PendingConfirmed: asynq took its first delivery.
+	PendingConfirmed PendingState = "confirmed"
+	// PendingGone: it was abandoned.
+	PendingGone PendingState = "gone"
+	// PendingUnconfirmed: its enqueuer died (the flag lapsed, the record is unconfirmed).
+	PendingUnconfirmed PendingState = "unconfirmed"
+)
+
+// Pending tells whether existing, the job k's marker named, has been confirmed since.
+func (s *Store) Pending(ctx context.Context, k Keys, existing string) (PendingState, error) {
+	other, err := s.Keys(existing, "")
+	if err != nil {
+		return "", err
+	}
+	st, err := pendingScript.Run(ctx, s.rdb, []string{k.Pending, other.Record}, existing).Text()
+	if err != nil {
+		return "", fmt.Errorf("jobstore: dedup marker: %w", err)
+	}
+	switch p := PendingState(st); p {
+	case StillPending, PendingConfirmed, PendingGone, PendingUnconfirmed:
+		return p, nil
+	}
+	return "", replyError("pending", st)
+}
+
+// Replace makes payload the one job id runs with, if it still waits; notBefore (zero none) moves
+// its start. It reports whether the job still waited.
+func (s *Store) Replace(ctx context.Context, id string, payload []byte, notBefore, now time.Time, detail string) (bool, error) {
+	k, err := s.Keys(id, "")
+	if err != nil {
+		return false, err
+	}
+	nb := int64(0)
+	if !notBefore.IsZero() {
+		nb = notBefore.UnixMilli()
+	}
+	ev := s.eventJSON(Event{Event: "replaced", Detail: detail}, now)
+	n, err := replaceScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline},
+		string(payload), nb, ev, s.cfg.TimelineCap, ms(s.cfg.Retention)).Int()
+	if err != nil {
+		return false, fmt.Errorf("jobstore: replace payload of %s: %w", id, err)
+	}
+	return n == 1, nil
+}

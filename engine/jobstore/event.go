@@ -1,0 +1,38 @@
+package jobstore
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Event is one entry of a job's timeline. The names (Event) are the same as the log's event field.
+type Event struct {
+	At       int64  `json:"at"`
+	Event    string `json:"event"`
+	Delivery string `json:"delivery,omitempty"`
+	Token    int64  `json:"token,omitempty"`
+	Attempt  int    `json:"attempt,omitempty"`
+	Worker   string `json:"worker,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+// eventJSON stamps e with now and this worker, and encodes it.
+func (s *Store) eventJSON(e Event, now time.Time) string {
+	e.At, e.Worker = now.UnixMilli(), s.cfg.WorkerID
+	b, _ := json.Marshal(e)
+	return string(b)
+}
+
+// QueueEvents adds the append of events to a job's timeline to pipe (without changing its
+// status: bounces, lost leases), keeping the record alive for another retention. Eval, not
+// EvalSha, keeps the pipeline free of NOSCRIPT retries. Best effort: the timeline is forensics.
+func (s *Store) QueueEvents(ctx context.Context, pipe redis.Pipeliner, k Keys, now time.Time, events ...Event) {
+	args := []any{s.cfg.TimelineCap, ms(s.cfg.Retention)}
+	for _, e := range events {
+		args = append(args, s.eventJSON(e, now))
+	}
+	eventScript.Eval(ctx, pipe, []string{k.Timeline, k.Record}, args...)
+}

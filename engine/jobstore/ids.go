@@ -1,0 +1,52 @@
+package jobstore
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// ErrInvalidJobID: the string is not a job id.
+var ErrInvalidJobID = errors.New("jobstore: invalid job id")
+
+// A job id is "<tag>-<time><random>": tag is the first 16 hex digits of SHA-256 of the job's
+// resource, so every key of the job (its record, timeline, the resource's lease, fence and state)
+// can be computed from the id alone and shares the hash tag {tag}; the rest is 12 hex digits of
+// milliseconds since the epoch and 16 random hex digits. 45 characters of [0-9a-f-].
+var jobIDRe = regexp.MustCompile(`^[0-9a-f]{16}-[0-9a-f]{28}$`)
+
+// ResourceTag is the hash tag of a resource's keys.
+func ResourceTag(resource string) string {
+	sum := sha256.Sum256([]byte(resource))
+	return hex.EncodeToString(sum[:8])
+}
+
+// NewJobID returns a fresh job id for a job on resource.
+func NewJobID(resource string, now time.Time) string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return fmt.Sprintf("%s-%012x%016x", ResourceTag(resource), uint64(now.UnixMilli())&0xffffffffffff, binary.BigEndian.Uint64(b[:]))
+}
+
+// TagOf returns the resource tag a job id carries.
+func TagOf(jobID string) (string, error) {
+	if !jobIDRe.MatchString(jobID) {
+		return "", fmt.Errorf("%w: %q", ErrInvalidJobID, jobID)
+	}
+	return jobID[:16], nil
+}
+
+// ValidJobID reports whether id has the form of a job id.
+func ValidJobID(id string) bool { return jobIDRe.MatchString(id) }
+
+// DeliveryID is the asynq task id of the n-th delivery of a job. Deriving it from the job lets
+// several rescuers, or a replay racing a rescue, enqueue the same delivery at most once.
+func DeliveryID(jobID string, n int) string { return jobID + ".d" + strconv.Itoa(n) }

@@ -1,0 +1,121 @@
+package jobstore
+
+import (
+	"strconv"
+	"time"
+)
+
+// The job record's fields: the one place their names are spelled in Go. The scripts read them by
+// the same names (record_get in scripts/prelude.lua); TestScriptsUseOnlyRecordFields holds the
+// two lists together.
+const (
+	FieldJobID       = "job_id"
+	FieldType        = "type"
+	FieldQueue       = "queue"
+	FieldTenant      = "tenant"
+	FieldResource    = "resource"
+	FieldStatus      = "status"
+	FieldAttempt     = "attempt"
+	FieldMaxAttempts = "max_attempts"
+	FieldDeliveries  = "deliveries"
+	FieldDelivery    = "delivery"
+	FieldConfirmed   = "confirmed"
+	FieldCreatedAt   = "created_at"
+	FieldUpdatedAt   = "updated_at"
+	FieldStartedAt   = "started_at"
+	FieldHeartbeatAt = "heartbeat_at"
+	FieldFinishedAt  = "finished_at"
+	FieldNotBefore   = "not_before"
+	FieldPayload     = "payload"
+	FieldOpKey       = "op_key"
+	FieldDedup       = "dedup"
+	FieldWorkerID    = "worker_id"
+	FieldLeaseOwner  = "lease_owner"
+	FieldFencing     = "fencing_token"
+	FieldLastError   = "last_error"
+	FieldResult      = "result"
+	FieldCheckpoint  = "checkpoint"
+	// FieldCheckpointAt is when the checkpoint was saved (unix ms).
+	FieldCheckpointAt = "checkpoint_at"
+)
+
+// recordFields lists every field above.
+var recordFields = []string{FieldJobID, FieldType, FieldQueue, FieldTenant, FieldResource, FieldStatus,
+	FieldAttempt, FieldMaxAttempts, FieldDeliveries, FieldDelivery, FieldConfirmed, FieldCreatedAt,
+	FieldUpdatedAt, FieldStartedAt, FieldHeartbeatAt, FieldFinishedAt, FieldNotBefore, FieldPayload,
+	FieldOpKey, FieldDedup, FieldWorkerID, FieldLeaseOwner, FieldFencing, FieldLastError, FieldResult,
+	FieldCheckpoint, FieldCheckpointAt}
+
+// Status is where a job is in its life (docs/DESIGN.md has the transition table).
+type Status string
+
+// The statuses.
+const (
+	StatusQueued     Status = "queued"
+	StatusProcessing Status = "processing"
+	StatusRetrying   Status = "retrying"
+	StatusDone       Status = "done"
+	StatusFailed     Status = "failed"
+	StatusRevoked    Status = "revoked"
+)
+
+// Statuses lists every status, for metrics that must exist at zero.
+var Statuses = []Status{StatusQueued, StatusProcessing, StatusRetrying, StatusDone, StatusFailed, StatusRevoked}
+
+// Terminal reports whether the job has ended (until a replay).
+func (s Status) Terminal() bool { return s == StatusDone || s == StatusFailed || s == StatusRevoked }
+
+// Record is a job record, typed. Times are zero when not set.
+type Record struct {
+	JobID, Type, Queue, Tenant, Resource string
+	Status                               Status
+	Attempt, MaxAttempts, Deliveries     int
+	// Delivery is the asynq task id of the job's current delivery.
+	Delivery string
+	// Confirmed is false while the enqueue that created the job is not confirmed.
+	Confirmed                                                bool
+	CreatedAt, UpdatedAt, StartedAt, HeartbeatAt, FinishedAt time.Time
+	NotBefore                                                time.Time
+	Payload                                                  []byte
+	OpKey, Dedup                                             string
+	WorkerID, LeaseOwner                                     string
+	FencingToken                                             int64
+	LastError, Result                                        string
+	Checkpoint                                               []byte
+	CheckpointAt                                             time.Time
+}
+
+// ParseRecord reads a record from its hash's fields (HGETALL).
+func ParseRecord(f map[string]string) Record {
+	r := Record{
+		JobID: f[FieldJobID], Type: f[FieldType], Queue: f[FieldQueue], Tenant: f[FieldTenant], Resource: f[FieldResource],
+		Status: Status(f[FieldStatus]), Attempt: atoi(f[FieldAttempt]), MaxAttempts: atoi(f[FieldMaxAttempts]),
+		Deliveries: atoi(f[FieldDeliveries]), Delivery: f[FieldDelivery], Confirmed: f[FieldConfirmed] != "0",
+		CreatedAt: stamp(f[FieldCreatedAt]), UpdatedAt: stamp(f[FieldUpdatedAt]), StartedAt: stamp(f[FieldStartedAt]),
+		HeartbeatAt: stamp(f[FieldHeartbeatAt]), FinishedAt: stamp(f[FieldFinishedAt]), NotBefore: stamp(f[FieldNotBefore]),
+		OpKey: f[FieldOpKey], Dedup: f[FieldDedup], WorkerID: f[FieldWorkerID], LeaseOwner: f[FieldLeaseOwner],
+		FencingToken: int64(atoi(f[FieldFencing])), LastError: f[FieldLastError], Result: f[FieldResult],
+		CheckpointAt: stamp(f[FieldCheckpointAt]),
+	}
+	if p, ok := f[FieldPayload]; ok {
+		r.Payload = []byte(p)
+	}
+	if c, ok := f[FieldCheckpoint]; ok && c != "" {
+		r.Checkpoint = []byte(c)
+	}
+	return r
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// stamp reads unix ms; 0, empty or malformed is the zero time.
+func stamp(ms string) time.Time {
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n).UTC()
+}

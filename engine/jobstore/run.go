@@ -1,0 +1,200 @@
+package jobstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// StartArgs are one delivery's start.
+type StartArgs struct {
+	Delivery string
+	// Owner is the lease owner, fresh per delivery; a retried call with the same owner gets the
+	// same token and attempt.
+	Owner    string
+	LeaseTTL time.Duration
+	Now      time.Time
+	// HasOpKey: the job has an operation key (Keys.Applied is its applied record).
+	HasOpKey bool
+}
+
+// StartState is what the start script decided.
+type StartState string
+
+// The start states.
+const (
+	// Run: the handler runs with Token, Attempt, Payload, Checkpoint.
+	Run StartState = "run"
+	// Gone: no record (never created, or expired): acknowledge.
+	Gone StartState = "gone"
+	// Terminal: the job has ended (Status): acknowledge.
+	Terminal StartState = "terminal"
+	// Stale: not the job's current delivery (Current): acknowledge.
+	Stale StartState = "stale"
+	// Busy: another owner holds the resource's lease for Wait more: bounce, nothing spent.
+	Busy StartState = "busy"
+	// Applied: the operation was applied before; the job is done.
+	Applied StartState = "applied"
+	// Exhausted: no attempt left; the job is failed.
+	Exhausted StartState = "exhausted"
+	// Debounce: a replace set a later start, Wait from now: bounce.
+	Debounce StartState = "debounce"
+	// Unconfirmed: the enqueue that created the job is not confirmed yet: nothing written, ask again.
+	Unconfirmed StartState = "unconfirmed"
+)
+
+// Started is the start script's answer.
+type Started struct {
+	State      StartState
+	Token      int64
+	Attempt    int
+	Payload    []byte
+	Checkpoint []byte
+	CreatedAt  time.Time
+	// Wait is how long to wait: the lease's remaining TTL (Busy), or the debounce (Debounce).
+	Wait time.Duration
+	// Status is the job's status (Terminal); Current its current delivery (Stale).
+	Status, Current string
+}
+
+// Start begins one delivery of a job, in one round trip: stale-delivery check, the resource's
+// lease and fencing token, attempt count, status processing, already-applied check, checkpoint.
+func (s *Store) Start(ctx context.Context, k Keys, a StartArgs) (Started, error) {
+	res, err := startScript.Run(ctx, s.rdb, []string{k.Record, k.Lease, k.Fence, k.Timeline, k.Applied, k.Marker},
+		a.Delivery, a.Owner, ms(a.LeaseTTL), a.Now.UnixMilli(), s.cfg.WorkerID, s.cfg.TimelineCap, bit(a.HasOpKey),
+		ms(s.cfg.Retention), k.Clear,
+	).Result()
+	if err != nil {
+		return Started{}, fmt.Errorf("jobstore: start: %w", err)
+	}
+	state, rest, err := replyList("start", res)
+	if err != nil {
+		return Started{}, err
+	}
+	st := Started{State: StartState(state)}
+	switch st.State {
+	case Run:
+		return startedRun(st, rest)
+	case Busy, Debounce:
+		wait, err := intAt("start", rest, 0)
+		st.Wait = time.Duration(wait) * time.Millisecond
+		return st, err
+	case Terminal:
+		st.Status, err = stringAt("start", rest, 0)
+		return st, err
+	case Stale:
+		st.Current, err = stringAt("start", rest, 0)
+		return st, err
+	case Gone, Applied, Exhausted, Unconfirmed:
+		return st, nil
+	}
+	return Started{}, replyError("start", res)
+}
+
+// startedRun reads {"run", token, attempt, payload, checkpoint, created_at}.
+func startedRun(st Started, rest []any) (Started, error) {
+	token, err := intAt("start", rest, 0)
+	if err != nil {
+		return Started{}, err
+	}
+	attempt, err := intAt("start", rest, 1)
+	if err != nil {
+		return Started{}, err
+	}
+	payload, err := stringAt("start", rest, 2)
+	if err != nil {
+		return Started{}, err
+	}
+	cp, err := stringAt("start", rest, 3)
+	if err != nil {
+		return Started{}, err
+	}
+	created, err := intAt("start", rest, 4)
+	if err != nil {
+		return Started{}, err
+	}
+	st.Token, st.Attempt, st.Payload = token, int(attempt), []byte(payload)
+	if cp != "" {
+		st.Checkpoint = []byte(cp)
+	}
+	if created > 0 {
+		st.CreatedAt = time.UnixMilli(created)
+	}
+	return st, nil
+}
+
+// Outcome is what the finish script writes.
+type Outcome struct {
+	// Status is done, retrying, failed, revoked, or queued (a shutdown requeue).
+	Status Status
+	// Event names the timeline event ("" for the status's own); Detail goes with it.
+	Event, Detail string
+	// Error is the job's last_error ("" when done).
+	Error string
+	// Result is stored when not empty.
+	Result string
+	// Refund gives the attempt back (shutdown requeue, rate limit).
+	Refund bool
+}
+
+// FinishArgs are one run's end.
+type FinishArgs struct {
+	Delivery   string
+	Token      int64
+	Owner      string
+	Now        time.Time
+	HasOpKey   bool
+	AppliedTTL time.Duration
+	ClearOnEnd bool
+	Outcome    Outcome
+}
+
+// FinishState is what the finish script found.
+type FinishState string
+
+// The finish states.
+const (
+	Finished FinishState = "ok"
+	// FinishGone: no record.
+	FinishGone FinishState = "gone"
+	// StaleWrite: a newer token wrote the record (Current); nothing written but the event.
+	StaleWrite FinishState = "stale"
+	// Invalid: the transition from the job's status (Status) is not allowed.
+	Invalid FinishState = "invalid"
+)
+
+// Finishing is the finish script's answer.
+type Finishing struct {
+	State   FinishState
+	Current int64
+	Status  string
+}
+
+// Finish ends one run of a job in one round trip: fenced final status, the operation recorded as
+// applied (done, with an operation key), lease release.
+func (s *Store) Finish(ctx context.Context, k Keys, a FinishArgs) (Finishing, error) {
+	o := a.Outcome
+	res, err := finishScript.Run(ctx, s.rdb, []string{k.Record, k.Lease, k.Timeline, k.Applied, k.Marker},
+		a.Token, a.Owner, string(o.Status), a.Now.UnixMilli(), o.Error, o.Result, ms(s.cfg.Retention), s.cfg.TimelineCap,
+		bit(a.HasOpKey), ms(a.AppliedTTL), a.Delivery, o.Detail, s.cfg.WorkerID, o.Event, bit(o.Refund), bit(a.ClearOnEnd),
+	).Result()
+	if err != nil {
+		return Finishing{}, fmt.Errorf("jobstore: finish: %w", err)
+	}
+	state, rest, err := replyList("finish", res)
+	if err != nil {
+		return Finishing{}, err
+	}
+	f := Finishing{State: FinishState(state)}
+	switch f.State {
+	case Finished, FinishGone:
+		return f, nil
+	case StaleWrite:
+		f.Current, err = intAt("finish", rest, 0)
+		return f, err
+	case Invalid:
+		f.Status, err = stringAt("finish", rest, 0)
+		return f, err
+	}
+	return Finishing{}, replyError("finish", res)
+}

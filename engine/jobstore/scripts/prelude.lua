@@ -1,0 +1,32 @@
+-- prelude: the helpers every job script is built with (Store composes prelude + body); all local,
+-- so nothing leaks into Redis's Lua state.
+-- past_deadline(ms): true when Redis's clock is past ms (unix ms in Redis's clock; 0: no deadline).
+--   A caller that gave up has answered "nothing was kept"; a stalled Redis may still run what it
+--   sent, and a script that checks its deadline then returns before writing.
+-- record_get(key, fields): the job record's fields (HMGET) as a table by name; absent ones are nil.
+-- timeline_push(key, cap, ttl_ms, json): append one event (JSON), keep the newest cap (0: all),
+--   keep the list for ttl_ms.
+-- event(t): the JSON of an event table (at, event, delivery, token, attempt, worker, detail).
+local function past_deadline(ms)
+  ms = tonumber(ms)
+  if ms == 0 then return false end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > ms
+end
+local function record_get(key, fields)
+  local vals = redis.call('HMGET', key, unpack(fields))
+  local rec = {}
+  for i, f in ipairs(fields) do
+    if vals[i] then rec[f] = vals[i] end
+  end
+  return rec
+end
+local function timeline_push(key, cap, ttl_ms, json)
+  local n = redis.call('RPUSH', key, json)
+  cap = tonumber(cap)
+  if cap > 0 and n > cap then redis.call('LTRIM', key, -cap, -1) end
+  redis.call('PEXPIRE', key, ttl_ms)
+end
+local function event(t)
+  return cjson.encode(t)
+end

@@ -1,0 +1,101 @@
+package jobstore
+
+import (
+	"embed"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/locking"
+)
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+func readScript(name string) string {
+	b, err := scriptFS.ReadFile("scripts/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// prelude is put before every job script's body, after locking's protocol fragment.
+var prelude = readScript("prelude.lua")
+
+// script builds a job script: locking's protocol fragment, the job prelude, then the body.
+func script(name string) *redis.Script { return NewScript(readScript(name)) }
+
+var (
+	createScript   = script("create.lua")
+	confirmScript  = script("confirm.lua")
+	pendingScript  = script("pending.lua")
+	abandonScript  = script("abandon.lua")
+	replaceScript  = script("replace.lua")
+	startScript    = script("start.lua")
+	finishScript   = script("finish.lua")
+	eventScript    = script("event.lua")
+	replayScript   = script("replay.lua")
+	rescueScript   = script("rescue.lua")
+	unrescueScript = script("unrescue.lua")
+	// allScripts are loaded by the test that checks every script compiles in a real Redis.
+	allScripts = []*redis.Script{createScript, confirmScript, pendingScript, abandonScript, replaceScript,
+		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript}
+)
+
+const defaultTimeline = 100
+
+// Config configures a Store; the zero value of each field means its documented default.
+type Config struct {
+	// Retention is how long job records and timelines live after their last change (default 7 days).
+	Retention time.Duration
+	// TimelineCap is the most events kept per job; older ones are dropped (default 100).
+	TimelineCap int
+	// WorkerID names this process in timelines.
+	WorkerID string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Retention <= 0 {
+		c.Retention = 7 * 24 * time.Hour
+	}
+	if c.TimelineCap <= 0 {
+		c.TimelineCap = defaultTimeline
+	}
+	return c
+}
+
+// Store reads and writes jobs in Redis through one client.
+type Store struct {
+	rdb   redis.UniversalClient
+	locks *locking.Client
+	cfg   Config
+	// clockOffset is Redis's clock minus this process's, in ns (SyncClock).
+	clockOffset atomic.Int64
+}
+
+// New returns a store on rdb whose keys are locks' (same prefix and hash tags).
+func New(rdb redis.UniversalClient, locks *locking.Client, cfg Config) *Store {
+	return &Store{rdb: rdb, locks: locks, cfg: cfg.withDefaults()}
+}
+
+// Redis is the store's client.
+func (s *Store) Redis() redis.UniversalClient { return s.rdb }
+
+// Retention is how long records and timelines are kept after their last change.
+func (s *Store) Retention() time.Duration { return s.cfg.Retention }
+
+func ms(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return max(d.Milliseconds(), 1)
+}
+
+func bit(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

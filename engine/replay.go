@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/jobguard/jobguard/engine/jobstore"
+)
+
+// Replay errors.
+var (
+	// ErrNotFailed: only a failed job can be replayed.
+	ErrNotFailed = errors.New("engine: job is not failed")
+	// ErrUnrunnable: what the job needs to run again is gone.
+	ErrUnrunnable = errors.New("engine: job cannot run again")
+)
+
+// replayDelay is how long a replay's delivery waits before it may start: the record must take it
+// first (see Replay).
+const replayDelay = 2 * time.Second
+
+// Replay gives a failed job a new delivery with its attempts reset. The delivery is enqueued
+// first, delayed by replayDelay, and the record takes it afterwards, no later than the request's
+// deadline and the delivery's start: a replay that fails at any step leaves the job failed as it
+// was, and a delivery it enqueued finds the job failed and is acknowledged without running. It does
+// not depend on asynq's archive (which asynq trims), only on the job record.
+func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) error {
+	keys, err := s.store.Keys(id, "")
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrJobNotFound, err)
+	}
+	info, err := s.store.ReplayInfo(ctx, keys)
+	if errors.Is(err, jobstore.ErrNotFound) {
+		return fmt.Errorf("%w: %s", ErrJobNotFound, id)
+	}
+	if err != nil {
+		return fmt.Errorf("engine: replay %s: %w", id, err)
+	}
+	if info.Status != jobstore.StatusFailed {
+		return fmt.Errorf("%w: it is %s", ErrNotFailed, info.Status)
+	}
+	tc, ok := s.TaskConfig(info.Type)
+	if !ok {
+		return fmt.Errorf("%w: type %q is no longer registered", ErrUnrunnable, info.Type)
+	}
+	n := info.Deliveries
+	for try := 0; try < 3; try++ {
+		n++
+		// The delivery may start once replayDelay has passed: the record must take it before then.
+		by := s.store.RedisTime(s.now().Add(replayDelay - jobstore.DeadlineMargin))
+		if d := s.store.WriteDeadline(ctx); d != 0 {
+			by = min(by, d)
+		}
+		err = s.deliver(ctx, client, tc, id, DeliveryID(id, n), info.OpKey, info.Dedup, nil, replayDelay)
+		if errors.Is(err, asynq.ErrTaskIDConflict) {
+			continue // an earlier replay's delivery that the record never took: take the next number
+		}
+		if err != nil {
+			return err
+		}
+		return s.takeReplay(ctx, keys, id, n, by)
+	}
+	return fmt.Errorf("engine: replay %s: %w", id, err)
+}
+
+// takeReplay makes the job take its replay's delivery n, if it is still failed and in time.
+func (s *Stack) takeReplay(ctx context.Context, keys jobstore.Keys, id string, n int, by int64) error {
+	state, status, err := s.store.TakeReplay(ctx, keys, n, by, s.now())
+	if err != nil {
+		return fmt.Errorf("engine: replay %s: %w", id, err)
+	}
+	switch state {
+	case jobstore.Replayed:
+		s.Stats.Replayed.Add(1)
+		return nil
+	case jobstore.ReplayGone:
+		return fmt.Errorf("%w: %s", ErrJobNotFound, id)
+	case jobstore.ReplayConflict:
+		return fmt.Errorf("%w: it is %s", ErrNotFailed, status)
+	case jobstore.Unrunnable:
+		return fmt.Errorf("%w: its payload is gone", ErrUnrunnable)
+	case jobstore.Moved:
+		return fmt.Errorf("%w: another replay took it", ErrNotFailed)
+	}
+	return fmt.Errorf("%w: replay of %s reached Redis too late", ErrNotAccepted, id)
+}
