@@ -30,11 +30,15 @@ type Job struct {
 	CreatedAt  time.Time
 	Headers    map[string]string
 
-	s      *Stack
-	keys   jobstore.Keys
-	tc     TaskConfig
-	lease  *locking.Lease
-	result string
+	// What a run needs of the engine, and no more: the job's keys, its client, its clock.
+	locks     *locking.Client
+	rdb       redis.UniversalClient
+	clock     locking.Clock
+	retention time.Duration
+	keys      jobstore.Keys
+	tc        TaskConfig
+	lease     *locking.Lease
+	result    string
 }
 
 // Fence is the token and owner of this run's lease; carry it to every write, in Redis or elsewhere
@@ -45,13 +49,13 @@ func (j *Job) Fence() locking.Fence { return j.lease.Fence() }
 func (j *Job) Lease() *locking.Lease { return j.lease }
 
 // Key is the key called name in the job's resource slot, for the handler's own fenced scripts.
-func (j *Job) Key(name string) string { return j.s.locks.Key(j.keys.Tag, name) }
+func (j *Job) Key(name string) string { return j.locks.Key(j.keys.Tag, name) }
 
 // Locks is the stack's locking client, for SetFields, SetValue and fenced scripts.
-func (j *Job) Locks() *locking.Client { return j.s.locks }
+func (j *Job) Locks() *locking.Client { return j.locks }
 
 // Redis is the stack's client.
-func (j *Job) Redis() redis.UniversalClient { return j.s.rdb }
+func (j *Job) Redis() redis.UniversalClient { return j.rdb }
 
 // SetResult sets the short result stored in the job record when the job is done.
 func (j *Job) SetResult(result string) { j.result = result }
@@ -64,15 +68,15 @@ func (j *Job) SaveCheckpoint(ctx context.Context, data []byte) (err error) {
 	}
 	ctx, span := scriptSpan(ctx, "jobguard.checkpoint")
 	defer func() { endSpan(span, err) }()
-	return j.s.locks.SetFields(ctx, j.Fence(), j.keys.Record, j.s.cfg.Retention,
-		jobstore.FieldCheckpoint, string(data), jobstore.FieldCheckpointAt, j.s.now().UnixMilli())
+	return j.locks.SetFields(ctx, j.Fence(), j.keys.Record, j.retention,
+		jobstore.FieldCheckpoint, string(data), jobstore.FieldCheckpointAt, j.clock.Now().UnixMilli())
 }
 
 func (j *Job) age() time.Duration {
 	if j.CreatedAt.IsZero() || j.CreatedAt.Unix() == 0 {
 		return 0
 	}
-	return j.s.now().Sub(j.CreatedAt)
+	return j.clock.Now().Sub(j.CreatedAt)
 }
 
 // Effect is a fenced script that applies a side effect at most once per operation key: it commits
@@ -114,7 +118,7 @@ func (j *Job) Apply(ctx context.Context, eff *Effect, target string, keys []stri
 	ctx, span := scriptSpan(ctx, "jobguard.apply")
 	defer span.End()
 	all := append([]string{target, j.keys.Applied}, keys...)
-	res, err := eff.script.Run(ctx, j.s.rdb, j.Fence(), all, append([]any{j.ID, j.tc.AppliedTTL.Milliseconds()}, args...)...).Result()
+	res, err := eff.script.Run(ctx, j.rdb, j.Fence(), all, append([]any{j.ID, j.tc.AppliedTTL.Milliseconds()}, args...)...).Result()
 	if err != nil && strings.HasPrefix(err.Error(), "APPLIED ") {
 		return nil, fmt.Errorf("%w by job %s", ErrAlreadyApplied, strings.TrimPrefix(err.Error(), "APPLIED "))
 	}

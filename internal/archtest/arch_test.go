@@ -1,0 +1,81 @@
+// Package archtest holds the test that keeps the project's dependency direction:
+// cmd -> app -> (web, tasks, engine); tasks -> engine -> locking; locking -> go-redis only.
+package archtest
+
+import (
+	"go/build"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/jobguard/jobguard/"
+
+// deps is every package pkg imports, directly or not, that is not in the standard library.
+func deps(t *testing.T, root, pkg string) []string {
+	seen := map[string]bool{}
+	var walk func(path string)
+	walk = func(path string) {
+		p, err := build.Import(path, root, 0)
+		if err != nil {
+			t.Fatalf("import %s: %v", path, err)
+		}
+		for _, imp := range p.Imports {
+			if seen[imp] || !strings.Contains(strings.Split(imp, "/")[0], ".") {
+				continue // done, or the standard library
+			}
+			seen[imp] = true
+			if strings.HasPrefix(imp, module) {
+				walk(imp)
+			}
+		}
+	}
+	walk(module + pkg)
+	var out []string
+	for d := range seen {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestDependencyDirection(t *testing.T) {
+	t.Parallel()
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	for _, c := range []struct {
+		pkg string
+		// allowed reports whether pkg may depend on d.
+		allowed func(d string) bool
+	}{
+		{"locking", func(d string) bool {
+			return strings.HasPrefix(d, "github.com/redis/go-redis/") || strings.HasPrefix(d, "github.com/cespare/") ||
+				strings.HasPrefix(d, "github.com/dgryski/") || strings.HasPrefix(d, "go.uber.org/atomic")
+		}},
+		{"engine", notProject("app", "web", "tasks", "cmd")},
+		{"engine/jobstore", notProject("app", "web", "tasks", "cmd", "engine")},
+		{"tasks", notProject("app", "web", "cmd")},
+		{"web", notProject("app", "tasks", "engine", "cmd")},
+		{"app", notProject("cmd")},
+	} {
+		for _, d := range deps(t, root, c.pkg) {
+			if !c.allowed(d) {
+				t.Errorf("%s depends on %s", c.pkg, d)
+			}
+		}
+	}
+}
+
+// notProject allows every dependency but the named project packages (and what is under them).
+func notProject(pkgs ...string) func(string) bool {
+	return func(d string) bool {
+		for _, p := range pkgs {
+			if d == module+p || strings.HasPrefix(d, module+p+"/") {
+				return false
+			}
+		}
+		return true
+	}
+}
