@@ -104,6 +104,10 @@ end
 return result`)}
 }
 
+// Load loads the effect's script into Redis (every master of a cluster), e.g. to check in a test
+// that it compiles as it runs.
+func (e *Effect) Load(ctx context.Context, rdb redis.Scripter) error { return e.script.Load(ctx, rdb) }
+
 // Apply runs eff for this job's operation: target is the fence record of what it changes (a hash
 // in the job's slot), keys the body's own keys. It fails with ErrAlreadyApplied when the operation
 // was applied before (nothing changes), and with locking.ErrStaleToken when a newer run wrote the

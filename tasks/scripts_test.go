@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/jobguard/jobguard/internal/redistest"
-	"github.com/jobguard/jobguard/locking"
 )
 
 // Every task script is a file with its KEYS/ARGV/returns header that a real Redis compiles, alone
@@ -19,9 +18,7 @@ func TestScriptsLoad(t *testing.T) {
 		"identity_claim.lua":   func() error { return identityClaim.Load(ctx, rdb).Err() },
 		"identity_release.lua": func() error { return identityRelease.Load(ctx, rdb).Err() },
 		"cache_write.lua":      func() error { return cacheWrite.Load(ctx, rdb) },
-		// engine.Effect does not expose its script: its body is compiled here inside the fence
-		// prelude, and runs in TestReserveStockAppliesEachOrderOnce.
-		"reserve_effect.lua": func() error { return locking.NewFencedScript(scriptBody("reserve_effect.lua")).Load(ctx, rdb) },
+		"reserve_effect.lua":   func() error { return reserveEffect.Load(ctx, rdb) },
 	}
 	entries, err := scriptFS.ReadDir("scripts")
 	if err != nil || len(entries) == 0 {
