@@ -88,20 +88,7 @@ type Effect struct{ script *locking.FencedScript }
 // are reserved (token, owner, job id, applied TTL) and the caller's arguments start at ARGV[5].
 // The body's return value is returned by Apply.
 func NewEffect(body string) *Effect {
-	return &Effect{script: locking.NewFencedScript(`
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  return redis.error_reply('APPLIED ' .. redis.call('GET', KEYS[2]))
-end
-local function effect()
-` + body + `
-end
-local result = effect()
-if tonumber(ARGV[4]) > 0 then
-  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
-else
-  redis.call('SET', KEYS[2], ARGV[3])
-end
-return result`)}
+	return &Effect{script: locking.NewFencedScript(jobstore.EffectFrame(body))}
 }
 
 // Load loads the effect's script into Redis (every master of a cluster), e.g. to check in a test

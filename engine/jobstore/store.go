@@ -2,6 +2,7 @@ package jobstore
 
 import (
 	"embed"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,12 @@ func readScript(name string) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// EffectFrame wraps an effect's body (engine.NewEffect): the applied-operation check before it and
+// the applied record after it, in one fenced script (scripts/effect.lua).
+func EffectFrame(body string) string {
+	return strings.Replace(readScript("effect.lua"), "-- EFFECT_BODY\n", body+"\n", 1)
 }
 
 // prelude is put before every job script's body, after locking's protocol fragment.
