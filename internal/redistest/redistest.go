@@ -7,11 +7,13 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,10 +64,12 @@ var (
 )
 
 // Main runs the package's tests, fails them if goroutines outlive them (keepers, rescuers, asynq
-// servers not stopped), and then stops every server they started. Use it as
+// servers not stopped), and then stops every server they started. Unless -parallel is given, it
+// runs up to defaultParallel parallel tests at once. Use it as
 //
 //	func TestMain(m *testing.M) { redistest.Main(m) }
 func Main(m *testing.M) {
+	widenParallel()
 	code := m.Run()
 	if code == 0 {
 		if err := goleak.Find(leakIgnores...); err != nil {
@@ -79,6 +83,22 @@ func Main(m *testing.M) {
 	}
 	startedMu.Unlock()
 	os.Exit(code)
+}
+
+// defaultParallel is how many parallel tests of a package run at once unless -parallel says
+// otherwise. These tests mostly wait on Redis and on asynq's polling, not on the CPU, so the
+// testing package's default (GOMAXPROCS, 2 on a small machine) would leave them queued idle.
+const defaultParallel = 8
+
+func widenParallel() {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if p := flag.Lookup("test.parallel"); p != nil && !set {
+		_ = p.Value.Set(strconv.Itoa(max(defaultParallel, runtime.GOMAXPROCS(0))))
+	}
 }
 
 func onExit(stop func()) {
