@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/jobguard/jobguard/engine/jobstore"
 )
 
@@ -44,8 +46,12 @@ func TestWritesPastTheDeadlineWriteNothing(t *testing.T) {
 	if !errors.Is(err, ErrNotAccepted) && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("replay past its deadline: %v", err)
 	}
-	// Whatever delivery it enqueued starts after replayDelay and finds the job failed.
-	time.Sleep(replayDelay + 2*time.Second)
+	// Whatever delivery it enqueued starts after replayDelay, finds the job failed and is
+	// acknowledged, so asynq forgets it.
+	eventually(t, replayDelay+10*time.Second, "the replay's delivery is gone", func() bool {
+		_, err := h.insp.GetTaskInfo("default", DeliveryID(id, 2))
+		return errors.Is(err, asynq.ErrTaskNotFound)
+	})
 	v, err := h.stack.Get(bg, id)
 	if err != nil || v.Raw["status"] != "failed" || v.Raw["delivery"] != DeliveryID(id, 1) || runs.Load() != 1 {
 		t.Fatalf("after a replay that came too late: %v %v, %d runs", v.Record, err, runs.Load())

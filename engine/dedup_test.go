@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/faultproxy"
@@ -52,6 +53,7 @@ func one(ids map[string]bool) string {
 }
 
 func TestUntilStartedQueuesExactlyOneFollowUp(t *testing.T) {
+	t.Parallel()
 	gate := make(chan struct{})
 	var runs atomic.Int32
 	h := newHarness(t, Config{}, func(s *Stack) {
@@ -94,6 +96,7 @@ func TestUntilStartedQueuesExactlyOneFollowUp(t *testing.T) {
 }
 
 func TestUntilDoneCollapsesUntilTerminal(t *testing.T) {
+	t.Parallel()
 	gate := make(chan struct{})
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "order"}, func(ctx context.Context, j *Job) error { <-gate; return nil })
@@ -115,6 +118,7 @@ func TestUntilDoneCollapsesUntilTerminal(t *testing.T) {
 }
 
 func TestThrottleOnePerWindow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "ping"}, func(ctx context.Context, j *Job) error { return nil })
 	})
@@ -135,10 +139,16 @@ func TestThrottleOnePerWindow(t *testing.T) {
 	}
 }
 
+// The debounce runs on the engine's clock from the last replace: the job's first delivery (due
+// after one debounce from the enqueue) bounces while the clock says the last replace was less than
+// a debounce ago, and runs the newest payload once the clock has moved on.
 func TestReplaceRunsTheNewestPayloadAfterTheDebounce(t *testing.T) {
+	t.Parallel()
+	const debounce = 300 * time.Millisecond
+	clock := newFakeClock()
 	var ran atomic.Value
 	var runs atomic.Int32
-	h := newHarness(t, Config{}, func(s *Stack) {
+	h := newHarness(t, Config{Clock: clock}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "sync"}, func(ctx context.Context, j *Job) error {
 			runs.Add(1)
 			ran.Store(string(j.Payload))
@@ -147,25 +157,31 @@ func TestReplaceRunsTheNewestPayloadAfterTheDebounce(t *testing.T) {
 	})
 	spec := func(p string) Spec {
 		return Spec{Type: "sync", Resource: "t:doc", Payload: []byte(p),
-			Dedup: &Dedup{Policy: Replace, Key: "sync", Debounce: 1500 * time.Millisecond}}
+			Dedup: &Dedup{Policy: Replace, Key: "sync", Debounce: debounce}}
 	}
 	a, _ := h.stack.Enqueue(bg, h.client, spec("v1"))
-	var last time.Time
 	for i := 2; i <= 4; i++ {
-		time.Sleep(300 * time.Millisecond)
-		last = time.Now()
+		clock.Advance(debounce / 2)
 		e, err := h.stack.Enqueue(bg, h.client, spec("v"+strconv.Itoa(i)))
 		if err != nil || e.JobID != a.JobID || !e.Deduplicated {
 			t.Fatalf("replace %d: %+v %v", i, e, err)
 		}
 	}
+	last := clock.Now()
+	eventually(t, 10*time.Second, "the first delivery bounces on the debounce", func() bool {
+		return testutil.ToFloat64(h.stack.m.bounces.WithLabelValues("sync", "debounce")) > 0
+	})
+	if runs.Load() != 0 {
+		t.Fatalf("ran %d times inside the debounce", runs.Load())
+	}
+	clock.Advance(debounce)
 	v := h.waitStatus(a.JobID, "done", 15*time.Second)
 	if ran.Load() != "v4" || runs.Load() != 1 {
 		t.Fatalf("ran %d times, last with %v", runs.Load(), ran.Load())
 	}
 	started, _ := strconv.ParseInt(v.Raw["started_at"], 10, 64)
-	if started < last.Add(1500*time.Millisecond).UnixMilli() {
-		t.Fatalf("started %d ms after the last replace; the debounce is 1500 ms", started-last.UnixMilli())
+	if started < last.Add(debounce).UnixMilli() {
+		t.Fatalf("started %d ms after the last replace; the debounce is %s", started-last.UnixMilli(), debounce)
 	}
 	if !has(v, "replaced") || h.stack.Stats.Replaced.Load() != 3 {
 		t.Fatalf("timeline %v, replaced %d", events(v), h.stack.Stats.Replaced.Load())
@@ -173,6 +189,7 @@ func TestReplaceRunsTheNewestPayloadAfterTheDebounce(t *testing.T) {
 }
 
 func TestReplayAFailedJob(t *testing.T) {
+	t.Parallel()
 	var healthy atomic.Bool
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "fragile", MaxAttempts: 1}, func(ctx context.Context, j *Job) error {
@@ -218,6 +235,7 @@ func TestReplayAFailedJob(t *testing.T) {
 }
 
 func TestFailedEnqueueRemovesTheDedupMarker(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "x"}, func(ctx context.Context, j *Job) error { return nil })
 	})
@@ -240,9 +258,16 @@ func TestFailedEnqueueRemovesTheDedupMarker(t *testing.T) {
 // asynq then refuses that job and it is abandoned, the duplicate becomes a job of its own instead
 // of being answered with the id of a job that never existed.
 func TestDuplicateWaitsForAPendingJob(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "x"}, func(ctx context.Context, j *Job) error { return nil })
 	})
+	// The duplicate comes from another process, whose clock only it reads; the clock stands still,
+	// so its pendingWait never runs out here.
+	clock := newFakeClock()
+	dup := New(h.rdb, Config{Clock: clock})
+	dup.Register(TaskConfig{Type: "x"}, func(ctx context.Context, j *Job) error { return nil })
+	defer dup.Close()
 	px, err := faultproxy.New(h.rdb.Options().Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -261,15 +286,17 @@ func TestDuplicateWaitsForAPendingJob(t *testing.T) {
 	keys := must(h.stack.keysFor(NewJobID("r", time.Now()), "", "until_started:k"))
 	eventually(t, 5*time.Second, "the first job's marker is written", func() bool { return h.rdb.Exists(bg, keys.Marker).Val() == 1 })
 	second := make(chan Enqueued, 1)
+	reads := clock.Reads()
 	go func() {
-		e, err := h.stack.Enqueue(bg, h.client, spec)
+		e, err := dup.Enqueue(bg, h.client, spec)
 		if err != nil {
 			t.Error(err)
 		}
 		second <- e
 	}()
-	time.Sleep(200 * time.Millisecond) // the fault: asynq's answer to the first enqueue never comes
-	px.Block()
+	// Enqueue reads the clock once, awaitConfirmation once to set its deadline and once per poll.
+	eventually(t, 5*time.Second, "the duplicate polls the first job's confirmation", func() bool { return clock.Reads() >= reads+3 })
+	px.Block() // the fault: asynq's answer to the first enqueue never comes
 	if err := <-first; err == nil {
 		t.Fatal("the first enqueue succeeded through a cut connection")
 	}
@@ -286,17 +313,38 @@ func TestDuplicateWaitsForAPendingJob(t *testing.T) {
 // A duplicate of a job whose enqueuer died between create and confirm gets ErrDedupPending after
 // pendingWait, never that job's id; once the claim expires, a request creates a job again.
 func TestDuplicateOfAnUnconfirmedJobIsRefused(t *testing.T) {
-	h := newHarness(t, Config{}, func(s *Stack) {
+	t.Parallel()
+	clock := newFakeClock()
+	h := newHarness(t, Config{Clock: clock}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "x"}, func(ctx context.Context, j *Job) error { return nil })
 	})
 	spec := Spec{Type: "x", Resource: "r", Dedup: &Dedup{Policy: UntilDone, Key: "k"}}
 	keys := must(h.stack.keysFor(NewJobID("r", time.Now()), "", "until_done:k"))
-	// What a dead enqueuer leaves: its claim, still pending.
+	// What a dead enqueuer leaves: its claim, still pending (for longer than the wait below takes).
 	dead := NewJobID("r", time.Now())
-	h.rdb.Set(bg, keys.Marker, dead, 3*time.Second)
-	h.rdb.Set(bg, keys.Pending, dead, 3*time.Second)
-	if _, err := h.stack.Enqueue(bg, h.client, spec); !errors.Is(err, ErrDedupPending) {
+	h.rdb.Set(bg, keys.Marker, dead, 1500*time.Millisecond)
+	h.rdb.Set(bg, keys.Pending, dead, 1500*time.Millisecond)
+	refused := make(chan error, 1)
+	begun := clock.Now()
+	go func() {
+		_, err := h.stack.Enqueue(bg, h.client, spec)
+		refused <- err
+	}()
+	// The duplicate waits pendingWait on the engine's clock: move it until the answer comes.
+	var err error
+	for waiting := true; waiting; {
+		select {
+		case err = <-refused:
+			waiting = false
+		case <-time.After(10 * time.Millisecond):
+			clock.Advance(100 * time.Millisecond)
+		}
+	}
+	if !errors.Is(err, ErrDedupPending) {
 		t.Fatalf("duplicate of an unconfirmed job: %v", err)
+	}
+	if waited := clock.Now().Sub(begun); waited < pendingWait {
+		t.Fatalf("refused after %s on the clock; the wait is %s", waited, pendingWait)
 	}
 	eventually(t, 5*time.Second, "the claim expired", func() bool { return h.rdb.Exists(bg, keys.Marker).Val() == 0 })
 	e, err := h.stack.Enqueue(bg, h.client, spec)

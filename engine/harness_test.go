@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,10 +44,17 @@ func newHarnessOn(t *testing.T, db redistest.DB, worker *redis.Client, cfg Confi
 	s := New(worker, cfg)
 	register(s)
 	h := &harness{t: t, rdb: db.Client, stack: s, client: asynq.NewClientFromRedisClient(db.Client), insp: asynq.NewInspectorFromRedisClient(db.Client)}
-	h.srv = asynq.NewServerFromRedisClient(worker, s.ServerConfig(asynq.Config{
+	srvCfg := s.ServerConfig(asynq.Config{
 		Concurrency: cfg.Concurrency, Queues: map[string]int{"default": 1},
 		ShutdownTimeout: 2 * time.Second, Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel,
-	}))
+		// asynq's processor sleeps 0.5-1.5 TaskCheckInterval after finding the queues empty, which
+		// delays both the pickup of a new task and Shutdown; a test harness can poll more often.
+		TaskCheckInterval: 50 * time.Millisecond,
+	})
+	// Due retries and bounces move back to pending on this tick; the engine's 1 s floor of every
+	// delay stays (minDelay), only the tick's lateness on top of it goes.
+	srvCfg.DelayedTaskCheckInterval = 100 * time.Millisecond
+	h.srv = asynq.NewServerFromRedisClient(worker, srvCfg)
 	if err := h.srv.Start(s.Mux()); err != nil {
 		t.Fatal(err)
 	}
@@ -112,3 +120,36 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 var bg = context.Background()
+
+// fakeClock is an engine Clock the test moves by hand, for rules the engine decides in Go
+// (debounce, rate-limit age, pending waits, rescue staleness). It starts at the real time, so
+// records and Redis TTLs stay plausible. Lease validity stays on locking's own (real) clock.
+type fakeClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	reads int
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reads++
+	return c.now
+}
+
+// Reads is how many times the engine asked the clock, to tell that a loop which reads it on
+// each turn (awaitConfirmation's polling) is turning.
+func (c *fakeClock) Reads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads
+}
+
+// Advance moves the clock forward by d.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}

@@ -32,6 +32,7 @@ func stranded(t *testing.T) (*harness, string, chan struct{}, *atomic.Int32) {
 }
 
 func TestRescueRedeliversTheJobOfALostWorker(t *testing.T) {
+	t.Parallel()
 	h, id, hang, runs := stranded(t)
 	defer close(hang)
 	// A second stack (another worker process) runs the rescue and the new delivery.
@@ -61,6 +62,7 @@ func TestRescueRedeliversTheJobOfALostWorker(t *testing.T) {
 }
 
 func TestTwoRescuersDeliverOnce(t *testing.T) {
+	t.Parallel()
 	h, id, hang, _ := stranded(t)
 	defer close(hang)
 	var total atomic.Int32
@@ -84,6 +86,7 @@ func TestTwoRescuersDeliverOnce(t *testing.T) {
 }
 
 func TestRescueOnTheLastAttemptFails(t *testing.T) {
+	t.Parallel()
 	h, id, hang, _ := stranded(t)
 	defer close(hang)
 	tag := ResourceTag("r")
@@ -102,6 +105,7 @@ func TestRescueOnTheLastAttemptFails(t *testing.T) {
 
 // A live job (lease held by its run, fresh heartbeat) is never rescued.
 func TestLiveJobsAreLeftAlone(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	h := newHarness(t, Config{LeaseTTL: 2 * time.Second}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "work"}, func(ctx context.Context, j *Job) error { <-release; return nil })
@@ -113,7 +117,13 @@ func TestLiveJobsAreLeftAlone(t *testing.T) {
 		if n, err := r.Pass(bg); n != 0 || err != nil {
 			t.Fatalf("pass %d rescued %d (%v)", i, n, err)
 		}
-		time.Sleep(time.Second) // across renewals
+		// The next pass comes after a renewal.
+		v, _ := h.stack.Get(bg, id)
+		beat := v.Raw["heartbeat_at"]
+		eventually(t, 5*time.Second, "a renewal", func() bool {
+			v, _ := h.stack.Get(bg, id)
+			return v.Raw["heartbeat_at"] != beat
+		})
 	}
 	close(release)
 	if v := h.waitStatus(id, "done", 10*time.Second); v.Raw["deliveries"] != "1" {

@@ -9,6 +9,7 @@ import (
 
 // Retention: after many finished jobs and their retention, only live data is left.
 func TestRetentionLeavesOnlyLiveData(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Retention: 5 * time.Second}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "own"}, func(ctx context.Context, j *Job) error { return nil })
 		s.Register(TaskConfig{Type: "apply"}, func(ctx context.Context, j *Job) error {

@@ -91,14 +91,15 @@ func (s *Stack) takeSlot(ctx context.Context, keys jobstore.Keys, delivery strin
 
 // start runs the start script; a delivery that starts before its enqueuer's confirmation lands
 // (about a round trip later) asks again a few times rather than bounce for a second. sent is when
-// the last call was sent, the start of the lease's validity.
+// the last call was sent, the start of the lease's validity (locking's clock); the script's now
+// (debounce, timestamps) is the engine's clock.
 func (s *Stack) start(ctx context.Context, keys jobstore.Keys, delivery, owner string, tc TaskConfig, hasOpKey bool) (jobstore.Started, time.Time, error) {
 	for try := 0; ; try++ {
 		sent := s.locks.Now()
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 		wctx, span := scriptSpan(wctx, "jobguard.start")
 		st, err := s.store.Start(wctx, keys, jobstore.StartArgs{
-			Delivery: delivery, Owner: owner, LeaseTTL: tc.LeaseTTL, Now: sent, HasOpKey: hasOpKey,
+			Delivery: delivery, Owner: owner, LeaseTTL: tc.LeaseTTL, Now: s.now(), HasOpKey: hasOpKey,
 		})
 		endSpan(span, err)
 		cancel()

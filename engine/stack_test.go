@@ -21,6 +21,7 @@ import (
 )
 
 func TestSuccessWritesStatusTimelineAndReleases(t *testing.T) {
+	t.Parallel()
 	var seen atomic.Value
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "ok"}, func(ctx context.Context, j *Job) error {
@@ -56,6 +57,7 @@ func TestSuccessWritesStatusTimelineAndReleases(t *testing.T) {
 // A delivery that is not the job's current one, or of a job that is terminal, is acknowledged
 // without running the handler.
 func TestStaleDeliveriesAreAcknowledged(t *testing.T) {
+	t.Parallel()
 	var runs atomic.Int32
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "count"}, func(ctx context.Context, j *Job) error { runs.Add(1); return nil })
@@ -82,6 +84,7 @@ func TestStaleDeliveriesAreAcknowledged(t *testing.T) {
 // Two jobs of one resource never run at once: the second bounces (no attempt spent, even when it
 // is its only one) and runs once the first is done.
 func TestBounceOnLastAttemptDoesNotSpendIt(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "one-shot", MaxAttempts: 1}, func(ctx context.Context, j *Job) error { return nil })
 	})
@@ -113,6 +116,7 @@ func TestBounceOnLastAttemptDoesNotSpendIt(t *testing.T) {
 }
 
 func TestTransientUntilBudgetSpentThenDeadLetter(t *testing.T) {
+	t.Parallel()
 	var attempts []int
 	var mu sync.Mutex
 	h := newHarness(t, Config{}, func(s *Stack) {
@@ -144,6 +148,7 @@ func TestTransientUntilBudgetSpentThenDeadLetter(t *testing.T) {
 }
 
 func TestPermanentRevokedAndPanic(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "permanent"}, func(ctx context.Context, j *Job) error {
 			return Permanent(errors.New("400 bad request"))
@@ -174,6 +179,7 @@ func TestPermanentRevokedAndPanic(t *testing.T) {
 }
 
 func TestBackoffGrowsWithFullJitterAndCap(t *testing.T) {
+	t.Parallel()
 	b := Backoff{Base: time.Second, Max: 10 * time.Second}
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
 	for i, w := range want {
@@ -201,6 +207,7 @@ func TestBackoffGrowsWithFullJitterAndCap(t *testing.T) {
 }
 
 func TestRateLimitedBouncesWithoutSpendingAttempts(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "limited", MaxAttempts: 1}, func(ctx context.Context, j *Job) error {
@@ -220,7 +227,29 @@ func TestRateLimitedBouncesWithoutSpendingAttempts(t *testing.T) {
 	}
 }
 
+// RateLimitMaxAge runs on the engine's clock from the job's creation: once the clock says the job
+// is older, a rate limit spends an attempt like a transient error (here the only one).
+func TestRateLimitPastMaxAgeSpendsAnAttempt(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	var calls atomic.Int32
+	h := newHarness(t, Config{Clock: clock}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "limited", MaxAttempts: 1, RateLimitMaxAge: time.Hour}, func(ctx context.Context, j *Job) error {
+			if calls.Add(1) == 2 {
+				clock.Advance(time.Hour) // this run's rate limit finds the job an hour old
+			}
+			return RateLimited(errors.New("429"), time.Second)
+		})
+	})
+	id := h.enqueue(Spec{Type: "limited", Resource: "r"})
+	v := h.waitStatus(id, "failed", 20*time.Second)
+	if calls.Load() != 2 || v.Raw["attempt"] != "1" || !has(v, "rate_limited") {
+		t.Fatalf("calls %d, record %v, timeline %v", calls.Load(), v.Record, events(v))
+	}
+}
+
 func TestCheckpointCarriesOverToTheNextAttempt(t *testing.T) {
+	t.Parallel()
 	var second atomic.Value
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "steps", Backoff: Backoff{Base: time.Millisecond}}, func(ctx context.Context, j *Job) error {
@@ -245,6 +274,7 @@ var addEffect = NewEffect(`return redis.call('HINCRBY', KEYS[1], 'total', ARGV[5
 
 // An operation key makes a side effect happen at most once, whichever job carries it.
 func TestOperationAppliedOnce(t *testing.T) {
+	t.Parallel()
 	var handlerRuns atomic.Int32
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "reserve"}, func(ctx context.Context, j *Job) error {
@@ -272,6 +302,7 @@ func TestOperationAppliedOnce(t *testing.T) {
 // The lease is lost mid-handler: the handler's context ends with ErrLeaseLost as its cause, its
 // late writes are rejected, and the job is not regressed; it runs again under a newer token.
 func TestLeaseLostMidHandler(t *testing.T) {
+	t.Parallel()
 	var cause atomic.Value
 	var lateWrite atomic.Value
 	taken := make(chan struct{})
@@ -321,6 +352,7 @@ func TestLeaseLostMidHandler(t *testing.T) {
 // reaches Redis again, the job's timeline says lease_renew_failed then lease_lost with the run's
 // token and delivery, and the job completes under a newer token.
 func TestLeaseRenewFailureIsOnTheTimeline(t *testing.T) {
+	t.Parallel()
 	db := redistest.NewDB(t)
 	px, err := faultproxy.New(db.Server.Addr)
 	if err != nil {
@@ -375,6 +407,7 @@ func TestLeaseRenewFailureIsOnTheTimeline(t *testing.T) {
 // Handlers that ignore their context outlive asynq's timeout as zombies; the process still never
 // runs more than its concurrency, and counts them.
 func TestConcurrencyBoundIncludesZombies(t *testing.T) {
+	t.Parallel()
 	var now, peak atomic.Int32
 	release := make(chan struct{})
 	h := newHarness(t, Config{Concurrency: 2, SlotWait: 200 * time.Millisecond}, func(s *Stack) {
@@ -414,6 +447,7 @@ func TestConcurrencyBoundIncludesZombies(t *testing.T) {
 }
 
 func TestShutdownRequeuesAndGivesTheAttemptBack(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{})
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "long"}, func(ctx context.Context, j *Job) error {
@@ -436,6 +470,7 @@ func TestShutdownRequeuesAndGivesTheAttemptBack(t *testing.T) {
 }
 
 func TestEnqueueFailureLeavesNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "x"}, func(ctx context.Context, j *Job) error { return nil })
 	})
@@ -457,6 +492,7 @@ func TestEnqueueFailureLeavesNothing(t *testing.T) {
 
 // While a handler runs, each lease renewal stamps heartbeat_at in the job record.
 func TestHeartbeatWhileRunning(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	h := newHarness(t, Config{LeaseTTL: 2 * time.Second}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "long"}, func(ctx context.Context, j *Job) error { <-release; return nil })
