@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests run besides Go: redis-server (real Redis for every test), chromium
 # (the browser test of the monitoring UI) and promtool from Debian's prometheus package (checks
-# /metrics). Uses apt when missing; says what to do otherwise.
+# /metrics), and PostgreSQL's server (the sqlfence tests start their own). Uses apt when missing;
+# says what to do otherwise.
 set -euo pipefail
 
 missing=()
@@ -11,6 +12,8 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
   missing+=(chromium)
 fi
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+# PostgreSQL's server binaries (initdb, postgres) for the SQL fence tests; Debian puts them here.
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

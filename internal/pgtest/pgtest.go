@@ -1,0 +1,229 @@
+// Package pgtest starts real PostgreSQL servers for tests: Debian's postgresql package, initdb into
+// a temporary directory, a free loopback port, trust authentication. One server per test package
+// (started on first use, stopped by Main); each test gets a database of its own.
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Server is one running PostgreSQL.
+type Server struct {
+	Port int
+	dir  string
+	cmd  *exec.Cmd
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *Server
+	sharedErr  error
+	nextDB     atomic.Int64
+	stopMu     sync.Mutex
+	stops      []func()
+)
+
+// Main runs the package's tests, then stops the server they started.
+func Main(m *testing.M) {
+	code := m.Run()
+	stopMu.Lock()
+	for _, stop := range stops {
+		stop()
+	}
+	stopMu.Unlock()
+	os.Exit(code)
+}
+
+// binDir is where Debian puts the server binaries of its newest installed major version.
+func binDir() (string, error) {
+	if d := os.Getenv("PG_BIN_DIR"); d != "" {
+		return d, nil
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	if len(dirs) == 0 {
+		return "", errors.New("pgtest: PostgreSQL is not installed (make test installs it: apt-get install -y postgresql)")
+	}
+	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
+	return dirs[0], nil
+}
+
+func version(binDir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return n
+}
+
+// asServer runs cmd as the postgres user when this process is root: PostgreSQL refuses to run
+// as root.
+func asServer(cmd *exec.Cmd, dir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return fmt.Errorf("pgtest: running as root needs the postgres user (Debian's postgresql package creates it): %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chown(p, uid, gid)
+	}); err != nil {
+		return err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, Pdeathsig: syscall.SIGKILL}
+	return nil
+}
+
+func start() (*Server, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "pgtest-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	data := filepath.Join(dir, "data")
+	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C")
+	if err := asServer(initdb, dir); err != nil {
+		return nil, err
+	}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("pgtest: initdb: %w: %s", err, out)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Port: port, dir: dir}
+	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "max_connections=200")
+	if err := asServer(s.cmd, dir); err != nil {
+		return nil, err
+	}
+	if s.cmd.SysProcAttr == nil {
+		s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	}
+	log, _ := os.Create(filepath.Join(dir, "postgres.log"))
+	s.cmd.Stdout, s.cmd.Stderr = log, log
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("pgtest: start postgres: %w", err)
+	}
+	if err := s.waitReady(15 * time.Second); err != nil {
+		s.Stop()
+		b, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
+		return nil, fmt.Errorf("pgtest: %w; log: %s", err, b)
+	}
+	return s, nil
+}
+
+func (s *Server) waitReady(within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn, err := pgx.Connect(ctx, s.URL("postgres"))
+		if err == nil {
+			_ = conn.Close(ctx)
+			cancel()
+			return nil
+		}
+		cancel()
+		if time.Now().After(deadline) {
+			return fmt.Errorf("postgres on port %d not ready: %w", s.Port, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// URL is a connection URL for database db.
+func (s *Server) URL(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.Port, db)
+}
+
+// Stop kills the server and removes its directory.
+func (s *Server) Stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+	}
+	_ = os.RemoveAll(s.dir)
+}
+
+// NewDB gives the test a fresh database on the package's server and returns its URL; the
+// database is dropped when the test ends.
+func NewDB(tb testing.TB) string {
+	tb.Helper()
+	url, drop, err := NewDatabase()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(drop)
+	return url
+}
+
+// NewDatabase creates a fresh database on the package's server (started on first use) and
+// returns its URL and the function that drops it; for examples, which have no testing.TB.
+func NewDatabase() (string, func(), error) {
+	sharedOnce.Do(func() {
+		shared, sharedErr = start()
+		if sharedErr == nil {
+			stopMu.Lock()
+			stops = append(stops, shared.Stop)
+			stopMu.Unlock()
+		}
+	})
+	if sharedErr != nil {
+		return "", nil, sharedErr
+	}
+	name := fmt.Sprintf("t%d_%d", os.Getpid(), nextDB.Add(1))
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, shared.URL("postgres"))
+	if err != nil {
+		return "", nil, err
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, err
+	}
+	drop := func() {
+		c, err := pgx.Connect(ctx, shared.URL("postgres"))
+		if err != nil {
+			return
+		}
+		defer c.Close(ctx)
+		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	}
+	return shared.URL(name), drop, nil
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
