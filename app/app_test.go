@@ -112,6 +112,7 @@ func decodeProblem(t *testing.T, resp *http.Response, body string) Problem {
 }
 
 func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
 	r := startApp(t, RoleAll, nil)
 	for _, path := range []string{"/healthz", "/readyz"} {
 		resp, body := get(t, r.base+path)
@@ -126,6 +127,7 @@ func TestHealthAndReadiness(t *testing.T) {
 }
 
 func TestReadinessFailsWhenRedisIsDown(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	r := startApp(t, RoleAPI, map[string]string{"REDIS_URL": "redis://" + srv.Addr + "/0"})
 	if resp, _ := get(t, r.base+"/readyz"); resp.StatusCode != 200 {
@@ -157,6 +159,7 @@ func TestReadinessFailsWhenRedisIsDown(t *testing.T) {
 }
 
 func TestBodyLimit(t *testing.T) {
+	t.Parallel()
 	r := startApp(t, RoleAPI, map[string]string{"BODY_LIMIT": "1024"})
 	// Under the HTTP client's 4 KiB write buffer: sent in one write, before the server closes.
 	resp, body := do(t, http.MethodPost, r.base+"/healthz", strings.Repeat("x", 2048), "Content-Type", "application/json")
@@ -166,6 +169,7 @@ func TestBodyLimit(t *testing.T) {
 }
 
 func TestMonitoringUI(t *testing.T) {
+	t.Parallel()
 	r := startApp(t, RoleAll, nil)
 	resp, _ := get(t, r.base+"/monitoring")
 	if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != "/monitoring/" {
@@ -191,6 +195,7 @@ func TestMonitoringUI(t *testing.T) {
 }
 
 func TestMonitoringAuthAndReadOnly(t *testing.T) {
+	t.Parallel()
 	r := startApp(t, RoleAPI, map[string]string{
 		"MONITORING_USER": "admin", "MONITORING_PASSWORD": "s3cret", "MONITORING_READONLY": "true",
 	})
@@ -224,6 +229,7 @@ func TestMonitoringAuthAndReadOnly(t *testing.T) {
 }
 
 func TestWorkerRegistersWithConfiguredQueues(t *testing.T) {
+	t.Parallel()
 	r := startApp(t, RoleWorker, map[string]string{"WORKER_CONCURRENCY": "3", "QUEUES": "hi=5,lo=1"})
 	if resp, _ := get(t, r.base+"/monitoring/"); resp.StatusCode != 404 {
 		t.Fatalf("a worker serves no UI, got %d", resp.StatusCode)
@@ -249,6 +255,7 @@ func TestWorkerRegistersWithConfiguredQueues(t *testing.T) {
 // API, UI, asynq client, server and inspector all run on the one client: every connection the
 // process opened to its database carries the app's client name.
 func TestOneSharedRedisClient(t *testing.T) {
+	t.Parallel()
 	db := redistest.NewDB(t)
 	r := startApp(t, RoleAll, map[string]string{"REDIS_URL": db.URL()})
 	if _, err := r.Client().Enqueue(asynq.NewTask("probe", nil)); err != nil {

@@ -10,6 +10,7 @@ import (
 // The whole app on a 3-master Redis Cluster: every script's keys share a slot, asynq's keys carry
 // its queue tags, and a job goes from the API through a worker to its read model.
 func TestOnRedisCluster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.NewCluster(t)
 	r := startApp(t, RoleAll, map[string]string{"REDIS_URL": cl.Cluster.URL(), "REDIS_MODE": "cluster", "KEY_PREFIX": cl.Prefix})
 	order := `{"tenant_id":"t1","order_id":"o-1","sku":"sku-1","quantity":3}`

@@ -12,6 +12,7 @@ func lookupFrom(env map[string]string) func(string) (string, bool) {
 }
 
 func TestFromLookupDefaults(t *testing.T) {
+	t.Parallel()
 	c, err := FromLookup(lookupFrom(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -26,6 +27,7 @@ func TestFromLookupDefaults(t *testing.T) {
 }
 
 func TestFromLookupParses(t *testing.T) {
+	t.Parallel()
 	c, err := FromLookup(lookupFrom(map[string]string{
 		"REDIS_URL":           "redis://:secret@10.0.0.1:6380/2",
 		"WORKER_CONCURRENCY":  "4",
@@ -50,6 +52,7 @@ func TestFromLookupParses(t *testing.T) {
 }
 
 func TestRedisModes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mode, url string
 		addrs     int
@@ -72,6 +75,7 @@ func TestRedisModes(t *testing.T) {
 
 // Every bad value names its variable, and only its variable.
 func TestFromLookupNamesTheBadVariable(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		env  map[string]string
 		want string
@@ -119,6 +123,7 @@ func TestFromLookupNamesTheBadVariable(t *testing.T) {
 }
 
 func TestParseRole(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]Role{"": RoleAll, "all": RoleAll, "api": RoleAPI, "worker": RoleWorker} {
 		if got, err := ParseRole(in); err != nil || got != want {
 			t.Errorf("ParseRole(%q) = %v, %v", in, got, err)
@@ -130,6 +135,7 @@ func TestParseRole(t *testing.T) {
 }
 
 func TestRescueInterval(t *testing.T) {
+	t.Parallel()
 	c, err := FromLookup(lookupFrom(map[string]string{"RESCUE_INTERVAL": "500ms"}))
 	if err != nil || c.RescueInterval != 500*time.Millisecond {
 		t.Fatalf("%v %v", c.RescueInterval, err)

@@ -95,6 +95,7 @@ func TestMetricsAfterMixedKeepAliveTraffic(t *testing.T) {
 // bearer token appears nowhere. Not parallel: NewLogger sets zerolog's global time format, which
 // the loggers of apps running in parallel tests read (a race the detector reports).
 func TestMalformedRequestsGetASafeProblem(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cret-bearer-0123456789"
 	var logs syncBuffer
 	r := startWithLogs(t, RoleAPI, map[string]string{"BODY_LIMIT": "1024", "API_TOKENS": secret + ":t1"}, &logs)

@@ -72,6 +72,7 @@ func (s scraped) value(t *testing.T, name string, want map[string]string) float6
 
 // A scripted run against an API and a worker process moves each counter by what happened.
 func TestMetricsAfterAScriptedRun(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	calls := map[string]int{}
 	hold := make(chan struct{})

@@ -124,7 +124,8 @@ func TestConfigErrorsRedactURLs(t *testing.T) {
 }
 
 // OpenTelemetry's own errors (an exporter that cannot deliver names its endpoint URL) are log
-// lines of the process's logger, with the endpoint's credentials and query redacted.
+// lines of the process's logger, with the endpoint's credentials and query redacted. Not parallel:
+// it sets an environment variable and the global tracer provider and error handler.
 func TestTracingErrorsAreRedactedLogLines(t *testing.T) {
 	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusBadRequest) // not retried: the exporter reports it at once

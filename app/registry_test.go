@@ -53,6 +53,7 @@ var greet = tasks.Task{
 
 // The task list alone gives a type both its route and its handler.
 func TestTaskListDrivesRouteAndHandler(t *testing.T) {
+	t.Parallel()
 	db := redistest.NewDB(t)
 	list := append(tasks.All(), greet)
 	stack := engine.New(db.Client, engine.Config{})

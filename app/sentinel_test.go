@@ -10,6 +10,7 @@ import (
 
 // The app through Redis Sentinel: it asks the sentinel for the master and runs a job there.
 func TestThroughSentinel(t *testing.T) {
+	t.Parallel()
 	master := redistest.Start(t)
 	sentinel := redistest.StartSentinel(t, master)
 	r := startApp(t, RoleAll, map[string]string{"REDIS_URL": sentinel.URL(), "REDIS_MODE": "sentinel"})

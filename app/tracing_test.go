@@ -63,7 +63,8 @@ func startLogged(t *testing.T, role Role, logs *syncBuffer) *running {
 }
 
 // The HTTP request's server span and the worker's consumer span share one trace; the logs carry
-// the stable fields and the trace id, and never the payload.
+// the stable fields and the trace id, and never the payload. Not parallel: it sets the global
+// tracer provider.
 func TestTraceFromRequestToWorkerAndLogFields(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -138,6 +139,7 @@ func TestTraceFromRequestToWorkerAndLogFields(t *testing.T) {
 }
 
 func TestTracingOffByDefault(t *testing.T) {
+	t.Parallel()
 	if tracingEnabled(lookupFrom(nil)) {
 		t.Fatal("tracing on without any OTEL_* variable")
 	}

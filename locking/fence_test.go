@@ -8,6 +8,7 @@ import (
 )
 
 func TestFencedFields(t *testing.T) {
+	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topology) {
 		c := tp.client()
 		key := c.Key("r", "state")
@@ -48,6 +49,7 @@ func TestFencedFields(t *testing.T) {
 }
 
 func TestFencedValue(t *testing.T) {
+	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topology) {
 		c := tp.client()
 		key := c.Key("r", "cache")
@@ -79,6 +81,7 @@ func TestFencedValue(t *testing.T) {
 
 // A caller's own fenced script: an effect and its record in one script, in the resource's slot.
 func TestCustomFencedScript(t *testing.T) {
+	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topology) {
 		c := tp.client()
 		s := NewFencedScript(`

@@ -13,6 +13,7 @@ import (
 )
 
 func TestKeeperRenewsUntilStopped(t *testing.T) {
+	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topology) {
 		c := tp.client()
 		k := c.NewKeeper(WithTick(10 * time.Millisecond))
@@ -38,6 +39,7 @@ func TestKeeperRenewsUntilStopped(t *testing.T) {
 }
 
 func TestKeeperCancelsWhenTakenOver(t *testing.T) {
+	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topology) {
 		c := tp.client()
 		k := c.NewKeeper(WithTick(10 * time.Millisecond))
@@ -67,6 +69,7 @@ func TestKeeperCancelsWhenTakenOver(t *testing.T) {
 // With Redis gone, the work is cancelled no later than the lease's validity, by the first renewal
 // that fails (renewals start at a third of the TTL, well before the validity runs out).
 func TestKeeperCancelsWhenRedisIsGone(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 50 * time.Millisecond, DialerRetries: 1})
 	defer rdb.Close()
@@ -124,6 +127,7 @@ func handshake(cmd redis.Cmder) bool {
 
 // Renewing 1,000 leases costs one round trip per node per tick.
 func TestKeeperBatchesRenewals(t *testing.T) {
+	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topology) {
 		counter := &countPipelines{}
 		var rdb redis.UniversalClient
@@ -164,6 +168,7 @@ func TestKeeperBatchesRenewals(t *testing.T) {
 
 // Renewals stamp the lease's heartbeat into a hash of its slot.
 func TestKeeperStampsHeartbeats(t *testing.T) {
+	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topology) {
 		c := tp.client()
 		k := c.NewKeeper(WithTick(time.Hour))

@@ -18,6 +18,7 @@ import (
 )
 
 func TestScriptsLoad(t *testing.T) {
+	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topology) {
 		entries, err := scriptFS.ReadDir("scripts")
 		if err != nil || len(entries) == 0 {
@@ -42,6 +43,7 @@ func TestScriptsLoad(t *testing.T) {
 }
 
 func TestKeysOfOneResourceShareASlot(t *testing.T) {
+	t.Parallel()
 	cl := redistest.NewCluster(t)
 	c := New(cl.Client, WithPrefix("jobguard"))
 	for _, resource := range []string{"tenant-a:res-1", "job:01HZX", "a.b_c-d"} {
@@ -62,6 +64,7 @@ func TestKeysOfOneResourceShareASlot(t *testing.T) {
 }
 
 func TestValidateResource(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{"", "a{b", "a}b", "a\nb", strings.Repeat("x", 513)} {
 		if err := ValidateResource(bad); !errors.Is(err, ErrInvalidResource) {
 			t.Errorf("%q accepted", bad)
@@ -77,6 +80,7 @@ func TestValidateResource(t *testing.T) {
 }
 
 func TestExclusiveAndTokensIncrease(t *testing.T) {
+	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topology) {
 		c := tp.client(WithOwnerPrefix("worker-1"))
 		a, err := c.TryAcquire(bg(), "r", 5*time.Second)
@@ -112,6 +116,7 @@ func TestExclusiveAndTokensIncrease(t *testing.T) {
 }
 
 func TestStaleOwnerCannotRenewOrRelease(t *testing.T) {
+	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topology) {
 		c := tp.client()
 		a, err := c.TryAcquire(bg(), "r", 100*time.Millisecond)
@@ -144,6 +149,7 @@ func TestStaleOwnerCannotRenewOrRelease(t *testing.T) {
 }
 
 func TestAcquireWaits(t *testing.T) {
+	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topology) {
 		c := tp.client()
 		a, _ := c.TryAcquire(bg(), "r", 5*time.Second)
@@ -161,6 +167,7 @@ func TestAcquireWaits(t *testing.T) {
 }
 
 func TestFenceTTLIsOptIn(t *testing.T) {
+	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topology) {
 		c := tp.client()
 		l, _ := c.TryAcquire(bg(), "long-lived", time.Second)
@@ -222,6 +229,7 @@ func dropFirstReply(t *testing.T, target string) (addr string, dropped *atomic.I
 }
 
 func TestRetriedAcquireDrawsOneToken(t *testing.T) {
+	t.Parallel()
 	db := redistest.NewDB(t)
 	// Load the script first so the proxied call is an EVALSHA that runs.
 	if err := acquireScript.Load(bg(), db.Client).Err(); err != nil {
@@ -247,6 +255,7 @@ func TestRetriedAcquireDrawsOneToken(t *testing.T) {
 // A checker records every grant; sorted by token, each holder's trusted interval must end before
 // the next one's begins: tokens increase in grant order and no two holders trust the lease at once.
 func TestContention(t *testing.T) {
+	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topology) {
 		c := tp.client(WithSafetyMargin(0.05, 5*time.Millisecond))
 		type grant struct {

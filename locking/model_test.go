@@ -89,6 +89,7 @@ func checkModel(t *testing.T, rdb redis.UniversalClient, ops []byte) {
 }
 
 func TestModelRandomInterleavings(t *testing.T) {
+	t.Parallel()
 	eachTopology(t, func(t *testing.T, tp topology) {
 		for seed := uint64(0); seed < 60; seed++ {
 			r := rand.New(rand.NewPCG(seed, 7))

@@ -55,6 +55,7 @@ func TestHelperStaleWriter(t *testing.T) {
 }
 
 func TestSIGSTOPPedHolderIsFencedOut(t *testing.T) {
+	t.Parallel()
 	db := redistest.NewDB(t)
 	c := New(db.Client, WithPrefix("stale"))
 	child := exec.Command(os.Args[0], "-test.run=^TestHelperStaleWriter$", "-test.v")

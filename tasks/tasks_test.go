@@ -71,6 +71,7 @@ func (e env) wait(id, status string) engine.View {
 var bg = context.Background()
 
 func TestReserveStockAppliesEachOrderOnce(t *testing.T) {
+	t.Parallel()
 	e := start(t, Deps{})
 	order := ReserveStockPayload{TenantID: "t1", OrderID: "o-1", SKU: "sku-9", Quantity: 3}
 	var ids []string
@@ -117,6 +118,7 @@ func TestReserveStockAppliesEachOrderOnce(t *testing.T) {
 }
 
 func TestRebuildCacheLocalSource(t *testing.T) {
+	t.Parallel()
 	e := start(t, Deps{})
 	p := RebuildCachePayload{TenantID: "t1", ResourceID: "home"}
 	first := e.wait(e.enqueue(p.Spec()), "done")
@@ -133,6 +135,7 @@ func TestRebuildCacheLocalSource(t *testing.T) {
 // Upstream answers decide the error class: 5xx is retried, 429 waits without spending an attempt,
 // other 4xx fail at once.
 func TestRebuildCacheUpstreamClasses(t *testing.T) {
+	t.Parallel()
 	var calls sync.Map
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res := r.URL.Query().Get("resource_id")
@@ -170,6 +173,7 @@ func TestRebuildCacheUpstreamClasses(t *testing.T) {
 }
 
 func TestPayloadValidationNamesTheField(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("a", 129)
 	for _, tc := range []struct {
 		err   error
@@ -195,6 +199,7 @@ func TestPayloadValidationNamesTheField(t *testing.T) {
 
 // The registry alone decides which types a worker serves.
 func TestRegistryDrivesHandlers(t *testing.T) {
+	t.Parallel()
 	e := start(t, Deps{})
 	for _, task := range All() {
 		if _, ok := e.stack.TaskConfig(task.Config.Type); !ok {
@@ -207,6 +212,7 @@ func TestRegistryDrivesHandlers(t *testing.T) {
 }
 
 func TestRetryAfter(t *testing.T) {
+	t.Parallel()
 	if d := retryAfter("3"); d != 3*time.Second {
 		t.Fatal(d)
 	}

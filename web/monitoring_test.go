@@ -19,6 +19,7 @@ import (
 func TestMain(m *testing.M) { redistest.Main(m) }
 
 func TestMountRefusesAnUnprotectedPublicUI(t *testing.T) {
+	t.Parallel()
 	db := redistest.NewDB(t)
 	err := Mount(fiber.New(), db.Client, Monitoring{Loopback: false})
 	if !errors.Is(err, ErrUnprotected) {
@@ -45,6 +46,7 @@ func chromiumPath(t *testing.T) string {
 // The UI really renders in a browser under /monitoring/, talks to its API under the same root and
 // lists the queue a task was enqueued to, all on the shared client.
 func TestBrowserRendersQueues(t *testing.T) {
+	t.Parallel()
 	browser := chromiumPath(t)
 	db := redistest.NewDB(t)
 	const queue = "browser-probe"

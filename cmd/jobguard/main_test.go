@@ -36,6 +36,7 @@ func env(kv ...string) []string {
 }
 
 func TestBadConfigurationNamesTheVariable(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ env, want string }{
 		{"WORKER_CONCURRENCY=abc", "WORKER_CONCURRENCY"},
 		{"REDIS_URL=redis://:pw@localhost:port/x", "REDIS_URL"},
@@ -139,6 +140,7 @@ func (p *proc) sigterm(t *testing.T) {
 }
 
 func TestEmbeddedRedisOneCommand(t *testing.T) {
+	t.Parallel()
 	p := startProc(t, nil)
 	for _, path := range []string{"/healthz", "/readyz", "/monitoring/"} {
 		if code, body := p.get(t, path); code != 200 {
@@ -158,6 +160,7 @@ func TestEmbeddedRedisOneCommand(t *testing.T) {
 }
 
 func TestSeparateAPIAndWorkerProcesses(t *testing.T) {
+	t.Parallel()
 	url := redistest.NewDB(t).URL()
 	api := startProc(t, []string{"api"}, "REDIS_URL="+url)
 	worker := startProc(t, []string{"worker"}, "REDIS_URL="+url)

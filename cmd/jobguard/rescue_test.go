@@ -116,6 +116,7 @@ func waitDone(t testing.TB, api *proc, id string, within time.Duration) (jobStat
 
 // kill -9 of the worker running a job: another worker finishes it within about LEASE_TTL.
 func TestKilledWorkersJobIsRescued(t *testing.T) {
+	t.Parallel()
 	api, workers, src, id := rescueSetup(t)
 	dead, _ := holder(t, api, workers, id)
 	if err := dead.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -130,6 +131,7 @@ func TestKilledWorkersJobIsRescued(t *testing.T) {
 
 // SIGSTOP past the lease, then SIGCONT: exactly one effect; the woken worker's writes are rejected.
 func TestPausedWorkerIsFencedOut(t *testing.T) {
+	t.Parallel()
 	api, workers, src, id := rescueSetup(t)
 	paused, _ := holder(t, api, workers, id)
 	if err := paused.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
