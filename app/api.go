@@ -11,6 +11,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/hibiken/asynq"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/engine"
@@ -26,7 +27,8 @@ type api struct {
 	tokens  tokenTable   // bearer token -> tenant; empty: open
 	tasks   []tasks.Task // one POST /jobs/<type> route each, and their read-model routes
 	metrics *httpMetrics
-	limiter *rateLimiter // nil: no rate limit
+	limiter *rateLimiter  // nil: no rate limit
+	sql     *pgxpool.Pool // read models' PostgreSQL; nil without DATABASE_URL
 }
 
 const localTenant = "tenant"

@@ -14,6 +14,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/gofiber/fiber/v2"
 	"github.com/hibiken/asynq"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
@@ -56,6 +57,7 @@ type App struct {
 	log      zerolog.Logger
 	rdb      redis.UniversalClient
 	embedded *miniredis.Miniredis
+	sql      *pgxpool.Pool // nil without DATABASE_URL
 
 	client    *asynq.Client
 	inspector *asynq.Inspector
@@ -100,7 +102,12 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	if off := a.stack.ClockOffset(); off > time.Second || off < -time.Second {
 		a.log.Warn().Dur("offset", off).Msg("Redis's clock is more than 1s from this host's; enqueue deadlines use the measured offset")
 	}
-	tasks.RegisterTasks(a.stack, cfg.taskDeps(), cfg.Tasks)
+	if a.sql, err = openSQL(ctx, cfg); err != nil {
+		return nil, err
+	}
+	deps := cfg.taskDeps()
+	deps.SQL = a.sql
+	tasks.RegisterTasks(a.stack, deps, cfg.Tasks)
 
 	hm := newHTTPMetrics()
 	a.http = newFiber(cfg, a.log, hm)
@@ -110,7 +117,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 
 	if role.serves(RoleAPI) {
 		(&api{
-			stack: a.stack, client: a.client, tokens: newTokenTable(cfg.APITokens), tasks: cfg.Tasks, metrics: hm,
+			stack: a.stack, client: a.client, tokens: newTokenTable(cfg.APITokens), tasks: cfg.Tasks, metrics: hm, sql: a.sql,
 			limiter: newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log), // nil when RATE_LIMIT=0
 			idem:    idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention, deadline: a.stack.WriteDeadline},
 		}).routes(a.http)
@@ -226,6 +233,9 @@ func (a *App) Close() {
 		}
 		if a.rdb != nil {
 			_ = a.rdb.Close()
+		}
+		if a.sql != nil {
+			a.sql.Close()
 		}
 		if a.embedded != nil {
 			a.embedded.Close()

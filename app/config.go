@@ -93,6 +93,9 @@ type Config struct {
 	RescueInterval time.Duration
 	// BodyLimit (BODY_LIMIT) is the largest request body accepted, in bytes. Default 65536.
 	BodyLimit int
+	// DatabaseURL (DATABASE_URL) is an optional PostgreSQL (postgres://...): tasks that keep their
+	// effects in SQL (reserve-stock) use it, fenced. Empty: everything is in Redis.
+	DatabaseURL string
 	// RequestTimeout (REQUEST_TIMEOUT) is the deadline of every HTTP request: the Redis commands it
 	// sends honour it, and a request that reaches it answers 503. Default 5s.
 	RequestTimeout time.Duration
@@ -172,6 +175,7 @@ func FromLookupTasks(lookup func(string) (string, bool), list []tasks.Task) (Con
 	p.integer("BODY_LIMIT", &c.BodyLimit)
 	p.duration("RESCUE_INTERVAL", &c.RescueInterval)
 	p.duration("REQUEST_TIMEOUT", &c.RequestTimeout)
+	p.str("DATABASE_URL", &c.DatabaseURL)
 	p.integer("RATE_LIMIT", &c.RateLimit)
 	p.integer("RATE_LIMIT_BURST", &c.RateLimitBurst)
 	c.TaskSettings = p.taskSettings(c.Tasks) // after every variable of the app's own

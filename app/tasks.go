@@ -115,7 +115,7 @@ func (a *api) readModel(r tasks.Route) fiber.Handler {
 		if t := tenantOf(c); t != "" && t != params[r.Tenant] {
 			return &HTTPError{Status: http.StatusForbidden, Field: r.Tenant, Detail: r.Tenant + " is not the tenant of this token"}
 		}
-		body, err := r.Read(c.UserContext(), tasks.ReadDeps{Locks: a.stack.Locks()}, params)
+		body, err := r.Read(c.UserContext(), tasks.ReadDeps{Locks: a.stack.Locks(), SQL: a.sql}, params)
 		if err != nil {
 			return err
 		}

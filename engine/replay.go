@@ -51,7 +51,7 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 	for try := 0; try < 3; try++ {
 		n++
 		// The delivery may start once replayDelay has passed: the record must take it before then.
-		by := s.store.RedisTime(s.now().Add(replayDelay - jobstore.DeadlineMargin))
+		by := s.store.RedisTime(time.Now().Add(replayDelay - jobstore.DeadlineMargin)) // against Redis's TIME: the real clock
 		if d := s.store.WriteDeadline(ctx); d != 0 {
 			by = min(by, d)
 		}

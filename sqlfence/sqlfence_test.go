@@ -10,9 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobguard/jobguard/internal/pgtest"
+	"github.com/jobguard/jobguard/internal/redistest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 var bg = context.Background()
 

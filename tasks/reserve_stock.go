@@ -84,9 +84,13 @@ var reserveStock = Task{
 	Routes: []Route{{Method: http.MethodGet, Path: "/stock/:tenant/:sku", Tenant: "tenant",
 		Params: map[string]func(string) error{"tenant": idParam("tenant"), "sku": idParam("sku")},
 		Read: func(ctx context.Context, r ReadDeps, params map[string]string) (any, error) {
+			if r.SQL != nil {
+				return readStockSQL(ctx, r.SQL, params["tenant"], params["sku"])
+			}
 			return ReadStock(ctx, r.Locks, params["tenant"], params["sku"])
 		}}},
-	Handler: func(Deps) engine.Handler {
+	SQLSchema: reserveStockSchema,
+	Handler: func(d Deps) engine.Handler {
 		return func(ctx context.Context, job *engine.Job) error {
 			var p ReserveStockPayload
 			if err := json.Unmarshal(job.Payload, &p); err != nil {
@@ -100,9 +104,7 @@ var reserveStock = Task{
 			if err := CheckIdentity(ctx, job, p.Identity()); err != nil {
 				return err
 			}
-			locks := job.Locks()
-			total, err := job.Apply(ctx, reserveEffect, stockKey(locks, p.TenantID, p.SKU),
-				[]string{ledgerKey(locks, p.TenantID, p.SKU)}, p.Quantity, p.OrderID)
+			total, err := reserve(ctx, d, job, p)
 			if errors.Is(err, engine.ErrAlreadyApplied) {
 				job.SetResult("already_applied")
 				return nil
@@ -114,6 +116,16 @@ var reserveStock = Task{
 			return nil
 		}
 	},
+}
+
+// reserve applies the order: in PostgreSQL when the process has DATABASE_URL, else in Redis.
+func reserve(ctx context.Context, d Deps, job *engine.Job, p ReserveStockPayload) (any, error) {
+	if d.SQL != nil {
+		return applySQL(ctx, d.SQL, job, p)
+	}
+	locks := job.Locks()
+	return job.Apply(ctx, reserveEffect, stockKey(locks, p.TenantID, p.SKU),
+		[]string{ledgerKey(locks, p.TenantID, p.SKU)}, p.Quantity, p.OrderID)
 }
 
 // reserveEffect commits the reserved total, the ledger entry and (by Apply) the applied-order

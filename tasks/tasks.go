@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"net/http"
 	"regexp"
 	"time"
@@ -23,6 +24,8 @@ type Deps struct {
 	// Settings holds the value of every registered task's Settings by name, defaults applied (the
 	// app fills it from its configuration).
 	Settings map[string]string
+	// SQL is the process's PostgreSQL pool when DATABASE_URL is set; nil: everything is in Redis.
+	SQL *pgxpool.Pool
 }
 
 // Setting is the value of the setting called name ("" when it is not in Settings).
@@ -40,6 +43,9 @@ type Task struct {
 	Routes []Route
 	// Settings are the environment variables the task reads, with the rest of the configuration.
 	Settings []Setting
+	// SQLSchema is the DDL the task's tables need in PostgreSQL (idempotent: CREATE ... IF NOT
+	// EXISTS), run at start-up when DATABASE_URL is set; "" when the task keeps nothing in SQL.
+	SQLSchema string
 }
 
 // Route is a read model of a task: GET <Path> answers a JSON body computed from Redis.
@@ -66,6 +72,8 @@ type ReadDeps struct {
 	// Locks is the engine's locking client: the shared Redis (Locks.Redis()) and the key prefix
 	// that engine.ResourceKey puts before a task's keys.
 	Locks *locking.Client
+	// SQL is the process's PostgreSQL pool when DATABASE_URL is set; nil: Redis only.
+	SQL *pgxpool.Pool
 }
 
 // Setting is an environment variable a task reads. The app reads it with its own variables,

@@ -1,6 +1,6 @@
 // Package pgtest starts real PostgreSQL servers for tests: Debian's postgresql package, initdb into
 // a temporary directory, a free loopback port, trust authentication. One server per test package
-// (started on first use, stopped by Main); each test gets a database of its own.
+// (started on first use, stopped when redistest.Main ends); each test gets a database of its own.
 package pgtest
 
 import (
@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/jobguard/jobguard/internal/redistest"
 )
 
 // Server is one running PostgreSQL.
@@ -35,20 +37,7 @@ var (
 	shared     *Server
 	sharedErr  error
 	nextDB     atomic.Int64
-	stopMu     sync.Mutex
-	stops      []func()
 )
-
-// Main runs the package's tests, then stops the server they started.
-func Main(m *testing.M) {
-	code := m.Run()
-	stopMu.Lock()
-	for _, stop := range stops {
-		stop()
-	}
-	stopMu.Unlock()
-	os.Exit(code)
-}
 
 // binDir is where Debian puts the server binaries of its newest installed major version.
 func binDir() (string, error) {
@@ -189,9 +178,7 @@ func NewDatabase() (string, func(), error) {
 	sharedOnce.Do(func() {
 		shared, sharedErr = start()
 		if sharedErr == nil {
-			stopMu.Lock()
-			stops = append(stops, shared.Stop)
-			stopMu.Unlock()
+			redistest.AtExit(shared.Stop)
 		}
 	})
 	if sharedErr != nil {

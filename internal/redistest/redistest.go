@@ -101,6 +101,9 @@ func widenParallel() {
 	}
 }
 
+// AtExit runs stop when Main ends, after the tests: for other servers the tests start (PostgreSQL).
+func AtExit(stop func()) { onExit(stop) }
+
 func onExit(stop func()) {
 	startedMu.Lock()
 	started = append(started, stop)

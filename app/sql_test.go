@@ -1,0 +1,49 @@
+package app
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/jobguard/jobguard/internal/pgtest"
+)
+
+// With DATABASE_URL the reserve-stock example keeps its effect in PostgreSQL: the order is applied
+// once, and GET /stock reads SQL.
+func TestReserveStockInPostgres(t *testing.T) {
+	t.Parallel()
+	r := startApp(t, RoleAll, map[string]string{"DATABASE_URL": pgtest.NewDB(t)})
+	body := `{"tenant_id":"t1","order_id":"o1","sku":"s1","quantity":4}`
+	resp, answer := post(t, r, "/jobs/reserve-stock", body)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("enqueue: %d %s", resp.StatusCode, answer)
+	}
+	id := strings.Split(strings.Split(answer, `"job_id":"`)[1], `"`)[0]
+	if v := waitJob(t, r, id, "done"); v.Result != "reserved_total=4" {
+		t.Fatalf("job: %+v", v)
+	}
+	var s struct {
+		Reserved      int64 `json:"reserved"`
+		OrdersApplied int64 `json:"orders_applied"`
+	}
+	if code := getJSON(t, r, "/stock/t1/s1", &s); code != http.StatusOK || s.Reserved != 4 || s.OrdersApplied != 1 {
+		t.Fatalf("stock: %d %+v", code, s)
+	}
+	var n int
+	if err := r.sql.QueryRow(t.Context(), "SELECT count(*) FROM reserve_stock_orders").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("order rows: %d %v", n, err)
+	}
+}
+
+// A DATABASE_URL that does not parse stops start-up naming the variable, without its password.
+func TestDatabaseURLErrorsNameTheVariable(t *testing.T) {
+	t.Parallel()
+	cfg, err := FromLookup(lookupFrom(map[string]string{"DATABASE_URL": "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = openSQL(t.Context(), cfg)
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("open: %v", err)
+	}
+}
