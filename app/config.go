@@ -94,7 +94,7 @@ type Config struct {
 	// BodyLimit (BODY_LIMIT) is the largest request body accepted, in bytes. Default 65536.
 	BodyLimit int
 	// DatabaseURL (DATABASE_URL) is an optional PostgreSQL (postgres://...): tasks that keep their
-	// effects in SQL (reserve-stock) use it, fenced. Empty: everything is in Redis.
+	// effects in SQL (Task.SQLSchema) use it, fenced. Empty: everything is in Redis.
 	DatabaseURL string
 	// RequestTimeout (REQUEST_TIMEOUT) is the deadline of every HTTP request: the Redis commands it
 	// sends honour it, and a request that reaches it answers 503. Default 5s.
