@@ -36,6 +36,15 @@ func NewJobID(resource string, now time.Time) string {
 	return fmt.Sprintf("%s-%012x%016x", ResourceTag(resource), uint64(now.UnixMilli())&0xffffffffffff, binary.BigEndian.Uint64(b[:]))
 }
 
+// DerivedJobID returns the job id of a job on resource that is named by at and salt rather than
+// drawn at random: the same arguments always give the same id (a schedule's tick: two leaders
+// creating one tick create one job). Same shape as NewJobID; the random part is SHA-256 of salt and
+// at's unix nanoseconds.
+func DerivedJobID(resource string, at time.Time, salt string) string {
+	sum := sha256.Sum256([]byte(salt + "\x00" + strconv.FormatInt(at.UnixNano(), 10)))
+	return fmt.Sprintf("%s-%012x%016x", ResourceTag(resource), uint64(at.UnixMilli())&0xffffffffffff, binary.BigEndian.Uint64(sum[:8]))
+}
+
 // TagOf returns the resource tag a job id carries.
 func TagOf(jobID string) (string, error) {
 	if !jobIDRe.MatchString(jobID) {

@@ -1,5 +1,6 @@
 // Package archtest holds the test that keeps the project's dependency direction:
-// cmd -> app -> (web, tasks, engine); tasks -> engine -> locking; locking -> go-redis only.
+// cmd -> app -> (web, tasks, schedule, engine); tasks -> (schedule, engine); schedule -> engine -> locking;
+// locking -> go-redis only.
 package archtest
 
 import (
@@ -54,8 +55,9 @@ func TestDependencyDirection(t *testing.T) {
 			return strings.HasPrefix(d, "github.com/redis/go-redis/") || strings.HasPrefix(d, "github.com/cespare/") ||
 				strings.HasPrefix(d, "github.com/dgryski/") || strings.HasPrefix(d, "go.uber.org/atomic")
 		}},
-		{"engine", notProject("app", "web", "tasks", "cmd")},
-		{"engine/jobstore", notProject("app", "web", "tasks", "cmd", "engine")},
+		{"engine", notProject("app", "web", "tasks", "cmd", "schedule")},
+		{"engine/jobstore", notProject("app", "web", "tasks", "cmd", "engine", "schedule")},
+		{"schedule", notProject("app", "web", "tasks", "cmd")},
 		{"tasks", notProject("app", "web", "cmd")},
 		{"web", notProject("app", "tasks", "engine", "cmd")},
 		{"app", notProject("cmd")},

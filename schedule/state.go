@@ -1,0 +1,149 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/engine/jobstore"
+)
+
+// Fields of a schedule's state hash, "<prefix>:{<tag of schedule:<name>>}:schedule".
+const (
+	fieldCursor  = "cursor"   // unix ms of the last tick dealt with (job, skip, miss or pause)
+	fieldLastAt  = "last_at"  // unix ms of the last tick that has a job
+	fieldLastJob = "last_job" // that job's id
+	fieldPaused  = "paused"   // "1" while paused
+)
+
+// leaderResource is the lease the leader holds.
+const leaderResource = "scheduler"
+
+// ErrUnknown: no schedule has that name.
+var ErrUnknown = errors.New("schedule: unknown schedule")
+
+type state struct {
+	cursor, lastAt time.Time
+	lastJob        string
+	paused         bool
+}
+
+// stateKey is the key of a schedule's state hash, in the slot of the resource schedule:<name>.
+func (s *Scheduler) stateKey(name string) string {
+	return s.locks.Key(jobstore.ResourceTag("schedule:"+name), "schedule")
+}
+
+func parseState(f map[string]string) state {
+	ms := func(k string) time.Time {
+		n, err := strconv.ParseInt(f[k], 10, 64)
+		if err != nil || n <= 0 {
+			return time.Time{}
+		}
+		return time.UnixMilli(n)
+	}
+	return state{cursor: ms(fieldCursor), lastAt: ms(fieldLastAt), lastJob: f[fieldLastJob], paused: f[fieldPaused] == "1"}
+}
+
+// states reads every schedule's state in one pipeline.
+func (s *Scheduler) states(ctx context.Context) ([]state, error) {
+	pipe := s.locks.Redis().Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(s.plans))
+	for i, p := range s.plans {
+		cmds[i] = pipe.HGetAll(ctx, s.stateKey(p.Name))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("schedule: read state: %w", err)
+	}
+	out := make([]state, len(cmds))
+	for i, c := range cmds {
+		out[i] = parseState(c.Val())
+	}
+	return out, nil
+}
+
+func (s *Scheduler) plan(name string) (*plan, bool) {
+	for _, p := range s.plans {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// SetPaused pauses or resumes a schedule. A paused schedule's ticks create no job (counted as
+// paused); resuming does not catch them up.
+func (s *Scheduler) SetPaused(ctx context.Context, name string, paused bool) error {
+	if _, ok := s.plan(name); !ok {
+		return fmt.Errorf("%w: %q", ErrUnknown, name)
+	}
+	v := "0"
+	if paused {
+		v = "1"
+	}
+	if err := s.locks.Redis().HSet(ctx, s.stateKey(name), fieldPaused, v).Err(); err != nil {
+		return fmt.Errorf("schedule: pause %q: %w", name, err)
+	}
+	return nil
+}
+
+// Status is what GET /schedules shows of one schedule.
+type Status struct {
+	Spec
+	// NextTick is the next tick after now.
+	NextTick time.Time `json:"next_tick"`
+	// LastTick is the last tick that has a job, LastJobID that job and LastJobStatus its status
+	// ("" when its record expired).
+	LastTick      *time.Time `json:"last_tick,omitempty"`
+	LastJobID     string     `json:"last_job_id,omitempty"`
+	LastJobStatus string     `json:"last_job_status,omitempty"`
+	Paused        bool       `json:"paused"`
+}
+
+// Overview is every schedule's status and the current leader.
+type Overview struct {
+	// Leader is the worker id of the leader, "" when none holds the lease.
+	Leader    string   `json:"leader"`
+	Schedules []Status `json:"schedules"`
+}
+
+// Overview reads every schedule's state, its last job's status and the leader.
+func (s *Scheduler) Overview(ctx context.Context) (Overview, error) {
+	sts, err := s.states(ctx)
+	if err != nil {
+		return Overview{}, err
+	}
+	info, err := s.locks.Inspect(ctx, leaderResource)
+	if err != nil {
+		return Overview{}, fmt.Errorf("schedule: %w", err)
+	}
+	// The owner is "<worker id>:<random>"; the random part is the lease's and stays private.
+	ov := Overview{Schedules: []Status{}}
+	if i := strings.LastIndexByte(info.Owner, ':'); i > 0 {
+		ov.Leader = info.Owner[:i]
+	}
+	now := s.cfg.Clock.Now()
+	for i, p := range s.plans {
+		st := Status{Spec: p.Spec, NextTick: p.Next(now).UTC(), LastJobID: sts[i].lastJob, Paused: sts[i].paused}
+		if !sts[i].lastAt.IsZero() {
+			at := sts[i].lastAt.UTC()
+			st.LastTick = &at
+		}
+		if st.LastJobID != "" {
+			v, err := s.stack.Get(ctx, st.LastJobID)
+			switch {
+			case err == nil:
+				st.LastJobStatus = string(v.Record.Status)
+			case !errors.Is(err, engine.ErrJobNotFound):
+				return Overview{}, fmt.Errorf("schedule: %w", err)
+			}
+		}
+		ov.Schedules = append(ov.Schedules, st)
+	}
+	return ov, nil
+}
