@@ -44,6 +44,9 @@ func (a *api) routes(f *fiber.App) {
 		for _, r := range t.Routes {
 			f.Get(r.Path, guard, pathTenant(r), limit, a.readModel(r)) // GET only: tasks.Check
 		}
+		for _, c := range t.Commands {
+			f.Post(c.Path, guard, limit, a.command(c))
+		}
 	}
 }
 

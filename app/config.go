@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/internal/redact"
+	"github.com/jobguard/jobguard/schedule"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -105,6 +106,13 @@ type Config struct {
 	// RateLimitBurst (RATE_LIMIT_BURST) is how many requests a tenant that was idle may send at
 	// once. Default 200.
 	RateLimitBurst int
+	// Schedules (SCHEDULES) are this deployment's periodic jobs, a JSON array of {"name", "spec",
+	// "type", "payload", "timezone", "overlap", "catchup"}, on top of those the task types declare
+	// (tasks.Task.Schedules). Default none.
+	Schedules []schedule.Spec
+	// OperatorTokens (OPERATOR_TOKENS, "tok1,tok2") are the bearer tokens of the operator routes
+	// (/schedules); tenant tokens do not reach them. Empty with API_TOKENS empty: open.
+	OperatorTokens map[string]string
 }
 
 // Defaults returns the configuration used for every variable that is not set.
@@ -178,6 +186,8 @@ func FromLookupTasks(lookup func(string) (string, bool), list []tasks.Task) (Con
 	p.str("DATABASE_URL", &c.DatabaseURL)
 	p.integer("RATE_LIMIT", &c.RateLimit)
 	p.integer("RATE_LIMIT_BURST", &c.RateLimitBurst)
+	p.fn("SCHEDULES", func(v string) (err error) { c.Schedules, err = parseSchedules(v); return err })
+	p.fn("OPERATOR_TOKENS", func(v string) (err error) { c.OperatorTokens, err = parseOperatorTokens(v); return err })
 	c.TaskSettings = p.taskSettings(c.Tasks) // after every variable of the app's own
 	if p.err != nil {
 		return Config{}, p.err
@@ -253,6 +263,14 @@ func (c Config) Validate() error {
 	}
 	if err := c.validateTasks(); err != nil {
 		return err
+	}
+	if err := c.validateSchedules(); err != nil {
+		return err
+	}
+	for tok := range c.OperatorTokens {
+		if _, both := c.APITokens[tok]; both {
+			return bad("OPERATOR_TOKENS", "a token is in API_TOKENS too: an operator token is no tenant's")
+		}
 	}
 	if c.RescueInterval < 100*time.Millisecond || c.RescueInterval > time.Minute {
 		return bad("RESCUE_INTERVAL", "%s is not between 100ms and 1m", c.RescueInterval)

@@ -58,9 +58,12 @@ func errorHandler(log zerolog.Logger) fiber.ErrorHandler {
 		var he *HTTPError
 		var fe *fiber.Error
 		var field *tasks.FieldError
+		var conflict *tasks.ConflictError
 		switch {
 		case errors.As(err, &he):
 			p.Status, p.Detail, p.Field = he.Status, he.Detail, he.Field
+		case errors.As(err, &conflict):
+			p.Status, p.Detail, p.Field = http.StatusConflict, conflict.Detail, conflict.Field
 		case errors.As(err, &field):
 			p.Status, p.Detail, p.Field = http.StatusBadRequest, field.Field+" "+field.Detail, field.Field
 		case errors.Is(err, tasks.ErrNotFound):

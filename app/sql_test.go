@@ -47,3 +47,41 @@ func TestDatabaseURLErrorsNameTheVariable(t *testing.T) {
 		t.Fatalf("open: %v", err)
 	}
 }
+
+// POST /orders records the order in SQL and its reserve-stock job in the outbox, in one
+// transaction; the relay hands the job to the engine and it reserves once. The same order again
+// is its job (200); the same order id with another quantity is 409.
+func TestPlaceOrderThroughTheOutbox(t *testing.T) {
+	t.Parallel()
+	r := startApp(t, RoleAll, map[string]string{"DATABASE_URL": pgtest.NewDB(t)})
+	body := `{"tenant_id":"t1","order_id":"o9","sku":"s9","quantity":2}`
+	resp, answer := post(t, r, "/orders", body)
+	if resp.StatusCode != http.StatusAccepted || resp.Header.Get("Location") == "" {
+		t.Fatalf("place: %d %s", resp.StatusCode, answer)
+	}
+	id := strings.Split(strings.Split(answer, `"job_id":"`)[1], `"`)[0]
+	if v := waitJob(t, r, id, "done"); v.Result != "reserved_total=2" {
+		t.Fatalf("job: %+v", v)
+	}
+	if resp, again := post(t, r, "/orders", body); resp.StatusCode != http.StatusOK || !strings.Contains(again, id) {
+		t.Fatalf("the same order again: %d %s", resp.StatusCode, again)
+	}
+	resp, conflict := post(t, r, "/orders", `{"tenant_id":"t1","order_id":"o9","sku":"s9","quantity":3}`)
+	if p := decodeProblem(t, resp, conflict); p.Status != http.StatusConflict || p.Field != "order_id" {
+		t.Fatalf("another quantity: %+v", p)
+	}
+	var n int
+	if err := r.sql.QueryRow(t.Context(), "SELECT count(*) FROM jobguard_outbox").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("outbox rows left: %d %v", n, err)
+	}
+}
+
+// Without DATABASE_URL there is nowhere to record an order: POST /orders is 404.
+func TestPlaceOrderNeedsSQL(t *testing.T) {
+	t.Parallel()
+	r := startApp(t, RoleAPI, nil)
+	resp, body := post(t, r, "/orders", `{"tenant_id":"t1","order_id":"o9","sku":"s9","quantity":2}`)
+	if p := decodeProblem(t, resp, body); p.Status != http.StatusNotFound {
+		t.Fatalf("%+v", p)
+	}
+}

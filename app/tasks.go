@@ -56,10 +56,17 @@ func (c Config) validateTasks() error {
 		return err
 	}
 	for _, t := range c.Tasks {
+		paths := make([]string, 0, len(t.Routes)+len(t.Commands))
 		for _, r := range t.Routes {
+			paths = append(paths, r.Path)
+		}
+		for _, c := range t.Commands {
+			paths = append(paths, c.Path)
+		}
+		for _, path := range paths {
 			for _, p := range appPaths {
-				if r.Path == p || strings.HasPrefix(r.Path, p+"/") {
-					return fmt.Errorf("app: task %s: route %s is under %s, a path of the app", t.Config.Type, r.Path, p)
+				if path == p || strings.HasPrefix(path, p+"/") {
+					return fmt.Errorf("app: task %s: route %s is under %s, a path of the app", t.Config.Type, path, p)
 				}
 			}
 		}

@@ -89,6 +89,7 @@ var reserveStock = Task{
 			}
 			return ReadStock(ctx, r.Locks, params["tenant"], params["sku"])
 		}}},
+	Commands:  []Command{{Path: "/orders", Accept: func() Request { return &ReserveStockPayload{} }, Do: placeOrder}},
 	SQLSchema: reserveStockSchema,
 	Handler: func(d Deps) engine.Handler {
 		return func(ctx context.Context, job *engine.Job) error {

@@ -5,11 +5,14 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/outbox"
 	"github.com/jobguard/jobguard/sqlfence"
 )
 
@@ -27,6 +30,10 @@ var (
 	reserveStockTotal string
 	//go:embed sql/reserve_stock_read.sql
 	reserveStockRead string
+	//go:embed sql/reserve_stock_place.sql
+	reserveStockPlace string
+	//go:embed sql/reserve_stock_placed.sql
+	reserveStockPlaced string
 )
 
 // errOrderApplied: the order has a row already; nothing changes.
@@ -70,4 +77,47 @@ func readStockSQL(ctx context.Context, db *pgxpool.Pool, tenant, sku string) (St
 		return Stock{}, fmt.Errorf("read stock: %w", err)
 	}
 	return s, nil
+}
+
+// placeOrder is POST /orders: the order is recorded in SQL and its reserve-stock job in the outbox,
+// in one transaction, so the job exists if and only if the order does. The same order again
+// answers its job (200); the same order id with another sku or quantity is a conflict (409).
+func placeOrder(ctx context.Context, r ReadDeps, req Request) (Answer, error) {
+	if r.SQL == nil {
+		return Answer{}, NotFound("orders are recorded in PostgreSQL: this process has no DATABASE_URL")
+	}
+	p := *req.(*ReserveStockPayload)
+	spec := p.Spec()
+	spec.JobID = engine.NewJobID(spec.Resource, time.Now())
+	ans := Answer{Status: http.StatusAccepted}
+	err := pgx.BeginFunc(ctx, r.SQL, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, reserveStockPlace, p.TenantID, p.OrderID, p.SKU, p.Quantity, spec.JobID)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			var sku, job string
+			var qty int
+			if err := tx.QueryRow(ctx, reserveStockPlaced, p.TenantID, p.OrderID).Scan(&sku, &qty, &job); err != nil {
+				return err
+			}
+			if sku != p.SKU || qty != p.Quantity {
+				return Conflict("order_id", "order "+p.OrderID+" was placed with another sku or quantity")
+			}
+			spec.JobID, ans.Status = job, http.StatusOK
+			return nil
+		}
+		_, err = outbox.EnqueueTx(ctx, tx, spec)
+		return err
+	})
+	if err != nil {
+		var conflict *ConflictError
+		if errors.As(err, &conflict) {
+			return Answer{}, err
+		}
+		return Answer{}, fmt.Errorf("place order: %w", err)
+	}
+	ans.Body = map[string]any{"job_id": spec.JobID, "status": "queued", "deduplicated": ans.Status == http.StatusOK}
+	ans.Location = "/jobs/" + spec.JobID
+	return ans, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/locking"
+	"github.com/jobguard/jobguard/schedule"
 )
 
 // Deps are what handlers need from the process.
@@ -41,8 +42,14 @@ type Task struct {
 	Handler func(Deps) engine.Handler
 	// Routes are the task's read models, served behind the API's authentication and rate limit.
 	Routes []Route
+	// Schedules are periodic jobs of this type declared in code (Type may be left empty); a
+	// deployment adds its own with SCHEDULES. The app validates them with the configuration.
+	Schedules []schedule.Spec
 	// Settings are the environment variables the task reads, with the rest of the configuration.
 	Settings []Setting
+	// Commands are the task's write routes beyond POST /jobs/<type>, e.g. recording an order in
+	// SQL and its job in the same transaction; mounted like the read models.
+	Commands []Command
 	// SQLSchema is the DDL the task's tables need in PostgreSQL (idempotent: CREATE ... IF NOT
 	// EXISTS), run at start-up when DATABASE_URL is set; "" when the task keeps nothing in SQL.
 	SQLSchema string
@@ -65,6 +72,41 @@ type Route struct {
 	// *FieldError (400), anything else as the API maps it. params are the validated parameters,
 	// strings of their own (they outlive the request's buffers).
 	Read func(ctx context.Context, r ReadDeps, params map[string]string) (any, error)
+}
+
+// Command is a write route of a task: POST <Path> with a JSON body decoded strictly into Accept(),
+// validated, and for the token's tenant only (403), then handed to Do.
+type Command struct {
+	// Path is fixed (no parameters); paths of the app's are refused as for routes.
+	Path string
+	// Accept returns an empty body to decode into.
+	Accept func() Request
+	// Do carries the command out; its errors map as a read model's, plus Conflict (409).
+	Do func(ctx context.Context, r ReadDeps, req Request) (Answer, error)
+}
+
+// Answer is a command's answer: status, JSON body and Location ("" none).
+type Answer struct {
+	Status   int
+	Body     any
+	Location string
+}
+
+// ConflictError is a request that contradicts what exists (409): Field names what.
+type ConflictError struct {
+	Field, Detail string
+}
+
+func (e *ConflictError) Error() string { return "tasks: " + e.Field + ": " + e.Detail }
+
+// Conflict is the answer to a request that contradicts what exists (409 naming field).
+func Conflict(field, detail string) error { return &ConflictError{Field: field, Detail: detail} }
+
+func (c Command) check() error {
+	if len(c.Path) < 2 || c.Path[0] != '/' || strings.Contains(c.Path, ":") || c.Accept == nil || c.Do == nil {
+		return errors.New("a fixed path starting with /, Accept and Do are required")
+	}
+	return nil
 }
 
 // ReadDeps are what read models need from the process.
@@ -188,6 +230,15 @@ func Check(list []Task) error {
 				return fmt.Errorf("tasks: %s: route %s %s is %s's too", typ, r.Method, r.Path, other)
 			}
 			routes[r.Method+" "+r.Path] = typ
+		}
+		for _, c := range t.Commands {
+			if err := c.check(); err != nil {
+				return fmt.Errorf("tasks: %s: command POST %s: %w", typ, c.Path, err)
+			}
+			if other, dup := routes["POST "+c.Path]; dup {
+				return fmt.Errorf("tasks: %s: route POST %s is %s's too", typ, c.Path, other)
+			}
+			routes["POST "+c.Path] = typ
 		}
 		for _, s := range t.Settings {
 			if !settingRe.MatchString(s.Name) {

@@ -19,3 +19,13 @@ CREATE TABLE IF NOT EXISTS reserve_stock_orders (
     applied_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant, order_id)
 );
+-- Orders placed through POST /orders: recorded with their job in one transaction (the outbox).
+CREATE TABLE IF NOT EXISTS reserve_stock_requests (
+    tenant     text        NOT NULL,
+    order_id   text        NOT NULL,
+    sku        text        NOT NULL,
+    quantity   integer     NOT NULL,
+    job_id     text        NOT NULL,
+    placed_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant, order_id)
+);

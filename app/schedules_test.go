@@ -1,0 +1,119 @@
+package app
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobguard/jobguard/internal/testsupport"
+)
+
+// TestSchedulesConfig: a bad SCHEDULES entry stops start-up naming the entry and the field; a
+// good one is read with its defaults.
+func TestSchedulesConfig(t *testing.T) {
+	t.Parallel()
+	good := `{"name":"hot","spec":"@every 1m","type":"rebuild-cache","payload":{"tenant_id":"t1","resource_id":"hot"}}`
+	cfg, err := FromLookup(lookupFrom(map[string]string{"SCHEDULES": "[" + good + "]"}))
+	if err != nil || len(cfg.Schedules) != 1 || cfg.Schedules[0].Name != "hot" || cfg.Schedules[0].Cron != "@every 1m" {
+		t.Fatalf("good SCHEDULES: %+v, %v", cfg.Schedules, err)
+	}
+	for _, c := range []struct{ value, want string }{
+		{`{"name":"x"}`, "must be a JSON array"},
+		{`[` + good + `,{"name":"b","spec":"@every 1m","type":"rebuild-cache","Payload":{}}]`, `entry 2: Payload: unknown field`},
+		{`[` + good + `,{"name":"b","spec":"61 * * * *","type":"rebuild-cache"}]`, `entry 2 ("b"): schedule: spec:`},
+		{`[{"name":"b","spec":"@daily","type":"rebuild-cache","timezone":"Mars/Base"}]`, `entry 1 ("b"): schedule: timezone:`},
+		{`[{"name":"b","spec":"@daily","type":"send-fax"}]`, `entry 1 ("b"): schedule: type: "send-fax" is not a task type`},
+		{`[{"name":"b","spec":"@daily","type":"rebuild-cache","payload":{"tenant_id":"t 1","resource_id":"r"}}]`, `entry 1 ("b"): schedule: payload.tenant_id:`},
+		{`[{"name":"b","spec":"@daily","type":"rebuild-cache","payload":{"tenant":"t1"}}]`, `entry 1 ("b"): schedule: payload: unknown field tenant`},
+		{`[{"name":"b","spec":"@daily","type":"rebuild-cache","overlap":"replace"}]`, `entry 1 ("b"): schedule: overlap: replace needs job cancel`},
+		{`[{"name":"b","spec":"@daily","type":"rebuild-cache","catchup":"some"}]`, `entry 1 ("b"): schedule: catchup:`},
+		{`[` + good + `,` + good + `]`, `entry 2 ("hot"): schedule: name: is another schedule's too`},
+	} {
+		_, err := FromLookup(lookupFrom(map[string]string{"SCHEDULES": c.value}))
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Var != "SCHEDULES" || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("SCHEDULES=%s:\n got %v\nwant SCHEDULES ... %s", c.value, err, c.want)
+		}
+	}
+	for _, c := range []map[string]string{
+		{"OPERATOR_TOKENS": "short"},
+		{"OPERATOR_TOKENS": "operator-token-0001,operator-token-0001"},
+		{"OPERATOR_TOKENS": "operator-token-0001", "API_TOKENS": "operator-token-0001:t1"},
+	} {
+		_, err := FromLookup(lookupFrom(c))
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Var != "OPERATOR_TOKENS" || strings.Contains(err.Error(), "operator-token-0001") {
+			t.Errorf("%v: got %v, want an OPERATOR_TOKENS error that does not repeat the token", c, err)
+		}
+	}
+}
+
+// TestSchedulesEndToEnd: a schedule configured by SCHEDULES creates rebuild-cache jobs in a
+// running app; GET /schedules shows it with its leader and last job to operators only, and
+// pause and resume work.
+func TestSchedulesEndToEnd(t *testing.T) {
+	t.Parallel()
+	const tenant, operator = "Bearer tenant-token-000001", "Bearer operator-token-0001"
+	r := startApp(t, RoleAll, map[string]string{
+		"SCHEDULES":       `[{"name":"hot-cache","spec":"@every 1s","type":"rebuild-cache","payload":{"tenant_id":"t1","resource_id":"hot"}}]`,
+		"API_TOKENS":      "tenant-token-000001:t1",
+		"OPERATOR_TOKENS": "operator-token-0001",
+		"LEASE_TTL":       "2s",
+	})
+	type overview struct {
+		Leader    string `json:"leader"`
+		Schedules []struct {
+			Name          string     `json:"name"`
+			NextTick      time.Time  `json:"next_tick"`
+			LastTick      *time.Time `json:"last_tick"`
+			LastJobID     string     `json:"last_job_id"`
+			LastJobStatus string     `json:"last_job_status"`
+			Paused        bool       `json:"paused"`
+		} `json:"schedules"`
+	}
+	var ov overview
+	testsupport.Eventually(t, 8*time.Second, "a tick's job in GET /schedules", func() bool {
+		resp, body := get(t, r.base+"/schedules", "Authorization", operator)
+		ov = overview{}
+		return resp.StatusCode == http.StatusOK && decodeInto(body, &ov) && len(ov.Schedules) == 1 && ov.Schedules[0].LastJobID != ""
+	})
+	s := ov.Schedules[0]
+	if ov.Leader == "" || s.Name != "hot-cache" || s.LastTick == nil || s.LastJobStatus == "" || s.NextTick.IsZero() {
+		t.Fatalf("overview: %+v", ov)
+	}
+	// The tick's job is an ordinary job of the tenant.
+	if resp, body := get(t, r.base+"/jobs/"+s.LastJobID, "Authorization", tenant); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"rebuild-cache"`) {
+		t.Fatalf("GET the tick's job: %d %s", resp.StatusCode, body)
+	}
+
+	if resp, body := get(t, r.base+"/schedules", "Authorization", tenant); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a tenant token: %d %s, want 403", resp.StatusCode, body)
+	}
+	if resp, body := get(t, r.base+"/schedules"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: %d %s, want 401", resp.StatusCode, body)
+	}
+	resp, body := do(t, http.MethodPost, r.base+"/schedules/nope/pause", "", "Authorization", operator)
+	if p := decodeProblem(t, resp, body); p.Status != http.StatusNotFound || p.Field != "name" {
+		t.Fatalf("pause an unknown schedule: %+v", p)
+	}
+	if resp, body := do(t, http.MethodPost, r.base+"/schedules/hot-cache/pause", "", "Authorization", operator); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"paused":true`) {
+		t.Fatalf("pause: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := get(t, r.base+"/schedules", "Authorization", operator); !decodeInto(body, &ov) || resp.StatusCode != http.StatusOK || !ov.Schedules[0].Paused {
+		t.Fatalf("after the pause: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := do(t, http.MethodPost, r.base+"/schedules/hot-cache/resume", "", "Authorization", operator); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"paused":false`) {
+		t.Fatalf("resume: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := get(t, r.base+"/metrics", "Authorization", tenant); resp.StatusCode != http.StatusOK ||
+		!strings.Contains(body, `jobguard_schedule_ticks_total{outcome="enqueued",schedule="hot-cache"}`) ||
+		!strings.Contains(body, `jobguard_schedule_ticks_total{outcome="missed",schedule="hot-cache"} 0`) ||
+		!strings.Contains(body, "jobguard_schedule_leader_changes_total 1") {
+		t.Fatalf("metrics lack the schedule's series: %d", resp.StatusCode)
+	}
+}
+
+func decodeInto(body string, v any) bool { return json.Unmarshal([]byte(body), v) == nil }
