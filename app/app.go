@@ -19,7 +19,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/engine"
-	"github.com/jobguard/jobguard/schedule"
 	"github.com/jobguard/jobguard/tasks"
 	"github.com/jobguard/jobguard/web"
 )
@@ -64,10 +63,13 @@ type App struct {
 	inspector *asynq.Inspector
 	server    *asynq.Server
 	stack     *engine.Stack
-	sched     *schedule.Scheduler // runs in worker roles; its overview is served in api roles
 
 	http *fiber.App
 	ln   net.Listener
+	// admin serves /metrics and the probes on ADMIN_ADDR; nil when they are on http.
+	admin   *fiber.App
+	adminLn net.Listener
+	worker  *workerHealth // nil when the role runs no worker
 
 	closeOnce sync.Once
 }
@@ -77,6 +79,10 @@ type App struct {
 func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	// Only a process that serves the UI needs its credentials off loopback.
+	if role.serves(RoleAPI) && cfg.MonitoringUser == "" && !isLoopback(cfg.HTTPAddr) {
+		return nil, &ConfigError{Var: "MONITORING_USER", Err: fmt.Errorf("the UI needs MONITORING_USER and MONITORING_PASSWORD when HTTP_ADDR (%s) is not a loopback address", cfg.HTTPAddr)}
 	}
 	a := &App{cfg: cfg, role: role, log: log.With().Str("role", string(role)).Logger()}
 	defer func() {
@@ -110,16 +116,27 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	deps := cfg.taskDeps()
 	deps.SQL = a.sql
 	tasks.RegisterTasks(a.stack, deps, cfg.Tasks)
-	a.sched, err = schedule.New(a.stack, a.client, cfg.schedules(), schedule.Config{LeaseTTL: cfg.LeaseTTL, Build: buildJob(cfg.Tasks), Logger: &a.log})
-	if err != nil {
-		return nil, &ConfigError{Var: "SCHEDULES", Err: err}
-	}
 
 	hm := newHTTPMetrics()
 	a.http = newFiber(cfg, a.log, hm)
 	ping := func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() }
-	healthRoutes(a.http, ping)
-	metricsRoute(a.http, newRegistry(hm, append(a.stack.Collectors(), a.sched.Collectors()...), a.inspector, ping))
+	reg := newRegistry(hm, a.stack.Collectors(), a.inspector, ping)
+	reg.MustRegister(buildInfoCollector(Build()))
+	if role.serves(RoleWorker) {
+		a.worker = newWorkerHealth(a.inspector, cfg.RescueInterval)
+	}
+	pr := probes{ping: ping, worker: a.worker}
+	if cfg.AdminAddr != "" {
+		a.admin = newFiber(cfg, a.log, hm)
+		adminRoutes(a.admin, pr, reg, nil)
+		a.admin.Use(notFound)
+	} else {
+		var guard fiber.Handler
+		if len(cfg.APITokens) > 0 {
+			guard = metricsToken(newTokenTable(cfg.APITokens))
+		}
+		adminRoutes(a.http, pr, reg, guard)
+	}
 
 	if role.serves(RoleAPI) {
 		(&api{
@@ -127,8 +144,6 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 			limiter: newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log), // nil when RATE_LIMIT=0
 			idem:    idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention, deadline: a.stack.WriteDeadline},
 		}).routes(a.http)
-		operatorRoutes(a.http, a.sched, newTokenTable(cfg.OperatorTokens), newTokenTable(cfg.APITokens),
-			newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log).handler())
 		if err := web.Mount(a.http, a.rdb, web.Monitoring{
 			User:     cfg.MonitoringUser,
 			Password: cfg.MonitoringPassword,
@@ -158,7 +173,21 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	if err != nil {
 		return nil, &ConfigError{Var: "HTTP_ADDR", Err: err}
 	}
+	if a.admin != nil {
+		a.adminLn, err = net.Listen("tcp", cfg.AdminAddr)
+		if err != nil {
+			return nil, &ConfigError{Var: "ADMIN_ADDR", Err: err}
+		}
+	}
 	return a, nil
+}
+
+// AdminAddr is the address the admin listener (ADMIN_ADDR) is bound to, "" when there is none.
+func (a *App) AdminAddr() string {
+	if a.adminLn == nil {
+		return ""
+	}
+	return a.adminLn.Addr().String()
 }
 
 // Addr is the address the HTTP listener is bound to (useful with HTTP_ADDR=127.0.0.1:0).
@@ -178,22 +207,20 @@ func (a *App) Run(ctx context.Context) error {
 		if err := a.server.Start(a.stack.Mux()); err != nil {
 			return fmt.Errorf("app: start worker: %w", err)
 		}
+		a.worker.start()
 	}
 	rescueCtx, stopRescue := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRescue()
-	// Every worker competes for the scheduler's lead; it stops with the rescuer.
-	schedDone := make(chan struct{})
 	if a.server != nil {
-		go func() { defer close(schedDone); _ = a.sched.Run(rescueCtx) }()
-	} else {
-		close(schedDone)
+		warn := func(err error) { a.log.Warn().Err(err).Msg("rescue pass failed") }
+		go a.worker.rescue(rescueCtx, a.stack.NewRescuer(a.inspector, a.client, a.cfg.RescueInterval), warn)
 	}
-	if a.server != nil {
-		go a.stack.NewRescuer(a.inspector, a.client, a.cfg.RescueInterval).Run(rescueCtx)
-	}
-	httpErr := make(chan error, 1)
+	httpErr := make(chan error, 2)
 	go func() { httpErr <- a.http.Listener(a.ln) }()
-	a.log.Info().Str("addr", a.Addr()).Int("concurrency", a.cfg.WorkerConcurrency).
+	if a.admin != nil {
+		go func() { httpErr <- a.admin.Listener(a.adminLn) }()
+	}
+	a.log.Info().Str("addr", a.Addr()).Str("admin_addr", a.AdminAddr()).Int("concurrency", a.cfg.WorkerConcurrency).
 		Strs("queues", a.cfg.QueueNames()).Bool("embedded_redis", a.cfg.Embedded()).Msg("jobguard started")
 
 	var runErr error
@@ -205,7 +232,6 @@ func (a *App) Run(ctx context.Context) error {
 	}
 
 	stopRescue()
-	<-schedDone
 	var wg sync.WaitGroup
 	if a.server != nil {
 		wg.Add(1)
@@ -214,6 +240,7 @@ func (a *App) Run(ctx context.Context) error {
 			// Handlers cancelled from here on are requeued with their attempt given back. asynq
 			// waits up to ShutdownTimeout for them, then cancels their contexts and requeues.
 			a.stack.BeginShutdown()
+			a.worker.stop() // not ready from here on
 			a.server.Shutdown()
 			// A handler that ignores its context keeps its lease until it returns or the TTL
 			// runs out; only leases of handlers that returned were released.
@@ -227,6 +254,11 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.http.ShutdownWithTimeout(httpShutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		a.log.Warn().Err(err).Msg("http shutdown")
 	}
+	if a.admin != nil {
+		if err := a.admin.ShutdownWithTimeout(httpShutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			a.log.Warn().Err(err).Msg("admin http shutdown")
+		}
+	}
 	wg.Wait()
 	a.log.Info().Msg("jobguard stopped")
 	return runErr
@@ -237,6 +269,9 @@ func (a *App) Close() {
 	a.closeOnce.Do(func() {
 		if a.ln != nil {
 			_ = a.ln.Close()
+		}
+		if a.adminLn != nil {
+			_ = a.adminLn.Close()
 		}
 		if a.client != nil {
 			_ = a.client.Close()
@@ -262,19 +297,36 @@ func (a *App) Close() {
 
 // Main is the whole program behind cmd/jobguard: args are the command-line arguments after the
 // program name, lookup reads the environment. It returns the process exit code; configuration
-// errors are one line on stderr naming the variable.
-func Main(ctx context.Context, args []string, lookup func(string) (string, bool), stderr io.Writer) int {
+// errors are one line on stderr naming the variable. Besides the roles it runs the subcommands
+// version, help (-h, --help) and healthcheck, which print to stdout and start nothing.
+func Main(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	if len(args) > 1 {
-		fmt.Fprintln(stderr, "usage: jobguard [api|worker]")
+		fmt.Fprintln(stderr, usageLine)
 		return 2
 	}
 	roleArg := ""
 	if len(args) == 1 {
 		roleArg = args[0]
 	}
+	switch roleArg {
+	case "version", "--version":
+		fmt.Fprintln(stdout, Build())
+		return 0
+	case "help", "-h", "--help":
+		writeHelp(stdout, tasks.All())
+		return 0
+	case "healthcheck":
+		u, err := healthcheckURL(lookup)
+		if err != nil {
+			fmt.Fprintln(stderr, "jobguard healthcheck:", err)
+			return 1
+		}
+		return healthcheck(ctx, u, stderr)
+	}
 	role, err := ParseRole(roleArg)
 	if err != nil {
 		fmt.Fprintln(stderr, "jobguard:", err)
+		fmt.Fprintln(stderr, usageLine)
 		return 2
 	}
 	cfg, err := FromLookup(lookup)

@@ -16,7 +16,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/internal/redact"
-	"github.com/jobguard/jobguard/schedule"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -42,9 +41,12 @@ type Config struct {
 	// RedisMode (REDIS_MODE) says how RedisURL is parsed: standalone (default, redis.ParseURL),
 	// sentinel (redis.ParseFailoverURL) or cluster (redis.ParseClusterURL).
 	RedisMode string
-	// HTTPAddr (HTTP_ADDR) is where the API, UI, health and metrics endpoints listen.
-	// Default 127.0.0.1:8080.
+	// HTTPAddr (HTTP_ADDR) is where the API and UI listen, and the health and metrics endpoints
+	// when AdminAddr is empty. Default 127.0.0.1:8080.
 	HTTPAddr string
+	// AdminAddr (ADMIN_ADDR) is where /metrics, /healthz and /readyz listen instead, apart from the
+	// API. Empty (default): they are served on HTTPAddr.
+	AdminAddr string
 	// WorkerConcurrency (WORKER_CONCURRENCY) is the most handlers one worker process runs at once,
 	// zombies included. Default 10.
 	WorkerConcurrency int
@@ -71,8 +73,8 @@ type Config struct {
 	// LogFormat (LOG_FORMAT: json or console). Default json.
 	LogFormat string
 	// MonitoringUser and MonitoringPassword (MONITORING_USER, MONITORING_PASSWORD) protect the UI
-	// under /monitoring/ with basic auth. Both or neither; without them the UI is served only when
-	// HTTPAddr is a loopback address.
+	// under /monitoring/ with basic auth. Both or neither; without them a process that serves the UI
+	// (api, all) starts only when HTTPAddr is a loopback address (New checks; a worker needs none).
 	MonitoringUser     string
 	MonitoringPassword string
 	// MonitoringReadOnly (MONITORING_READONLY) lets the UI look but not change anything. Default false.
@@ -95,7 +97,7 @@ type Config struct {
 	// BodyLimit (BODY_LIMIT) is the largest request body accepted, in bytes. Default 65536.
 	BodyLimit int
 	// DatabaseURL (DATABASE_URL) is an optional PostgreSQL (postgres://...): tasks that keep their
-	// effects in SQL (Task.SQLSchema) use it, fenced. Empty: everything is in Redis.
+	// effects in SQL (reserve-stock) use it, fenced. Empty: everything is in Redis.
 	DatabaseURL string
 	// RequestTimeout (REQUEST_TIMEOUT) is the deadline of every HTTP request: the Redis commands it
 	// sends honour it, and a request that reaches it answers 503. Default 5s.
@@ -106,13 +108,49 @@ type Config struct {
 	// RateLimitBurst (RATE_LIMIT_BURST) is how many requests a tenant that was idle may send at
 	// once. Default 200.
 	RateLimitBurst int
-	// Schedules (SCHEDULES) are this deployment's periodic jobs, a JSON array of {"name", "spec",
-	// "type", "payload", "timezone", "overlap", "catchup"}, on top of those the task types declare
-	// (tasks.Task.Schedules). Default none.
-	Schedules []schedule.Spec
-	// OperatorTokens (OPERATOR_TOKENS, "tok1,tok2") are the bearer tokens of the operator routes
-	// (/schedules); tenant tokens do not reach them. Empty with API_TOKENS empty: open.
-	OperatorTokens map[string]string
+}
+
+// Variable is one environment variable jobguard reads: its name, its default as an operator writes
+// it, and what it means. Variables is the one list of them; jobguard help, .env.example and the
+// README's configuration table follow it, and a test checks that FromLookup reads exactly these.
+type Variable struct {
+	Name    string
+	Default string // "" when unset means something, said in Help
+	Help    string
+	// Reader is who reads it besides the configuration: "" for FromLookup, else the subcommand or
+	// part that does (healthcheck, tracing).
+	Reader string
+}
+
+// Variables lists every variable, in the order FromLookup reads them. A task type's settings
+// (tasks.Setting) come on top of these.
+var Variables = []Variable{
+	{Name: "REDIS_URL", Help: "the Redis to use; empty: an embedded in-memory Redis that loses everything at exit (development only)"},
+	{Name: "REDIS_MODE", Default: RedisStandalone, Help: "how REDIS_URL is read: standalone, sentinel (needs master_name=NAME) or cluster (?addr= for more nodes)"},
+	{Name: "HTTP_ADDR", Default: "127.0.0.1:8080", Help: "listen address of the API and UI, and of /metrics, /healthz, /readyz when ADMIN_ADDR is empty"},
+	{Name: "ADMIN_ADDR", Help: "listen address of /metrics, /healthz and /readyz apart from the API (e.g. 0.0.0.0:9090); empty: they are on HTTP_ADDR"},
+	{Name: "WORKER_CONCURRENCY", Default: "10", Help: "most handlers one worker runs at once, zombies included (1-10000)"},
+	{Name: "QUEUES", Default: "critical=6,default=3,low=1", Help: "queues a worker serves, with their weights"},
+	{Name: "LEASE_TTL", Default: "30s", Help: "resource lease TTL; also how soon a dead worker's job is rescued (2s-1h)"},
+	{Name: "SHUTDOWN_TIMEOUT", Default: "25s", Help: "how long handlers may run on after SIGTERM (1s-10m)"},
+	{Name: "KEY_PREFIX", Default: "jobguard", Help: "prefix of every key jobguard writes (1-64 of [A-Za-z0-9._-])"},
+	{Name: "JOB_RETENTION", Default: "168h", Help: "how long finished job records and timelines are kept (at least 1m)"},
+	{Name: "IDEMPOTENCY_RETENTION", Default: "24h", Help: "how long an Idempotency-Key answer is kept (at least 1m)"},
+	{Name: "LOG_LEVEL", Default: "info", Help: "trace, debug, info, warn or error"},
+	{Name: "LOG_FORMAT", Default: LogJSON, Help: "json or console"},
+	{Name: "MONITORING_USER", Help: "basic-auth user of the UI (/monitoring/); with MONITORING_PASSWORD, required where the UI is served on a non-loopback HTTP_ADDR"},
+	{Name: "MONITORING_PASSWORD", Help: "basic-auth password of the UI; set with MONITORING_USER or not at all"},
+	{Name: "MONITORING_READONLY", Default: "false", Help: "the UI can look but not pause, delete, run or archive"},
+	{Name: "MONITORING_PROMETHEUS_ADDRESS", Help: "a Prometheus scraping /metrics (http(s) URL), for the UI's charts; empty: no charts"},
+	{Name: "API_TOKENS", Help: "token1:tenantA,token2:tenantB (tokens of at least 16 characters); empty: the API is open (development only)"},
+	{Name: "BODY_LIMIT", Default: "65536", Help: "largest request body in bytes (1024-16777216); larger is 413"},
+	{Name: "RESCUE_INTERVAL", Default: "2s", Help: "how often each worker looks for jobs of dead workers (100ms-1m)"},
+	{Name: "REQUEST_TIMEOUT", Default: "5s", Help: "deadline of every HTTP request (500ms-1m); one that reaches it answers 503"},
+	{Name: "DATABASE_URL", Help: "a PostgreSQL (postgres://...) for the tasks that keep their effects in SQL, fenced; empty: Redis only"},
+	{Name: "RATE_LIMIT", Default: "100", Help: "API requests per second each tenant may send on average, across all API processes (0 turns it off)"},
+	{Name: "RATE_LIMIT_BURST", Default: "200", Help: "requests an idle tenant may send at once (1-1000000)"},
+	{Name: "HEALTHCHECK_URL", Help: "what jobguard healthcheck asks; empty: http://127.0.0.1:<port of ADMIN_ADDR, else HTTP_ADDR>/readyz", Reader: "healthcheck"},
+	{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Help: "OTLP/HTTP endpoint of a trace collector; set (or OTEL_TRACES_EXPORTER=otlp) turns tracing on; the other OTEL_* variables apply", Reader: "tracing"},
 }
 
 // Defaults returns the configuration used for every variable that is not set.
@@ -166,6 +204,7 @@ func FromLookupTasks(lookup func(string) (string, bool), list []tasks.Task) (Con
 	p.str("REDIS_URL", &c.RedisURL)
 	p.str("REDIS_MODE", &c.RedisMode)
 	p.str("HTTP_ADDR", &c.HTTPAddr)
+	p.str("ADMIN_ADDR", &c.AdminAddr)
 	p.integer("WORKER_CONCURRENCY", &c.WorkerConcurrency)
 	p.fn("QUEUES", func(v string) (err error) { c.Queues, err = parseQueues(v); return err })
 	p.duration("LEASE_TTL", &c.LeaseTTL)
@@ -186,8 +225,6 @@ func FromLookupTasks(lookup func(string) (string, bool), list []tasks.Task) (Con
 	p.str("DATABASE_URL", &c.DatabaseURL)
 	p.integer("RATE_LIMIT", &c.RateLimit)
 	p.integer("RATE_LIMIT_BURST", &c.RateLimitBurst)
-	p.fn("SCHEDULES", func(v string) (err error) { c.Schedules, err = parseSchedules(v); return err })
-	p.fn("OPERATOR_TOKENS", func(v string) (err error) { c.OperatorTokens, err = parseOperatorTokens(v); return err })
 	c.TaskSettings = p.taskSettings(c.Tasks) // after every variable of the app's own
 	if p.err != nil {
 		return Config{}, p.err
@@ -221,6 +258,11 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return bad("HTTP_ADDR", "%q is not host:port", c.HTTPAddr)
 	}
+	if c.AdminAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+			return bad("ADMIN_ADDR", "%q is not host:port", c.AdminAddr)
+		}
+	}
 	if c.WorkerConcurrency < 1 || c.WorkerConcurrency > 10000 {
 		return bad("WORKER_CONCURRENCY", "%d is not between 1 and 10000", c.WorkerConcurrency)
 	}
@@ -253,9 +295,6 @@ func (c Config) Validate() error {
 	if (c.MonitoringUser == "") != (c.MonitoringPassword == "") {
 		return bad("MONITORING_PASSWORD", "MONITORING_USER and MONITORING_PASSWORD are set together or not at all")
 	}
-	if c.MonitoringUser == "" && !isLoopback(c.HTTPAddr) {
-		return bad("MONITORING_USER", "the UI needs MONITORING_USER and MONITORING_PASSWORD when HTTP_ADDR (%s) is not a loopback address", c.HTTPAddr)
-	}
 	if c.MonitoringPrometheus != "" {
 		if u, err := url.Parse(c.MonitoringPrometheus); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return bad("MONITORING_PROMETHEUS_ADDRESS", "%q is not an http(s) URL", redact.URL(c.MonitoringPrometheus))
@@ -263,14 +302,6 @@ func (c Config) Validate() error {
 	}
 	if err := c.validateTasks(); err != nil {
 		return err
-	}
-	if err := c.validateSchedules(); err != nil {
-		return err
-	}
-	for tok := range c.OperatorTokens {
-		if _, both := c.APITokens[tok]; both {
-			return bad("OPERATOR_TOKENS", "a token is in API_TOKENS too: an operator token is no tenant's")
-		}
 	}
 	if c.RescueInterval < 100*time.Millisecond || c.RescueInterval > time.Minute {
 		return bad("RESCUE_INTERVAL", "%s is not between 100ms and 1m", c.RescueInterval)

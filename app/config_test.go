@@ -88,7 +88,7 @@ func TestFromLookupNamesTheBadVariable(t *testing.T) {
 		{map[string]string{"REDIS_MODE": "ring"}, "REDIS_MODE"},
 		{map[string]string{"REDIS_MODE": "sentinel", "REDIS_URL": "redis://s1:26379"}, "REDIS_URL"},
 		{map[string]string{"HTTP_ADDR": "nohost"}, "HTTP_ADDR"},
-		{map[string]string{"HTTP_ADDR": "0.0.0.0:8080"}, "MONITORING_USER"},
+		{map[string]string{"ADMIN_ADDR": "9090"}, "ADMIN_ADDR"},
 		{map[string]string{"QUEUES": "a"}, "QUEUES"},
 		{map[string]string{"QUEUES": "a=0"}, "QUEUES"},
 		{map[string]string{"QUEUES": "a b=1"}, "QUEUES"},

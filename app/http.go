@@ -1,9 +1,6 @@
 package app
 
 import (
-	"context"
-	"errors"
-	"net/http"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -12,11 +9,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// readyTimeout bounds the Redis round trip behind /readyz.
-const readyTimeout = time.Second
-
-// newFiber builds the HTTP app every role serves: health, readiness, errors as problem+json,
-// request ids, access logs and panic recovery. Routes of the API and UI are added by the caller.
+// newFiber builds an HTTP app of the process (the API's, the admin port's): errors as problem+json,
+// request ids, access logs and panic recovery. Routes are added by the caller.
 func newFiber(cfg Config, log zerolog.Logger, hm *httpMetrics) *fiber.App {
 	f := fiber.New(fiber.Config{
 		AppName:               "jobguard",
@@ -90,23 +84,4 @@ const localUnmatched = "jobguard.unmatched"
 func notFound(c *fiber.Ctx) error {
 	c.Locals(localUnmatched, true)
 	return &HTTPError{Status: fiber.StatusNotFound, Detail: "no route for " + c.Method() + " " + c.Path()}
-}
-
-// healthRoutes adds /healthz (the process answers) and /readyz (Redis answers in time).
-func healthRoutes(f *fiber.App, ping func(context.Context) error) {
-	f.Get("/healthz", func(c *fiber.Ctx) error {
-		return c.JSON(fiber.Map{"status": "ok"})
-	})
-	f.Get("/readyz", func(c *fiber.Ctx) error {
-		ctx, cancel := context.WithTimeout(c.UserContext(), readyTimeout)
-		defer cancel()
-		if err := ping(ctx); err != nil {
-			detail := "redis: " + err.Error()
-			if errors.Is(err, context.DeadlineExceeded) {
-				detail = "redis did not answer within " + readyTimeout.String()
-			}
-			return &HTTPError{Status: http.StatusServiceUnavailable, Detail: detail, Err: err}
-		}
-		return c.JSON(fiber.Map{"status": "ready"})
-	})
 }

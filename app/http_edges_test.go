@@ -154,7 +154,12 @@ func TestMalformedRequestsGetASafeProblem(t *testing.T) {
 			t.Errorf("%s: access-log status %v", tc.name, line["status"])
 		}
 	}
-	s := scrape(t, r)
+	// /metrics on HTTP_ADDR asks for a token when API_TOKENS is set.
+	resp, body := get(t, r.base+"/metrics", "Authorization", "Bearer "+secret)
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %d", resp.StatusCode)
+	}
+	s := scraped(body)
 	for status, n := range counts {
 		if got := s.value(t, "jobguard_http_requests_total", map[string]string{"route": "unparsed", "code": fmt.Sprint(status)}); got != float64(n) {
 			t.Errorf("jobguard_http_requests_total{route=unparsed,code=%d} = %v, want %d", status, got, n)

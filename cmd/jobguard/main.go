@@ -1,5 +1,6 @@
 // Command jobguard runs the HTTP API and UI (jobguard api), an asynq worker (jobguard worker), or
-// both in one process (jobguard). Configuration comes from the environment; see the README.
+// both in one process (jobguard); jobguard help lists the subcommands and variables. Configuration
+// comes from the environment; see the README.
 package main
 
 import (
@@ -13,7 +14,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := app.Main(ctx, os.Args[1:], os.LookupEnv, os.Stderr)
+	code := app.Main(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

@@ -1,0 +1,123 @@
+package app
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jobguard/jobguard/tasks"
+)
+
+var updateEnvExample = flag.Bool("update-env-example", false, "rewrite ../.env.example from app.Variables")
+
+// Variables is the list FromLookup reads, no more and no less: a variable added to FromLookup
+// without a row (or a row without a reader) fails here.
+func TestVariablesAreWhatFromLookupReads(t *testing.T) {
+	t.Parallel()
+	var asked []string
+	_, _ = FromLookupTasks(func(name string) (string, bool) { asked = append(asked, name); return "", false }, nil)
+	var listed []string
+	for _, v := range Variables {
+		if v.Reader == "" {
+			listed = append(listed, v.Name)
+		}
+	}
+	if !slices.Equal(asked, listed) {
+		t.Fatalf("FromLookup reads %v;\napp.Variables lists %v\n(add a row to Variables in app/config.go, in the order FromLookup reads it)", asked, listed)
+	}
+}
+
+// Every default the table prints is the default the configuration has.
+func TestVariablesDefaultsAreTheConfigDefaults(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{}
+	for _, v := range Variables {
+		if v.Reader == "" && v.Default != "" {
+			env[v.Name] = v.Default
+		}
+	}
+	got, err := FromLookup(lookupFrom(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := FromLookup(lookupFrom(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Tasks, want.Tasks = nil, nil // funcs: compared by the lists' own tests
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the table's defaults give\n%+v\nnot the defaults\n%+v", got, want)
+	}
+}
+
+func TestHelpListsRolesSubcommandsAndEveryVariable(t *testing.T) {
+	t.Parallel()
+	var first string
+	for _, arg := range []string{"help", "-h", "--help"} {
+		code, out, _ := runMain(t, nil, arg)
+		if code != 0 {
+			t.Fatalf("%s: exit %d", arg, code)
+		}
+		if first == "" {
+			first = out
+		} else if out != first {
+			t.Fatalf("%s prints another text than help", arg)
+		}
+	}
+	for _, want := range []string{"jobguard api", "jobguard worker", "jobguard healthcheck", "jobguard version"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+	lines := strings.Split(first, "\n")
+	row := func(name string) string {
+		for _, l := range lines {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == name {
+				return l
+			}
+		}
+		return ""
+	}
+	for _, v := range Variables {
+		l := row(v.Name)
+		if l == "" || (v.Default != "" && !strings.Contains(l, " "+v.Default+" ")) {
+			t.Errorf("help's row of %s is %q, want its default %q", v.Name, l, v.Default)
+		}
+	}
+	for _, task := range tasks.All() {
+		for _, s := range task.Settings {
+			if row(s.Name) == "" {
+				t.Errorf("help lacks the setting %s of task %s", s.Name, task.Config.Type)
+			}
+		}
+	}
+}
+
+// .env.example is writeEnvExample's output; go test ./app -run TestEnvExampleIsCurrent
+// -update-env-example rewrites it.
+func TestEnvExampleIsCurrent(t *testing.T) {
+	t.Parallel()
+	var want bytes.Buffer
+	writeEnvExample(&want, tasks.All())
+	if *updateEnvExample {
+		if err := os.WriteFile("../.env.example", want.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile("../.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatal(".env.example is not what app.Variables says: go test ./app -run TestEnvExampleIsCurrent -update-env-example")
+	}
+	for _, v := range Variables {
+		if !bytes.Contains(got, []byte("\n#"+v.Name+"="+v.Default+"\n")) {
+			t.Errorf(".env.example lacks %s=%s", v.Name, v.Default)
+		}
+	}
+}
