@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jobguard/jobguard/engine"
