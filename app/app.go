@@ -19,6 +19,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/outbox"
+	"github.com/jobguard/jobguard/schedule"
 	"github.com/jobguard/jobguard/tasks"
 	"github.com/jobguard/jobguard/web"
 )
@@ -63,6 +65,7 @@ type App struct {
 	inspector *asynq.Inspector
 	server    *asynq.Server
 	stack     *engine.Stack
+	sched     *schedule.Scheduler // runs in worker roles; its overview is served in api roles
 
 	http *fiber.App
 	ln   net.Listener
@@ -116,11 +119,15 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	deps := cfg.taskDeps()
 	deps.SQL = a.sql
 	tasks.RegisterTasks(a.stack, deps, cfg.Tasks)
+	a.sched, err = schedule.New(a.stack, a.client, cfg.schedules(), schedule.Config{LeaseTTL: cfg.LeaseTTL, Build: buildJob(cfg.Tasks), Logger: &a.log})
+	if err != nil {
+		return nil, &ConfigError{Var: "SCHEDULES", Err: err}
+	}
 
 	hm := newHTTPMetrics()
 	a.http = newFiber(cfg, a.log, hm)
 	ping := func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() }
-	reg := newRegistry(hm, a.stack.Collectors(), a.inspector, ping)
+	reg := newRegistry(hm, append(a.stack.Collectors(), a.sched.Collectors()...), a.inspector, ping)
 	reg.MustRegister(buildInfoCollector(Build()))
 	if role.serves(RoleWorker) {
 		a.worker = newWorkerHealth(a.inspector, cfg.RescueInterval)
@@ -144,6 +151,8 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 			limiter: newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log), // nil when RATE_LIMIT=0
 			idem:    idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention, deadline: a.stack.WriteDeadline},
 		}).routes(a.http)
+		operatorRoutes(a.http, a.sched, newTokenTable(cfg.OperatorTokens), newTokenTable(cfg.APITokens),
+			newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log).handler())
 		if err := web.Mount(a.http, a.rdb, web.Monitoring{
 			User:     cfg.MonitoringUser,
 			Password: cfg.MonitoringPassword,
@@ -211,6 +220,21 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	rescueCtx, stopRescue := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRescue()
+	// Every worker competes for the scheduler's lead; it stops with the rescuer.
+	schedDone := make(chan struct{})
+	if a.server != nil {
+		go func() { defer close(schedDone); _ = a.sched.Run(rescueCtx) }()
+	} else {
+		close(schedDone)
+	}
+	// With DATABASE_URL every worker competes to relay the outbox; it stops with the rescuer.
+	relayDone := make(chan struct{})
+	if a.server != nil && a.sql != nil {
+		relay := &outbox.Relay{DB: a.sql, Stack: a.stack, Client: a.client, LeaseTTL: a.cfg.LeaseTTL, Log: a.log}
+		go func() { defer close(relayDone); relay.Run(rescueCtx) }()
+	} else {
+		close(relayDone)
+	}
 	if a.server != nil {
 		warn := func(err error) { a.log.Warn().Err(err).Msg("rescue pass failed") }
 		go a.worker.rescue(rescueCtx, a.stack.NewRescuer(a.inspector, a.client, a.cfg.RescueInterval), warn)
@@ -232,6 +256,8 @@ func (a *App) Run(ctx context.Context) error {
 	}
 
 	stopRescue()
+	<-schedDone
+	<-relayDone
 	var wg sync.WaitGroup
 	if a.server != nil {
 		wg.Add(1)

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/internal/redact"
+	"github.com/jobguard/jobguard/schedule"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -97,7 +98,7 @@ type Config struct {
 	// BodyLimit (BODY_LIMIT) is the largest request body accepted, in bytes. Default 65536.
 	BodyLimit int
 	// DatabaseURL (DATABASE_URL) is an optional PostgreSQL (postgres://...): tasks that keep their
-	// effects in SQL (reserve-stock) use it, fenced. Empty: everything is in Redis.
+	// effects in SQL (Task.SQLSchema) use it, fenced. Empty: everything is in Redis.
 	DatabaseURL string
 	// RequestTimeout (REQUEST_TIMEOUT) is the deadline of every HTTP request: the Redis commands it
 	// sends honour it, and a request that reaches it answers 503. Default 5s.
@@ -108,6 +109,13 @@ type Config struct {
 	// RateLimitBurst (RATE_LIMIT_BURST) is how many requests a tenant that was idle may send at
 	// once. Default 200.
 	RateLimitBurst int
+	// Schedules (SCHEDULES) are this deployment's periodic jobs, a JSON array of {"name", "spec",
+	// "type", "payload", "timezone", "overlap", "catchup"}, on top of those the task types declare
+	// (tasks.Task.Schedules). Default none.
+	Schedules []schedule.Spec
+	// OperatorTokens (OPERATOR_TOKENS, "tok1,tok2") are the bearer tokens of the operator routes
+	// (/schedules); tenant tokens do not reach them. Empty with API_TOKENS empty: open.
+	OperatorTokens map[string]string
 }
 
 // Variable is one environment variable jobguard reads: its name, its default as an operator writes
@@ -149,6 +157,8 @@ var Variables = []Variable{
 	{Name: "DATABASE_URL", Help: "a PostgreSQL (postgres://...) for the tasks that keep their effects in SQL, fenced; empty: Redis only"},
 	{Name: "RATE_LIMIT", Default: "100", Help: "API requests per second each tenant may send on average, across all API processes (0 turns it off)"},
 	{Name: "RATE_LIMIT_BURST", Default: "200", Help: "requests an idle tenant may send at once (1-1000000)"},
+	{Name: "SCHEDULES", Help: `periodic jobs: a JSON array of {"name","spec","type","payload","timezone","overlap","catchup"}; empty: none`},
+	{Name: "OPERATOR_TOKENS", Help: "bearer tokens of the operator routes (/schedules), comma-separated, at least 16 characters each"},
 	{Name: "HEALTHCHECK_URL", Help: "what jobguard healthcheck asks; empty: http://127.0.0.1:<port of ADMIN_ADDR, else HTTP_ADDR>/readyz", Reader: "healthcheck"},
 	{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Help: "OTLP/HTTP endpoint of a trace collector; set (or OTEL_TRACES_EXPORTER=otlp) turns tracing on; the other OTEL_* variables apply", Reader: "tracing"},
 }
@@ -225,6 +235,8 @@ func FromLookupTasks(lookup func(string) (string, bool), list []tasks.Task) (Con
 	p.str("DATABASE_URL", &c.DatabaseURL)
 	p.integer("RATE_LIMIT", &c.RateLimit)
 	p.integer("RATE_LIMIT_BURST", &c.RateLimitBurst)
+	p.fn("SCHEDULES", func(v string) (err error) { c.Schedules, err = parseSchedules(v); return err })
+	p.fn("OPERATOR_TOKENS", func(v string) (err error) { c.OperatorTokens, err = parseOperatorTokens(v); return err })
 	c.TaskSettings = p.taskSettings(c.Tasks) // after every variable of the app's own
 	if p.err != nil {
 		return Config{}, p.err
@@ -302,6 +314,14 @@ func (c Config) Validate() error {
 	}
 	if err := c.validateTasks(); err != nil {
 		return err
+	}
+	if err := c.validateSchedules(); err != nil {
+		return err
+	}
+	for tok := range c.OperatorTokens {
+		if _, both := c.APITokens[tok]; both {
+			return bad("OPERATOR_TOKENS", "a token is in API_TOKENS too: an operator token is no tenant's")
+		}
 	}
 	if c.RescueInterval < 100*time.Millisecond || c.RescueInterval > time.Minute {
 		return bad("RESCUE_INTERVAL", "%s is not between 100ms and 1m", c.RescueInterval)
