@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/schedule"
+	"github.com/jobguard/jobguard/tasks"
 )
 
 // TestSchedulesConfig: a bad SCHEDULES entry stops start-up naming the entry and the field; a
@@ -117,3 +119,24 @@ func TestSchedulesEndToEnd(t *testing.T) {
 }
 
 func decodeInto(body string, v any) bool { return json.Unmarshal([]byte(body), v) == nil }
+
+// TestScheduleDeclaredInCode: a task type's own schedule (tasks.Task.Schedules, type left empty)
+// runs its handler in a running app; a bad one names the task and the field.
+func TestScheduleDeclaredInCode(t *testing.T) {
+	t.Parallel()
+	note := noteTask()
+	note.Schedules = []schedule.Spec{{Name: "note-tick", Cron: "@every 1s", Payload: []byte(`{"tenant_id":"t1","text":"tick"}`), Overlap: schedule.Allow}}
+	r := startTasks(t, nil, []tasks.Task{note})
+	testsupport.Eventually(t, 8*time.Second, "the scheduled note", func() bool {
+		resp, body := get(t, r.base+"/notes/t1")
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, "note:tick")
+	})
+
+	bad := noteTask()
+	bad.Schedules = []schedule.Spec{{Name: "note-bad", Cron: "@every 1s", Payload: []byte(`{"tenant_id":"t 1"}`)}}
+	_, err := FromLookupTasks(lookupFrom(nil), []tasks.Task{bad})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `task note's schedule "note-bad" (in code): schedule: payload.tenant_id:`) {
+		t.Fatalf("bad schedule in code: %v", err)
+	}
+}
