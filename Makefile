@@ -2,13 +2,14 @@
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: run test deps vet staticcheck unit bench bench-recovery chaos chaos-long
+.PHONY: run test deps vet staticcheck deploy-check actionlint unit bench bench-recovery chaos chaos-long
 
 run:
 	$(GO) run ./cmd/jobguard
 
-## test: install redis-server and chromium when missing, then vet, staticcheck and all tests with -race.
-test: deps vet staticcheck unit
+## test: install redis-server and chromium when missing, then vet, staticcheck, the deploy/ and CI
+## workflow checks, and all tests with -race.
+test: deps vet staticcheck deploy-check actionlint unit
 
 deps:
 	@./scripts/ensure-deps.sh
@@ -18,6 +19,16 @@ vet:
 
 staticcheck:
 	$(GO) tool staticcheck ./...
+
+## deploy-check: the shipped Prometheus configuration and alert rules parse (promtool from ensure-deps.sh).
+deploy-check:
+	promtool check config deploy/prometheus/prometheus.yml
+	promtool check rules deploy/prometheus/rules.yml
+
+## actionlint: the CI workflow lints clean (pinned; fetched through the Go module proxy).
+ACTIONLINT ?= github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
+actionlint:
+	$(GO) run $(ACTIONLINT) .github/workflows/ci.yml
 
 unit:
 	$(GO) test $(TEST_FLAGS) ./...

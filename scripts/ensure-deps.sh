@@ -12,6 +12,8 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
   missing+=(chromium)
 fi
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+# setpriv runs the Dockerfile-built binary as the image's non-root user (cmd/jobguard/dockerfile_test.go).
+command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 # PostgreSQL's server binaries (initdb, postgres) for the SQL fence tests; Debian puts them here.
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -eq 0 ]; then
