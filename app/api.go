@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/history"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -241,6 +242,13 @@ func (a *api) load(c *fiber.Ctx) (engine.View, error) {
 		return engine.View{}, notFound
 	}
 	v, err := a.stack.Get(c.UserContext(), id)
+	if errors.Is(err, engine.ErrJobNotFound) && a.sql != nil {
+		// Redis let the job go: its copy in SQL, if it was copied, is the job's history.
+		v, err = history.Load(c.UserContext(), a.sql, id)
+		if errors.Is(err, history.ErrNotFound) {
+			err = engine.ErrJobNotFound
+		}
+	}
 	if errors.Is(err, engine.ErrJobNotFound) {
 		return v, notFound
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/history"
 	"github.com/jobguard/jobguard/outbox"
 	"github.com/jobguard/jobguard/schedule"
 	"github.com/jobguard/jobguard/tasks"
@@ -59,7 +60,8 @@ type App struct {
 	log      zerolog.Logger
 	rdb      redis.UniversalClient
 	embedded *miniredis.Miniredis
-	sql      *pgxpool.Pool // nil without DATABASE_URL
+	sql      *pgxpool.Pool   // nil without DATABASE_URL
+	history  *history.Writer // copies finished jobs to SQL; nil without DATABASE_URL
 
 	client    *asynq.Client
 	inspector *asynq.Inspector
@@ -115,6 +117,11 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	}
 	if a.sql, err = openSQL(ctx, cfg); err != nil {
 		return nil, err
+	}
+	if a.sql != nil {
+		// Finished jobs are copied to SQL, so a short JOB_RETENTION keeps their history.
+		a.history = history.NewWriter(a.sql, a.stack, a.log)
+		a.stack.OnEnd(a.history.Add)
 	}
 	deps := cfg.taskDeps()
 	deps.SQL = a.sql
@@ -227,6 +234,15 @@ func (a *App) Run(ctx context.Context) error {
 	} else {
 		close(schedDone)
 	}
+	// The history writer stops after the last handler returned, so every end is copied.
+	historyCtx, stopHistory := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHistory()
+	historyDone := make(chan struct{})
+	if a.history != nil {
+		go func() { defer close(historyDone); a.history.Run(historyCtx) }()
+	} else {
+		close(historyDone)
+	}
 	// With DATABASE_URL every worker competes to relay the outbox; it stops with the rescuer.
 	relayDone := make(chan struct{})
 	if a.server != nil && a.sql != nil {
@@ -286,6 +302,8 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}
 	wg.Wait()
+	stopHistory()
+	<-historyDone
 	a.log.Info().Msg("jobguard stopped")
 	return runErr
 }

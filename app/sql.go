@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobguard/jobguard/history"
 	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/outbox"
 	"github.com/jobguard/jobguard/sqlfence"
@@ -45,12 +46,16 @@ func openSQL(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// migrateSQL creates the fence table, the outbox and every registered task's tables.
+// migrateSQL creates the fence table, the outbox, the job history and every registered task's
+// tables.
 func migrateSQL(ctx context.Context, pool *pgxpool.Pool, list []tasks.Task) error {
 	if err := sqlfence.Migrate(ctx, pool); err != nil {
 		return fmt.Errorf("app: %w", err)
 	}
 	if err := outbox.Migrate(ctx, pool); err != nil {
+		return fmt.Errorf("app: %w", err)
+	}
+	if err := history.Migrate(ctx, pool); err != nil {
 		return fmt.Errorf("app: %w", err)
 	}
 	for _, t := range list {

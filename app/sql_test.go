@@ -4,8 +4,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobguard/jobguard/internal/pgtest"
+	"github.com/jobguard/jobguard/internal/testsupport"
 )
 
 // With DATABASE_URL the reserve-stock example keeps its effect in PostgreSQL: the order is applied
@@ -83,5 +85,34 @@ func TestPlaceOrderNeedsSQL(t *testing.T) {
 	resp, body := post(t, r, "/orders", `{"tenant_id":"t1","order_id":"o9","sku":"s9","quantity":2}`)
 	if p := decodeProblem(t, resp, body); p.Status != http.StatusNotFound {
 		t.Fatalf("%+v", p)
+	}
+}
+
+// With DATABASE_URL a finished job is copied to SQL; once Redis lets it go, GET /jobs/{id} reads
+// the copy, with the same record and timeline.
+func TestFinishedJobsHaveAHistoryInSQL(t *testing.T) {
+	t.Parallel()
+	r := startApp(t, RoleAll, map[string]string{"DATABASE_URL": pgtest.NewDB(t)})
+	resp, answer := post(t, r, "/jobs/rebuild-cache", `{"tenant_id":"t1","resource_id":"h1"}`)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("enqueue: %d %s", resp.StatusCode, answer)
+	}
+	id := strings.Split(strings.Split(answer, `"job_id":"`)[1], `"`)[0]
+	live := waitJob(t, r, id, "done")
+	testsupport.Eventually(t, 10*time.Second, "the job's copy", func() bool {
+		var n int
+		_ = r.sql.QueryRow(t.Context(), "SELECT count(*) FROM jobguard_job_history WHERE job_id = $1 AND status = 'done'", id).Scan(&n)
+		return n == 1
+	})
+	// What the end of JOB_RETENTION does in Redis.
+	keys := r.Redis().Keys(t.Context(), "jobguard:*:job:"+id+"*").Val()
+	if len(keys) != 2 {
+		t.Fatalf("record keys %v", keys)
+	}
+	r.Redis().Del(t.Context(), keys...)
+	var copied jobView
+	if code := getJSON(t, r, "/jobs/"+id, &copied); code != http.StatusOK || copied.Status != "done" ||
+		copied.Result != live.Result || len(copied.Timeline) != len(live.Timeline) || copied.Timeline[0].Event != "enqueued" {
+		t.Fatalf("from SQL: %d %+v, live %+v", code, copied, live)
 	}
 }

@@ -119,6 +119,9 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 	switch res.State {
 	case jobstore.Finished:
 		s.m.transitions.WithLabelValues(job.Type, string(o.Status)).Inc()
+		if o.Status.Terminal() {
+			s.ended(job.ID)
+		}
 	case jobstore.StaleWrite:
 		s.Stats.StaleWrites.Add(1)
 		s.m.staleWrites.WithLabelValues(job.Type).Inc()

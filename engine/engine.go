@@ -37,6 +37,8 @@ type Stack struct {
 
 	rng   *rand.Rand
 	rngMu sync.Mutex
+	// onEnd is told of every job this process ends (OnEnd).
+	onEnd atomic.Pointer[func(string)]
 	Stats Stats
 	m     *metrics
 }

@@ -55,6 +55,9 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 			return s.bounce(tc.Type, "start_failed", 0, fmt.Errorf("start script: %w", err))
 		}
 		if st.State != jobstore.Run {
+			if st.State == jobstore.Applied || st.State == jobstore.Exhausted {
+				defer s.ended(jobID) // the start script ended it
+			}
 			return s.notRun(st, tc, log)
 		}
 		job := s.newJob(st, t, keys, tc, delivery, owner, sent)

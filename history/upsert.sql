@@ -1,0 +1,6 @@
+-- upsert: a finished job's record and timeline. $1 job id, $2 tenant, $3 type, $4 status,
+-- $5 finished at, $6 record (JSON object of the hash's fields), $7 timeline (JSON array).
+INSERT INTO jobguard_job_history (job_id, tenant, type, status, finished_at, record, timeline)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (job_id) DO UPDATE SET tenant = EXCLUDED.tenant, type = EXCLUDED.type, status = EXCLUDED.status,
+    finished_at = EXCLUDED.finished_at, record = EXCLUDED.record, timeline = EXCLUDED.timeline, copied_at = now()
