@@ -25,7 +25,8 @@ Usage:
   jobguard version      print version, commit and Go version
   jobguard help         this text (also -h, --help)
 
-Every role serves /metrics, /healthz and /readyz, on ADMIN_ADDR when it is set, else on HTTP_ADDR.
+Every role serves /metrics, /healthz and /readyz: on ADMIN_ADDR when it is set (no token), else on
+HTTP_ADDR, where /metrics needs one of API_TOKENS' tokens when they are set.
 Configuration is environment variables; a bad value stops start-up with one line naming it.
 
 Environment (name, default, meaning):
