@@ -367,7 +367,9 @@ func TestCatchUp(t *testing.T) {
 			a := b.start("a", nil)
 			testsupport.Eventually(t, 3*time.Second, "the cursor", func() bool { return b.cursor("c").Equal(t0.Truncate(time.Millisecond)) })
 			clock.Set(t0.Add(2 * time.Second))
-			testsupport.Eventually(t, 3*time.Second, "two ticks", func() bool { return len(b.jobs("c")) == 2 })
+			testsupport.Eventually(t, 3*time.Second, "two ticks", func() bool {
+				return len(b.jobs("c")) == 2 && b.cursor("c").Equal(t0.Add(1500*time.Millisecond))
+			})
 			a.stop()
 			now := t0.Add(2*time.Second + 10*time.Minute)
 			clock.Set(now) // everyone was down for 10 minutes
@@ -494,11 +496,10 @@ func TestPauseResumeAndOverview(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Set(t0.Add(4 * time.Second))
-	testsupport.Eventually(t, 3*time.Second, "a job after the resume", func() bool { return len(b.jobs("p")) == 1 })
-	ov, err = in.sch.Overview(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testsupport.Eventually(t, 3*time.Second, "a job after the resume", func() bool {
+		ov, err = in.sch.Overview(ctx)
+		return err == nil && len(b.jobs("p")) == 1 && ov.Schedules[0].LastJobID != ""
+	})
 	s := ov.Schedules[0]
 	if s.Paused || s.LastTick == nil || !s.LastTick.Equal(t0.Add(3500*time.Millisecond)) || s.LastJobID != TickJobID("p", "", *s.LastTick) || s.LastJobStatus != "queued" {
 		t.Fatalf("overview after the resume: %+v", s)
