@@ -48,3 +48,12 @@ chaos: deps
 ## chaos-long: at least 15 minutes of faults.
 chaos-long: deps
 	CHAOS=long $(GO) test -count=1 -v -run '^TestChaos$$' -timeout 40m ./chaos/
+
+## chaos-failover: the load against Sentinel then Cluster, a minority-master partition and three
+## master kills (-9) each, with the failover figures (about 4 minutes).
+chaos-failover: deps
+	CHAOS=failover $(GO) test -count=1 -v -run '^TestChaosFailover$$' -timeout 20m ./chaos/
+
+## chaos-failover-short: one master kill per topology (under 2 minutes); CI runs it after make chaos.
+chaos-failover-short: deps
+	CHAOS=failover-short $(GO) test -count=1 -v -run '^TestChaosFailover$$' -timeout 10m ./chaos/

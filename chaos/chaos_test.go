@@ -44,7 +44,8 @@ type run struct {
 	t       *testing.T
 	bin     string
 	redis   *redistest.Server
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
+	env     []string // extra environment for the processes (REDIS_MODE, REDIS_URL), last wins
 	proxy   *faultproxy.Proxy
 	up      *httptest.Server
 	api     *proc
@@ -78,6 +79,7 @@ func (r *run) start(role string, redisAddr string) *proc {
 		"RESCUE_INTERVAL=500ms", "WORKER_CONCURRENCY=4", "SHUTDOWN_TIMEOUT=3s", "LOG_LEVEL=info",
 		"REBUILD_SOURCE_URL=" + r.up.URL,
 	}
+	cmd.Env = append(cmd.Env, r.env...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		r.t.Fatal(err)
@@ -185,10 +187,9 @@ func (r *run) submit(path, body, key string) (string, int) {
 func (r *run) jobRecords(fields ...string) map[string][]any {
 	ctx := context.Background()
 	out := map[string][]any{}
-	iter := r.rdb.Scan(ctx, 0, "jobguard:*:job:*", 1000).Iterator()
 	var keys []string
-	for iter.Next(ctx) {
-		if k := iter.Val(); !strings.HasSuffix(k, ":timeline") {
+	for _, k := range scanKeys(r.rdb, "jobguard:*:job:*") {
+		if !strings.HasSuffix(k, ":timeline") {
 			keys = append(keys, k)
 		}
 	}
@@ -204,6 +205,31 @@ func (r *run) jobRecords(fields ...string) map[string][]any {
 		}
 	}
 	return out
+}
+
+// scanKeys lists the keys matching pattern on every master of rdb (a cluster's or the one server).
+func scanKeys(rdb redis.UniversalClient, pattern string) []string {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var keys []string
+	scan := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		_ = cc.ForEachMaster(ctx, scan)
+		return keys
+	}
+	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	return keys
 }
 
 // heldBy lists the jobs a worker process is running: job id -> the delivery it runs.

@@ -27,6 +27,8 @@ import (
 type Replicated struct {
 	Nodes     []*Server // Nodes[0] is the first master
 	Sentinels []*Sentinel
+	// Aliases maps other addresses of a node (the proxies of a ReplicaLink) to its own.
+	Aliases map[string]string
 }
 
 // SentinelAddrs are the sentinels' addresses.
@@ -58,7 +60,7 @@ type ReplicaLink struct {
 
 // StartReplicated starts the topology; link may be zero (everything direct).
 func StartReplicated(link ReplicaLink) (*Replicated, error) {
-	r := &Replicated{}
+	r := &Replicated{Aliases: map[string]string{}}
 	fail := func(err error) (*Replicated, error) {
 		r.Stop()
 		return nil, fmt.Errorf("redistest: replicated: %w", err)
@@ -79,6 +81,7 @@ func StartReplicated(link ReplicaLink) (*Replicated, error) {
 			return fail(err)
 		}
 	}
+	r.Aliases[from], r.Aliases[watch] = m.Addr, m.Addr
 	host, port, _ := net.SplitHostPort(from)
 	for i := 0; i < 2; i++ {
 		s, err := start("--replicaof", host, port)
@@ -150,6 +153,9 @@ func (r *Replicated) MasterAddr(ctx context.Context) (string, error) {
 
 // Node is the server of the topology listening on addr (nil when none is).
 func (r *Replicated) Node(addr string) *Server {
+	if a, ok := r.Aliases[addr]; ok {
+		addr = a
+	}
 	for _, n := range r.Nodes {
 		if n.Addr == addr {
 			return n
@@ -175,8 +181,8 @@ func (r *Replicated) KillMaster(ctx context.Context) (*Server, time.Time, error)
 // WaitPromotion waits until a quorum's view names a master other than old that answers as master.
 func (r *Replicated) WaitPromotion(ctx context.Context, old *Server) (*Server, error) {
 	for {
-		if a, err := r.MasterAddr(ctx); err == nil && a != old.Addr {
-			if n := r.Node(a); n != nil && waitRole(a, "master", "", 200*time.Millisecond) == nil {
+		if a, err := r.MasterAddr(ctx); err == nil {
+			if n := r.Node(a); n != nil && n != old && waitRole(n.Addr, "master", "", 200*time.Millisecond) == nil {
 				return n, nil
 			}
 		}
