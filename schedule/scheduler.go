@@ -265,7 +265,11 @@ func (s *Scheduler) step(ctx context.Context, f locking.Fence, p *plan, st state
 			return err
 		}
 		lastJob = id
-		if err := s.write(ctx, f, p, fieldCursor, tick.UnixMilli(), fieldLastAt, tick.UnixMilli(), fieldLastJob, id); err != nil {
+		// The job exists: record it even if the lead ends now (the write is fenced all the same).
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		err = s.write(wctx, f, p, fieldCursor, tick.UnixMilli(), fieldLastAt, tick.UnixMilli(), fieldLastJob, id)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}
