@@ -359,6 +359,8 @@ func Main(ctx context.Context, args []string, lookup func(string) (string, bool)
 	case "help", "-h", "--help":
 		writeHelp(stdout, tasks.All())
 		return 0
+	case "migrate":
+		return runMigrate(ctx, lookup, stdout, stderr)
 	case "healthcheck":
 		u, err := healthcheckURL(lookup)
 		if err != nil {

@@ -100,6 +100,9 @@ type Config struct {
 	// DatabaseURL (DATABASE_URL) is an optional PostgreSQL (postgres://...): tasks that keep their
 	// effects in SQL (Task.SQLSchema) use it, fenced. Empty: everything is in Redis.
 	DatabaseURL string
+	// DatabaseMigrate (DATABASE_MIGRATE) applies pending schema steps at start-up; false: start-up
+	// fails when a step is missing (run `jobguard migrate` first). Default false.
+	DatabaseMigrate bool
 	// RequestTimeout (REQUEST_TIMEOUT) is the deadline of every HTTP request: the Redis commands it
 	// sends honour it, and a request that reaches it answers 503. Default 5s.
 	RequestTimeout time.Duration
@@ -155,6 +158,7 @@ var Variables = []Variable{
 	{Name: "RESCUE_INTERVAL", Default: "2s", Help: "how often each worker looks for jobs of dead workers (100ms-1m)"},
 	{Name: "REQUEST_TIMEOUT", Default: "5s", Help: "deadline of every HTTP request (500ms-1m); one that reaches it answers 503"},
 	{Name: "DATABASE_URL", Help: "a PostgreSQL (postgres://...) for the tasks that keep their effects in SQL, fenced; empty: Redis only"},
+	{Name: "DATABASE_MIGRATE", Default: "false", Help: "apply pending PostgreSQL schema steps at start-up; false: start-up fails until `jobguard migrate` ran"},
 	{Name: "RATE_LIMIT", Default: "100", Help: "API requests per second each tenant may send on average, across all API processes (0 turns it off)"},
 	{Name: "RATE_LIMIT_BURST", Default: "200", Help: "requests an idle tenant may send at once (1-1000000)"},
 	{Name: "SCHEDULES", Help: `periodic jobs: a JSON array of {"name","spec","type","payload","timezone","overlap","catchup"}; empty: none`},
@@ -233,6 +237,7 @@ func FromLookupTasks(lookup func(string) (string, bool), list []tasks.Task) (Con
 	p.duration("RESCUE_INTERVAL", &c.RescueInterval)
 	p.duration("REQUEST_TIMEOUT", &c.RequestTimeout)
 	p.str("DATABASE_URL", &c.DatabaseURL)
+	p.fn("DATABASE_MIGRATE", func(v string) (err error) { c.DatabaseMigrate, err = strconv.ParseBool(v); return err })
 	p.integer("RATE_LIMIT", &c.RateLimit)
 	p.integer("RATE_LIMIT_BURST", &c.RateLimitBurst)
 	p.fn("SCHEDULES", func(v string) (err error) { c.Schedules, err = parseSchedules(v); return err })

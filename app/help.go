@@ -10,7 +10,7 @@ import (
 )
 
 // usageLine is printed on stderr after a wrong command line.
-const usageLine = "usage: jobguard [api|worker|healthcheck|version|help]"
+const usageLine = "usage: jobguard [api|worker|migrate|healthcheck|version|help]"
 
 // writeHelp prints what jobguard help shows: roles, subcommands, and every variable (Variables,
 // then the settings of the task types in list) with its default and meaning.
@@ -21,6 +21,7 @@ Usage:
   jobguard              API, UI and worker in one process (development default)
   jobguard api          HTTP API and UI (/jobs, task read models, /monitoring/)
   jobguard worker       asynq worker; serves /healthz, /readyz and /metrics only
+  jobguard migrate      apply every pending PostgreSQL schema step to DATABASE_URL, and say which
   jobguard healthcheck  exit 0 when HEALTHCHECK_URL answers 200 within 2s, else 1 (for a container's HEALTHCHECK)
   jobguard version      print version, commit and Go version
   jobguard help         this text (also -h, --help)

@@ -7,18 +7,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jobguard/jobguard/history"
 	"github.com/jobguard/jobguard/internal/redact"
-	"github.com/jobguard/jobguard/outbox"
-	"github.com/jobguard/jobguard/sqlfence"
-	"github.com/jobguard/jobguard/tasks"
 )
 
 // sqlPingTimeout bounds the start-up check that PostgreSQL answers.
 const sqlPingTimeout = 5 * time.Second
 
 // openSQL returns the process's PostgreSQL pool when DATABASE_URL is set (nil otherwise), with
-// the fence table and every task's schema in place. One pool per process: every handler may hold
+// the schema migrated (DATABASE_MIGRATE) or checked to be current. One pool per process: every handler may hold
 // a connection for its transaction while the API's read models use the rest.
 func openSQL(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	if cfg.DatabaseURL == "" {
@@ -39,32 +35,14 @@ func openSQL(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 		pool.Close()
 		return nil, fmt.Errorf("app: postgres at %s does not answer: %w", pc.ConnConfig.Host, redact.Error(err))
 	}
-	if err := migrateSQL(pctx, pool, cfg.Tasks); err != nil {
+	if cfg.DatabaseMigrate {
+		err = migrateUp(pctx, pool, cfg.Tasks, nil)
+	} else {
+		err = checkSchema(pctx, pool, cfg.Tasks)
+	}
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
 	return pool, nil
-}
-
-// migrateSQL creates the fence table, the outbox, the job history and every registered task's
-// tables.
-func migrateSQL(ctx context.Context, pool *pgxpool.Pool, list []tasks.Task) error {
-	if err := sqlfence.Migrate(ctx, pool); err != nil {
-		return fmt.Errorf("app: %w", err)
-	}
-	if err := outbox.Migrate(ctx, pool); err != nil {
-		return fmt.Errorf("app: %w", err)
-	}
-	if err := history.Migrate(ctx, pool); err != nil {
-		return fmt.Errorf("app: %w", err)
-	}
-	for _, t := range list {
-		if t.SQLSchema == "" {
-			continue
-		}
-		if _, err := pool.Exec(ctx, t.SQLSchema); err != nil {
-			return fmt.Errorf("app: schema of task %s: %w", t.Config.Type, err)
-		}
-	}
-	return nil
 }

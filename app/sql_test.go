@@ -14,7 +14,7 @@ import (
 // once, and GET /stock reads SQL.
 func TestReserveStockInPostgres(t *testing.T) {
 	t.Parallel()
-	r := startApp(t, RoleAll, map[string]string{"DATABASE_URL": pgtest.NewDB(t)})
+	r := startApp(t, RoleAll, map[string]string{"DATABASE_URL": pgtest.NewDB(t), "DATABASE_MIGRATE": "true"})
 	body := `{"tenant_id":"t1","order_id":"o1","sku":"s1","quantity":4}`
 	resp, answer := post(t, r, "/jobs/reserve-stock", body)
 	if resp.StatusCode != http.StatusAccepted {
@@ -55,7 +55,7 @@ func TestDatabaseURLErrorsNameTheVariable(t *testing.T) {
 // is its job (200); the same order id with another quantity is 409.
 func TestPlaceOrderThroughTheOutbox(t *testing.T) {
 	t.Parallel()
-	r := startApp(t, RoleAll, map[string]string{"DATABASE_URL": pgtest.NewDB(t)})
+	r := startApp(t, RoleAll, map[string]string{"DATABASE_URL": pgtest.NewDB(t), "DATABASE_MIGRATE": "true"})
 	body := `{"tenant_id":"t1","order_id":"o9","sku":"s9","quantity":2}`
 	resp, answer := post(t, r, "/orders", body)
 	if resp.StatusCode != http.StatusAccepted || resp.Header.Get("Location") == "" {
@@ -92,7 +92,7 @@ func TestPlaceOrderNeedsSQL(t *testing.T) {
 // the copy, with the same record and timeline.
 func TestFinishedJobsHaveAHistoryInSQL(t *testing.T) {
 	t.Parallel()
-	r := startApp(t, RoleAll, map[string]string{"DATABASE_URL": pgtest.NewDB(t)})
+	r := startApp(t, RoleAll, map[string]string{"DATABASE_URL": pgtest.NewDB(t), "DATABASE_MIGRATE": "true"})
 	resp, answer := post(t, r, "/jobs/rebuild-cache", `{"tenant_id":"t1","resource_id":"h1"}`)
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("enqueue: %d %s", resp.StatusCode, answer)
@@ -114,5 +114,34 @@ func TestFinishedJobsHaveAHistoryInSQL(t *testing.T) {
 	if code := getJSON(t, r, "/jobs/"+id, &copied); code != http.StatusOK || copied.Status != "done" ||
 		copied.Result != live.Result || len(copied.Timeline) != len(live.Timeline) || copied.Timeline[0].Event != "enqueued" {
 		t.Fatalf("from SQL: %d %+v, live %+v", code, copied, live)
+	}
+}
+
+// Without DATABASE_MIGRATE a process refuses to start on a database that lacks a schema step, naming
+// the variable; `jobguard migrate` applies every step (and says which), after which it starts.
+func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	env := map[string]string{"DATABASE_URL": url, "REDIS_URL": "redis://127.0.0.1:1/0"}
+	cfg, err := FromLookup(lookupFrom(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openSQL(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "DATABASE_MIGRATE") {
+		t.Fatalf("start on an empty database: %v", err)
+	}
+	var out, errs strings.Builder
+	if code := Main(t.Context(), []string{"migrate"}, lookupFrom(env), &out, &errs); code != 0 ||
+		!strings.Contains(out.String(), "applied version 1 ") || !strings.Contains(out.String(), "applied version 101 ") {
+		t.Fatalf("migrate: %d %q %q", code, out.String(), errs.String())
+	}
+	pool, err := openSQL(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("start after migrate: %v", err)
+	}
+	pool.Close()
+	out.Reset()
+	if code := Main(t.Context(), []string{"migrate"}, lookupFrom(env), &out, &errs); code != 0 || strings.Contains(out.String(), "applied") {
+		t.Fatalf("migrate again: %d %q", code, out.String())
 	}
 }

@@ -32,6 +32,10 @@ var (
 	upsertSQL string
 )
 
+// Schema is the DDL of the package's table (idempotent: CREATE ... IF NOT EXISTS), for a
+// migration tool; Migrate runs it.
+func Schema() string { return schemaSQL }
+
 // Migrate creates the history table if it is not there.
 func Migrate(ctx context.Context, q sqlfence.Querier) error {
 	if _, err := q.Exec(ctx, schemaSQL); err != nil {

@@ -24,6 +24,10 @@ var schemaSQL string
 // Channel is the LISTEN/NOTIFY channel EnqueueTx notifies at commit, to wake the relay.
 const Channel = "jobguard_outbox"
 
+// Schema is the DDL of the package's table (idempotent: CREATE ... IF NOT EXISTS), for a
+// migration tool; Migrate runs it.
+func Schema() string { return schemaSQL }
+
 // Migrate creates the outbox table if it is not there.
 func Migrate(ctx context.Context, q sqlfence.Querier) error {
 	if _, err := q.Exec(ctx, schemaSQL); err != nil {

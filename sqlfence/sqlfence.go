@@ -62,6 +62,10 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Schema is the DDL of the package's table (idempotent: CREATE ... IF NOT EXISTS), for a
+// migration tool; Migrate runs it.
+func Schema() string { return schemaSQL }
+
 // Migrate creates the fence table if it is not there.
 func Migrate(ctx context.Context, q Querier) error {
 	if _, err := q.Exec(ctx, schemaSQL); err != nil {

@@ -89,8 +89,9 @@ var reserveStock = Task{
 			}
 			return ReadStock(ctx, r.Locks, params["tenant"], params["sku"])
 		}}},
-	Commands:  []Command{{Path: "/orders", Accept: func() Request { return &ReserveStockPayload{} }, Do: placeOrder}},
-	SQLSchema: reserveStockSchema,
+	Commands:   []Command{{Path: "/orders", Accept: func() Request { return &ReserveStockPayload{} }, Do: placeOrder}},
+	SQLSchema:  reserveStockSchema,
+	SQLVersion: 101,
 	Handler: func(d Deps) engine.Handler {
 		return func(ctx context.Context, job *engine.Job) error {
 			var p ReserveStockPayload

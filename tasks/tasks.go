@@ -55,6 +55,9 @@ type Task struct {
 	// SQLSchema is the DDL the task's tables need in PostgreSQL (idempotent: CREATE ... IF NOT
 	// EXISTS), run at start-up when DATABASE_URL is set; "" when the task keeps nothing in SQL.
 	SQLSchema string
+	// SQLVersion is SQLSchema's migration version, unique across tasks and above 100 (the
+	// core's are below): a change to the schema is a new version, never an edit of an old one.
+	SQLVersion int64
 }
 
 // Route is a read model of a task: GET <Path> answers a JSON body computed from Redis.
@@ -215,6 +218,7 @@ func RegisterTasks(s *engine.Stack, deps Deps, list []Task) {
 // validation or that another task serves too, a setting badly named or declared twice.
 func Check(list []Task) error {
 	types, routes, settings := map[string]bool{}, map[string]string{}, map[string]string{}
+	versions := map[int64]string{}
 	for _, t := range list {
 		typ := t.Config.Type
 		if typ == "" || types[typ] {
@@ -232,6 +236,12 @@ func Check(list []Task) error {
 				return fmt.Errorf("tasks: %s: route %s %s is %s's too", typ, r.Method, r.Path, other)
 			}
 			routes[r.Method+" "+r.Path] = typ
+		}
+		if t.SQLSchema != "" {
+			if t.SQLVersion <= 100 || versions[t.SQLVersion] != "" {
+				return fmt.Errorf("tasks: %s: SQLVersion %d must be above 100 and unique", typ, t.SQLVersion)
+			}
+			versions[t.SQLVersion] = typ
 		}
 		for _, c := range t.Commands {
 			if err := c.check(); err != nil {
