@@ -21,6 +21,9 @@ const finishTimeout = 5 * time.Second
 // conclude decides the job's outcome from the handler's error, writes it, and tells asynq.
 func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log zerolog.Logger) error {
 	tc := job.tc
+	if errors.Is(context.Cause(hctx), ErrCancelled) {
+		return s.cancelledRun(ctx, job, herr, log)
+	}
 	if cause := context.Cause(hctx); errors.Is(cause, locking.ErrLeaseLost) {
 		return s.leaseLost(ctx, job, cause, log)
 	}

@@ -167,9 +167,12 @@ func (s *Stack) run(ctx context.Context, job *Job, h Handler, log zerolog.Logger
 	s.track(job, ctx)
 	defer s.untrack(job)
 	hctx, stop := s.keeper.Keep(ctx, job.lease)
-	herr := s.call(hctx, job, h, log)
+	rctx, settle, release := s.cancellable(ctx, hctx, job)
+	defer release()
+	herr := s.call(rctx, job, h, log)
+	settle()
 	stop()
-	err := s.conclude(ctx, hctx, job, herr, log)
+	err := s.conclude(ctx, rctx, job, herr, log)
 	s.m.duration.WithLabelValues(job.Type, outcomeOf(err)).Observe(seconds(time.Since(runStart)))
 	return err
 }

@@ -57,13 +57,17 @@ const (
 	StatusDone       Status = "done"
 	StatusFailed     Status = "failed"
 	StatusRevoked    Status = "revoked"
+	// StatusCancelled: cancelled by its tenant or an operator before it ended (Store.Cancel).
+	StatusCancelled Status = "cancelled"
 )
 
 // Statuses lists every status, for metrics that must exist at zero.
-var Statuses = []Status{StatusQueued, StatusProcessing, StatusRetrying, StatusDone, StatusFailed, StatusRevoked}
+var Statuses = []Status{StatusQueued, StatusProcessing, StatusRetrying, StatusDone, StatusFailed, StatusRevoked, StatusCancelled}
 
 // Terminal reports whether the job has ended (until a replay).
-func (s Status) Terminal() bool { return s == StatusDone || s == StatusFailed || s == StatusRevoked }
+func (s Status) Terminal() bool {
+	return s == StatusDone || s == StatusFailed || s == StatusRevoked || s == StatusCancelled
+}
 
 // Record is a job record, typed. Times are zero when not set.
 type Record struct {

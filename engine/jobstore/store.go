@@ -46,9 +46,10 @@ var (
 	replayScript   = script("replay.lua")
 	rescueScript   = script("rescue.lua")
 	unrescueScript = script("unrescue.lua")
+	cancelScript   = script("cancel.lua")
 	// allScripts are loaded by the test that checks every script compiles in a real Redis.
 	allScripts = []*redis.Script{createScript, confirmScript, pendingScript, abandonScript, replaceScript,
-		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript}
+		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript, cancelScript}
 )
 
 const defaultTimeline = 100

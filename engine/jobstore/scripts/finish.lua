@@ -9,8 +9,8 @@
 -- ARGV[13] worker id, ARGV[14] event name ('' for the outcome's own), ARGV[15] "1" to give the
 -- attempt back (shutdown requeue, rate limit), ARGV[16] "1" to clear the dedup marker when the job
 -- ends (until_done)
--- returns {"ok"}; {"gone"}; {"stale", current token}: a newer token wrote the record, nothing
---         written but the timeline event; {"invalid", status}: the transition is not allowed.
+-- returns {"ok"}; {"gone"}; {"stale", current token}: a newer token wrote the record (a later run,
+--         or a cancel, which raises the fence), nothing written but the timeline event; {"invalid", status}: the transition is not allowed.
 local token, owner, outcome, now = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local function push(name, detail)
   timeline_push(KEYS[3], ARGV[8], ARGV[7], event({at = tonumber(now), event = name, delivery = ARGV[11],

@@ -9,7 +9,8 @@
 -- cleared: "start" (until_started, replace), "done" (until_done) or ""
 -- returns {"run", token, attempt, payload, checkpoint, created_at}: the handler runs (a retried call by the same
 --         owner returns the same token and attempt);
---         {"gone"} no record; {"terminal", status}; {"stale", current delivery}: acknowledge;
+--         {"gone"} no record; {"terminal", status} (done, failed, revoked, cancelled);
+--         {"stale", current delivery}: acknowledge;
 --         {"busy", remaining lease ms}: bounce, nothing spent;
 --         {"applied"}: the operation was applied before, the job is done;
 --         {"exhausted"}: no attempt left (the job is failed);
@@ -39,7 +40,9 @@ local function finish(status, token, name, detail)
 end
 
 if not rec.status then return {'gone'} end
-if rec.status == 'done' or rec.status == 'failed' or rec.status == 'revoked' then return {'terminal', rec.status} end
+if rec.status == 'done' or rec.status == 'failed' or rec.status == 'revoked' or rec.status == 'cancelled' then
+  return {'terminal', rec.status} -- a cancelled job's delivery that could not be deleted ends here
+end
 if rec.delivery ~= ARGV[1] then return {'stale', rec.delivery or ''} end
 if rec.confirmed == '0' then return {'unconfirmed'} end
 

@@ -1,0 +1,273 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/locking"
+)
+
+func cancelledCount(t *testing.T, s *Stack, typ string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := s.m.transitions.WithLabelValues(typ, "cancelled").Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func eventOf(v View, name string) (Event, bool) {
+	for _, e := range v.Timeline {
+		if e.Event == name {
+			return e, true
+		}
+	}
+	return Event{}, false
+}
+
+// A scheduled job cancelled before its delivery never runs, its delivery is gone from asynq, the
+// cancel is on the timeline with who and why, and counted.
+func TestCancelQueuedJob(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "later"}, func(ctx context.Context, j *Job) error { runs.Add(1); return nil })
+	})
+	id := h.enqueue(Spec{Type: "later", Tenant: "t1", ProcessIn: time.Minute})
+	res, err := h.stack.Cancel(bg, id, CancelRequest{By: "tenant t1", Why: "changed my mind"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.From != jobstore.StatusQueued || !res.DeliveryDeleted || res.Fence != 0 {
+		t.Fatalf("cancel answered %+v, want from queued with its delivery deleted and no fence", res)
+	}
+	if _, err := h.insp.GetTaskInfo("default", res.Delivery); !errors.Is(err, asynq.ErrTaskNotFound) {
+		t.Fatalf("delivery %s still in asynq: %v", res.Delivery, err)
+	}
+	v, _ := h.stack.Get(bg, id)
+	e, ok := eventOf(v, "cancelled")
+	if v.Record.Status != jobstore.StatusCancelled || v.Record.FinishedAt.IsZero() || !ok ||
+		!strings.Contains(e.Detail, "tenant t1") || !strings.Contains(e.Detail, "changed my mind") {
+		t.Fatalf("record %+v, cancelled event %+v", v.Record, e)
+	}
+	if n := cancelledCount(t, h.stack, "later"); n != 1 {
+		t.Fatalf("cancelled transitions = %v, want 1", n)
+	}
+	if runs.Load() != 0 {
+		t.Fatal("a cancelled job ran")
+	}
+}
+
+// A delivery the cancel could not delete (here: the store's cancel alone, as when asynq had moved
+// it) is acknowledged without running when it arrives.
+func TestCancelledDeliveryIsAcknowledged(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "soon"}, func(ctx context.Context, j *Job) error { runs.Add(1); return nil })
+	})
+	id := h.enqueue(Spec{Type: "soon", ProcessIn: time.Second})
+	keys, _ := h.stack.store.Keys(id, "")
+	if res, err := h.stack.store.Cancel(bg, keys, jobstore.CancelArgs{Now: time.Now(), By: "test"}); err != nil || res.State != jobstore.Cancelled {
+		t.Fatalf("store cancel: %+v %v", res, err)
+	}
+	eventually(t, 10*time.Second, "the delivery to be acknowledged", func() bool { return h.stack.Stats.StaleDeliveries.Load() == 1 })
+	if runs.Load() != 0 {
+		t.Fatal("a cancelled job ran")
+	}
+	h.waitStatus(id, "cancelled", time.Second)
+}
+
+// A retrying job is cancelled: its retry is deleted from asynq and it never runs again; a second
+// cancel answers ErrEnded.
+func TestCancelRetryingJob(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "flaky", Backoff: Backoff{Base: time.Hour, Max: time.Hour}}, func(ctx context.Context, j *Job) error {
+			runs.Add(1)
+			return errors.New("upstream down")
+		})
+	})
+	id := h.enqueue(Spec{Type: "flaky"})
+	v := h.waitStatus(id, "retrying", 10*time.Second)
+	eventually(t, 10*time.Second, "asynq to hold the retry", func() bool {
+		info, err := h.insp.GetTaskInfo("default", v.Record.Delivery)
+		return err == nil && info.State == asynq.TaskStateRetry
+	})
+	res, err := h.stack.Cancel(bg, id, CancelRequest{By: "operator"})
+	if err != nil || res.From != jobstore.StatusRetrying || !res.DeliveryDeleted {
+		t.Fatalf("cancel: %+v %v", res, err)
+	}
+	if _, err := h.insp.GetTaskInfo("default", v.Record.Delivery); !errors.Is(err, asynq.ErrTaskNotFound) {
+		t.Fatalf("retry still in asynq: %v", err)
+	}
+	if _, err := h.stack.Cancel(bg, id, CancelRequest{By: "operator"}); !errors.Is(err, ErrEnded) {
+		t.Fatalf("second cancel: %v, want ErrEnded", err)
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("runs = %d, want 1", runs.Load())
+	}
+}
+
+// A running job whose handler ignores its context: the cancel answers at once, the handler's
+// context ends with ErrCancelled within a third of the lease TTL (plus a tick), and everything the
+// handler writes to the record afterwards is refused by the fence; its finish is stale and the job
+// stays cancelled. Its dedup marker is released, so the same request makes a new job.
+func TestCancelRunningJobFencesLateWrites(t *testing.T) {
+	t.Parallel()
+	const ttl = 3 * time.Second
+	started, release := make(chan struct{}), make(chan struct{})
+	type late struct{ checkpoint, hset error }
+	noticed := make(chan error, 1)
+	got := make(chan late, 1)
+	var runs atomic.Int32
+	h := newHarness(t, Config{LeaseTTL: ttl}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "stubborn"}, func(ctx context.Context, j *Job) error {
+			if runs.Add(1) > 1 {
+				return nil
+			}
+			close(started)
+			<-ctx.Done()
+			noticed <- context.Cause(ctx)
+			<-release // ignores the cancel, then writes as if nothing happened
+			var l late
+			l.checkpoint = j.SaveCheckpoint(context.Background(), []byte("late"))
+			l.hset = j.Locks().SetFields(context.Background(), j.Fence(), j.keys.Record, time.Hour, jobstore.FieldResult, "late")
+			got <- l
+			return nil
+		})
+	})
+	spec := Spec{Type: "stubborn", Resource: "acct-1", Dedup: &Dedup{Policy: UntilDone, Key: "acct-1-sync"}}
+	id := h.enqueue(spec)
+	<-started
+	running := h.waitStatus(id, "processing", 5*time.Second)
+	asked := time.Now()
+	res, err := h.stack.Cancel(bg, id, CancelRequest{By: "operator", Why: "wrong account"})
+	if err != nil || res.From != jobstore.StatusProcessing || res.Fence <= running.Record.FencingToken {
+		t.Fatalf("cancel: %+v %v (run's token %d)", res, err, running.Record.FencingToken)
+	}
+	select {
+	case cause := <-noticed:
+		if !errors.Is(cause, ErrCancelled) {
+			t.Fatalf("handler's cause = %v, want ErrCancelled", cause)
+		}
+	case <-time.After(ttl):
+		t.Fatal("the handler's context was not cancelled within the lease TTL")
+	}
+	// The keeper renews at TTL/3 (its tick is 100 ms): the handler knows by then.
+	if wait := time.Since(asked); wait > ttl/3+500*time.Millisecond {
+		t.Fatalf("handler learned of the cancel after %s, want within TTL/3 (%s)", wait, ttl/3)
+	}
+	t.Logf("handler's context cancelled %s after the cancel answered", time.Since(asked))
+	close(release)
+	l := <-got
+	if !errors.Is(l.checkpoint, locking.ErrStaleToken) || !errors.Is(l.hset, locking.ErrStaleToken) {
+		t.Fatalf("late writes: checkpoint %v, SetFields %v; want both refused as stale", l.checkpoint, l.hset)
+	}
+	eventually(t, 5*time.Second, "the late finish to be refused", func() bool {
+		v, _ := h.stack.Get(bg, id)
+		return has(v, "stale_write_rejected")
+	})
+	v, _ := h.stack.Get(bg, id)
+	if v.Record.Status != jobstore.StatusCancelled || v.Raw[jobstore.FieldCheckpoint] != "" || v.Record.Result != "" {
+		t.Fatalf("after the late writes: status %s, checkpoint %q, result %q", v.Record.Status, v.Raw[jobstore.FieldCheckpoint], v.Record.Result)
+	}
+	if has(v, "done") {
+		t.Fatalf("timeline says done: %v", events(v))
+	}
+	// The marker named the cancelled job and is gone: the same request is a new job.
+	again, err := h.stack.Enqueue(bg, h.client, spec)
+	if err != nil || again.Deduplicated || again.JobID == id {
+		t.Fatalf("re-enqueue after cancel: %+v %v", again, err)
+	}
+	h.waitStatus(again.JobID, "done", 10*time.Second)
+}
+
+// A cancel racing the run's finish: exactly one wins, and the timeline says which.
+func TestCancelRacesFinish(t *testing.T) {
+	t.Parallel()
+	const n = 8
+	var mu sync.Mutex
+	gates := map[string]chan struct{}{}
+	running := make(chan string, n)
+	h := newHarness(t, Config{Concurrency: n}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "race"}, func(ctx context.Context, j *Job) error {
+			mu.Lock()
+			g := gates[j.ID]
+			mu.Unlock()
+			running <- j.ID
+			<-g
+			return nil
+		})
+	})
+	ids := make([]string, n)
+	for i := range ids {
+		res := "race-" + strconv.Itoa(i)
+		id := NewJobID(res, time.Now())
+		mu.Lock()
+		gates[id] = make(chan struct{})
+		mu.Unlock()
+		ids[i] = h.enqueue(Spec{Type: "race", Resource: res, JobID: id})
+	}
+	for range ids {
+		<-running
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			close(gates[id])
+			_, errs[i] = h.stack.Cancel(bg, id, CancelRequest{By: "race"})
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for i, id := range ids {
+		var v View
+		eventually(t, 10*time.Second, "job "+id+" to settle", func() bool {
+			v, _ = h.stack.Get(bg, id)
+			return v.Record.Status.Terminal() && h.stack.Running() == 0
+		})
+		switch {
+		case errs[i] == nil:
+			if v.Record.Status != jobstore.StatusCancelled || !has(v, "cancelled") || has(v, "done") {
+				t.Fatalf("cancel won but job is %s: %v", v.Record.Status, events(v))
+			}
+			won++
+		case errors.Is(errs[i], ErrEnded):
+			if v.Record.Status != jobstore.StatusDone || has(v, "cancelled") {
+				t.Fatalf("finish won but job is %s: %v", v.Record.Status, events(v))
+			}
+		default:
+			t.Fatal(errs[i])
+		}
+	}
+	t.Logf("cancel won %d of %d races", won, n)
+}
+
+// An unknown id is ErrJobNotFound.
+func TestCancelUnknownJob(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "x"}, func(ctx context.Context, j *Job) error { return nil })
+	})
+	id := NewJobID("", time.Now())
+	for _, bad := range []string{id, "not-an-id"} {
+		if _, err := h.stack.Cancel(bg, bad, CancelRequest{}); !errors.Is(err, ErrJobNotFound) {
+			t.Fatalf("cancel %q: %v", bad, err)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package jobstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// CancelInfo is what a cancel needs to know before its script runs: the dedup marker to release
+// and the queue of the delivery to delete. Neither changes during a job's life.
+type CancelInfo struct {
+	Type, Queue, Tenant, Dedup string
+}
+
+// CancelInfo reads the fields a cancel needs, in one round trip; ErrNotFound when no record.
+func (s *Store) CancelInfo(ctx context.Context, k Keys) (CancelInfo, error) {
+	v, err := s.rdb.HMGet(ctx, k.Record, FieldType, FieldQueue, FieldTenant, FieldDedup).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return CancelInfo{}, fmt.Errorf("jobstore: read job: %w", err)
+	}
+	str := func(i int) string { s, _ := v[i].(string); return s }
+	info := CancelInfo{Type: str(0), Queue: str(1), Tenant: str(2), Dedup: str(3)}
+	if info.Type == "" {
+		return CancelInfo{}, ErrNotFound
+	}
+	return info, nil
+}
+
+// CancelArgs are one cancel's.
+type CancelArgs struct {
+	Now time.Time
+	// By and Why go on the timeline (who cancelled, and the reason given; Why becomes last_error).
+	By, Why string
+}
+
+// CancelState is what the cancel script found.
+type CancelState string
+
+// The cancel states.
+const (
+	// Cancelled: the job is cancelled now (it was From, its delivery Delivery).
+	Cancelled CancelState = "cancelled"
+	// CancelGone: no record.
+	CancelGone CancelState = "gone"
+	// Ended: the job had ended already (From); nothing written.
+	Ended CancelState = "ended"
+)
+
+// Cancelling is the cancel script's answer.
+type Cancelling struct {
+	State CancelState
+	// From is the status the job had.
+	From Status
+	// Delivery is the job's current delivery (asynq task id), to delete from its queue.
+	Delivery string
+	// Token is the fence the cancel raised (From processing), 0 otherwise.
+	Token int64
+}
+
+// Cancel ends a job that has not ended, in one round trip (scripts/cancel.lua): status cancelled,
+// dedup marker released; a running job's fence raised above its run's token and its lease deleted.
+// k must carry the job's marker (WithMarker) when it has one.
+func (s *Store) Cancel(ctx context.Context, k Keys, a CancelArgs) (Cancelling, error) {
+	res, err := cancelScript.Run(ctx, s.rdb, []string{k.Record, k.Lease, k.Fence, k.Timeline, k.Marker},
+		a.Now.UnixMilli(), ms(s.cfg.Retention), s.cfg.TimelineCap, a.By, a.Why, s.cfg.WorkerID).Result()
+	if err != nil {
+		return Cancelling{}, fmt.Errorf("jobstore: cancel: %w", err)
+	}
+	state, rest, err := replyList("cancel", res)
+	if err != nil {
+		return Cancelling{}, err
+	}
+	c := Cancelling{State: CancelState(state)}
+	switch c.State {
+	case CancelGone:
+		return c, nil
+	case Ended:
+		from, err := stringAt("cancel", rest, 0)
+		c.From = Status(from)
+		return c, err
+	case Cancelled:
+		from, err := stringAt("cancel", rest, 0)
+		if err != nil {
+			return Cancelling{}, err
+		}
+		if c.Delivery, err = stringAt("cancel", rest, 1); err != nil {
+			return Cancelling{}, err
+		}
+		c.From = Status(from)
+		c.Token, err = intAt("cancel", rest, 2)
+		return c, err
+	}
+	return Cancelling{}, replyError("cancel", res)
+}
+
+// Status reads a job's status alone; "" when there is no record.
+func (s *Store) Status(ctx context.Context, k Keys) (Status, error) {
+	st, err := s.rdb.HGet(ctx, k.Record, FieldStatus).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("jobstore: read job status: %w", err)
+	}
+	return Status(st), nil
+}
