@@ -46,6 +46,18 @@ func openRedis(ctx context.Context, cfg Config, log zerolog.Logger) (redis.Unive
 	opts.ReadTimeout, opts.WriteTimeout = redisIOTimeout, redisIOTimeout
 	opts.MaxRetries = 1
 	opts.ClientName = "jobguard"
+	// Failover (REDIS_MODE=sentinel, cluster; no effect standalone). Every command goes to the
+	// master: ReadOnly, RouteByLatency and RouteRandomly stay off, since they send reads to
+	// replicas (and turn a sentinel client into a cluster-of-one client), and a replica's copy of
+	// a record or lease lags the master's. The sentinel client asks the sentinels for the master,
+	// follows +switch-master and drops its connections to the old address; a READONLY answer (a
+	// demoted master) is retried once (MaxRetries). The cluster client follows MOVED and retries
+	// connection errors and CLUSTERDOWN/READONLY through a promotion up to MaxRedirects times with
+	// 8-512 ms backoff: 3 rides over a node's loss for about a second, then the request gets a
+	// 503 and its client retries (chaos/failover_test.go measures it).
+	if cfg.RedisMode == RedisCluster {
+		opts.MaxRedirects = 3
+	}
 	rdb := redis.NewUniversalClient(opts)
 
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
