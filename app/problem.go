@@ -72,6 +72,8 @@ func errorHandler(log zerolog.Logger) fiber.ErrorHandler {
 			p.Status, p.Detail = http.StatusNotFound, "no such job"
 		case errors.Is(err, engine.ErrNotFailed):
 			p.Status, p.Detail = http.StatusConflict, "only a failed job can be retried: "+err.Error()
+		case errors.Is(err, engine.ErrEnded):
+			p.Status, p.Detail = http.StatusConflict, "the job has ended; only a queued, scheduled, retrying or running job can be cancelled: "+err.Error()
 		case errors.Is(err, engine.ErrUnrunnable):
 			p.Status, p.Detail = http.StatusGone, err.Error()
 		case errors.As(err, &fe):

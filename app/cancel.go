@@ -1,0 +1,56 @@
+package app
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/jobguard/jobguard/engine"
+)
+
+// cancelRequest is the optional body of POST /jobs/{id}/cancel.
+type cancelRequest struct {
+	Reason string `json:"reason"`
+}
+
+// maxCancelReason bounds the reason kept on the timeline and in last_error.
+const maxCancelReason = 200
+
+// cancelAnswer is the body of a cancel's 200.
+type cancelAnswer struct {
+	JobID  string `json:"job_id"`
+	Status string `json:"status"`
+	// Was is the status the job had: queued, retrying or processing.
+	Was string `json:"was"`
+	// DeliveryDeleted says asynq no longer holds the job's delivery (otherwise it is acknowledged
+	// without running when it is delivered).
+	DeliveryDeleted bool `json:"delivery_deleted"`
+}
+
+// cancel is POST /jobs/{id}/cancel: the caller's tenant's job, not ended, becomes cancelled.
+func (a *api) cancel(c *fiber.Ctx) error {
+	var req cancelRequest
+	if body := c.Body(); len(body) > 0 {
+		if err := decodeJSON(body, &req); err != nil {
+			return err
+		}
+	}
+	if len(req.Reason) > maxCancelReason || strings.ContainsAny(req.Reason, "\r\n") {
+		return &HTTPError{Status: http.StatusBadRequest, Field: "reason", Detail: "reason must be one line of at most 200 bytes"}
+	}
+	v, err := a.load(c) // tenant rule: another tenant's job is 404
+	if err != nil {
+		return err
+	}
+	by := "api"
+	if t := tenantOf(c); t != "" {
+		by = "tenant " + t
+	}
+	id := v.Record.JobID
+	res, err := a.stack.Cancel(c.UserContext(), id, engine.CancelRequest{By: by, Why: strings.Clone(req.Reason)})
+	if err != nil {
+		return err
+	}
+	return c.JSON(cancelAnswer{JobID: id, Status: "cancelled", Was: string(res.From), DeliveryDeleted: res.DeliveryDeleted})
+}
