@@ -30,7 +30,7 @@ func TestSchedulesConfig(t *testing.T) {
 		{`[{"name":"b","spec":"@daily","type":"send-fax"}]`, `entry 1 ("b"): schedule: type: "send-fax" is not a task type`},
 		{`[{"name":"b","spec":"@daily","type":"rebuild-cache","payload":{"tenant_id":"t 1","resource_id":"r"}}]`, `entry 1 ("b"): schedule: payload.tenant_id:`},
 		{`[{"name":"b","spec":"@daily","type":"rebuild-cache","payload":{"tenant":"t1"}}]`, `entry 1 ("b"): schedule: payload: unknown field tenant`},
-		{`[{"name":"b","spec":"@daily","type":"rebuild-cache","overlap":"replace"}]`, `entry 1 ("b"): schedule: overlap: replace needs job cancel`},
+		{`[{"name":"b","spec":"@daily","type":"rebuild-cache","overlap":"queue"}]`, `entry 1 ("b"): schedule: overlap: "queue" is not skip, allow or replace`},
 		{`[{"name":"b","spec":"@daily","type":"rebuild-cache","catchup":"some"}]`, `entry 1 ("b"): schedule: catchup:`},
 		{`[` + good + `,` + good + `]`, `entry 2 ("hot"): schedule: name: is another schedule's too`},
 	} {

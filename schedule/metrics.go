@@ -12,9 +12,12 @@ const (
 	OutcomeSkippedOverlap = "skipped_overlap"
 	OutcomeMissed         = "missed"
 	OutcomePaused         = "paused"
+	// OutcomeReplaced counts ticks that cancelled the previous tick's job (overlap replace); the
+	// tick's own job counts as enqueued too.
+	OutcomeReplaced = "replaced"
 )
 
-var outcomes = []string{OutcomeEnqueued, OutcomeSkippedOverlap, OutcomeMissed, OutcomePaused}
+var outcomes = []string{OutcomeEnqueued, OutcomeSkippedOverlap, OutcomeMissed, OutcomePaused, OutcomeReplaced}
 
 // Stats are the scheduler's counters since start, over all schedules.
 type Stats struct {
@@ -22,6 +25,7 @@ type Stats struct {
 	Enqueued, Existed atomic.Int64
 	SkippedOverlap    atomic.Int64
 	Missed, Paused    atomic.Int64
+	Replaced          atomic.Int64
 	// LeaderChanges counts the times this process became leader.
 	LeaderChanges atomic.Int64
 }
@@ -35,7 +39,7 @@ type metrics struct {
 func newMetrics(s *Scheduler) *metrics {
 	m := &metrics{
 		ticks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobguard", Name: "schedule_ticks_total",
-			Help: "Schedule ticks dealt with by this process as leader, by schedule and outcome (enqueued, skipped_overlap, missed, paused)."},
+			Help: "Schedule ticks dealt with by this process as leader, by schedule and outcome (enqueued, skipped_overlap, missed, paused, replaced)."},
 			[]string{"schedule", "outcome"}),
 		leaders: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "jobguard", Name: "schedule_leader_changes_total",
 			Help: "Times this process became the scheduler's leader."}),
@@ -69,6 +73,8 @@ func (s *Scheduler) count(name, outcome string, n int) {
 		s.Stats.Missed.Add(int64(n))
 	case OutcomePaused:
 		s.Stats.Paused.Add(int64(n))
+	case OutcomeReplaced:
+		s.Stats.Replaced.Add(int64(n))
 	}
 }
 

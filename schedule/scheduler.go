@@ -247,12 +247,16 @@ func (s *Scheduler) step(ctx context.Context, f locking.Fence, p *plan, st state
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		if p.Overlap == Skip && lastJob != "" {
+		if p.Overlap != Allow && lastJob != "" {
 			running, err := s.running(ctx, lastJob)
 			if err != nil {
 				return err
 			}
-			if running {
+			if running && p.Overlap == Replace {
+				if err := s.replace(ctx, p, lastJob, tick); err != nil {
+					return err
+				}
+			} else if running {
 				s.count(p.Name, OutcomeSkippedOverlap, 1)
 				if err := s.write(ctx, f, p, fieldCursor, tick.UnixMilli()); err != nil {
 					return err

@@ -519,3 +519,45 @@ func tickOf(id string) time.Time {
 	}
 	return time.UnixMilli(ms)
 }
+
+// TestOverlapReplace: a tick whose previous job still runs cancels it (its handler's context ends
+// with engine.ErrCancelled) and creates its own.
+func TestOverlapReplace(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, Config{}, Spec{Name: "repl", Cron: "@every 1s", Type: typ, Overlap: Replace})
+	var runs atomic.Int32
+	causes := make(chan error, 8)
+	in := b.start("w", func(s *engine.Stack) {
+		s.Register(engine.TaskConfig{Type: typ}, func(ctx context.Context, _ *engine.Job) error {
+			if runs.Add(1) == 1 {
+				<-ctx.Done() // slow: runs until cancelled
+				causes <- context.Cause(ctx)
+				return context.Cause(ctx)
+			}
+			return nil
+		})
+	})
+	srv := asynq.NewServerFromRedisClient(in.rdb, in.stack.ServerConfig(asynq.Config{
+		Concurrency: 2, Queues: map[string]int{"default": 1}, ShutdownTimeout: 2 * time.Second,
+		Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel, TaskCheckInterval: 50 * time.Millisecond,
+	}))
+	if err := srv.Start(in.stack.Mux()); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	testsupport.Eventually(t, 4*time.Second, "the first job running", func() bool { return runs.Load() == 1 })
+	select {
+	case cause := <-causes:
+		if !errors.Is(cause, engine.ErrCancelled) {
+			t.Fatalf("the replaced run ended with %v, want engine.ErrCancelled", cause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the running job was not cancelled by the next tick")
+	}
+	testsupport.Eventually(t, 4*time.Second, "the next tick's job run", func() bool { return runs.Load() >= 2 })
+	jobs := b.jobs("repl")
+	v, err := in.stack.Get(context.Background(), TickJobID("repl", "", jobs[0]))
+	if err != nil || v.Record.Status != "cancelled" || in.sch.Stats.Replaced.Load() < 1 {
+		t.Fatalf("first job: %v %v; replaced %d", v.Record.Status, err, in.sch.Stats.Replaced.Load())
+	}
+}

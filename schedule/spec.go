@@ -21,8 +21,7 @@ const (
 	Skip Overlap = "skip"
 	// Allow creates the tick's job whatever the previous one is doing.
 	Allow Overlap = "allow"
-	// Replace would cancel the running job first; it needs job cancel, which the engine does not
-	// have yet, so Validate rejects it.
+	// Replace cancels the previous tick's job (engine.Stack.Cancel) and creates the tick's.
 	Replace Overlap = "replace"
 )
 
@@ -57,7 +56,7 @@ type Spec struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Timezone is an IANA zone name ("Europe/Berlin"); default UTC.
 	Timezone string `json:"timezone,omitempty"`
-	// Overlap is skip (default) or allow; replace is rejected until the engine can cancel a job.
+	// Overlap is skip (default), allow or replace.
 	Overlap Overlap `json:"overlap,omitempty"`
 	// CatchUp is none (default), latest or all.
 	CatchUp CatchUp `json:"catchup,omitempty"`
@@ -145,9 +144,7 @@ func (s Spec) compile() (*plan, error) {
 	}
 	p.loc = loc
 	switch s.Overlap {
-	case Skip, Allow:
-	case Replace:
-		return nil, &FieldError{"overlap", "replace needs job cancel, which this engine does not offer yet; use skip or allow"}
+	case Skip, Allow, Replace:
 	default:
 		return nil, &FieldError{"overlap", fmt.Sprintf("%q is not skip, allow or replace", s.Overlap)}
 	}

@@ -84,7 +84,6 @@ func TestValidate(t *testing.T) {
 		{"spec", func(s *Spec) { s.Cron = "@every soon" }},
 		{"timezone", func(s *Spec) { s.Timezone = "Mars/Olympus" }},
 		{"timezone", func(s *Spec) { s.Timezone = "Local" }},
-		{"overlap", func(s *Spec) { s.Overlap = Replace }},
 		{"overlap", func(s *Spec) { s.Overlap = "sometimes" }},
 		{"catchup", func(s *Spec) { s.CatchUp = "some" }},
 		{"payload", func(s *Spec) { s.Payload = json.RawMessage(`{`) }},
