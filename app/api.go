@@ -39,6 +39,7 @@ func (a *api) routes(f *fiber.App) {
 	for _, t := range a.tasks {
 		f.Post("/jobs/"+t.Config.Type, guard, limit, a.enqueue(t))
 	}
+	f.Get("/jobs", guard, limit, a.list)
 	f.Get("/jobs/:id", guard, limit, a.view)
 	f.Post("/jobs/:id/retry", guard, limit, a.retry)
 	f.Post("/jobs/:id/cancel", guard, limit, a.cancel)
@@ -138,6 +139,10 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 		if err != nil {
 			if cl != nil {
 				a.idem.release(c.UserContext(), cl)
+			}
+			if errors.Is(err, engine.ErrOutcomeUnknown) {
+				return &HTTPError{Status: http.StatusServiceUnavailable, Err: err,
+					Detail: "Redis did not answer in time: the job may have been queued; retry with the same Idempotency-Key to learn its outcome"}
 			}
 			if errors.Is(err, engine.ErrDedupPending) {
 				c.Set(fiber.HeaderRetryAfter, "1")

@@ -24,7 +24,9 @@ func openSQL(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, &ConfigError{Var: "DATABASE_URL", Err: redact.Error(err)}
 	}
-	pc.MaxConns = int32(cfg.WorkerConcurrency + 4)
+	// A connection per handler, plus the relay's listener and pass, the history writer and the
+	// API's read models.
+	pc.MaxConns = int32(cfg.WorkerConcurrency + 8)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("app: postgres: %w", redact.Error(err))

@@ -31,6 +31,15 @@ var ErrDedupPending = errors.New("engine: duplicate of a job not yet confirmed")
 // (what a stalled Redis runs later writes nothing).
 var ErrNotAccepted = errors.New("engine: job not accepted before the deadline")
 
+// ErrInvalidSpec: the spec can never be enqueued as it is (a key that is not valid, a dedup
+// policy without a resource).
+var ErrInvalidSpec = errors.New("engine: invalid job spec")
+
+// ErrOutcomeUnknown: the confirmation was sent but its answer did not arrive (Redis stalled or the
+// connection broke): the job may stand. A retry with the same Idempotency-Key, or of a request
+// with a dedup policy, finds it if it does.
+var ErrOutcomeUnknown = errors.New("engine: the enqueue's outcome is unknown")
+
 // pendingWait is how long a duplicate waits for the job it collapses onto to be confirmed; an
 // enqueue normally takes a round trip.
 const pendingWait = 2 * time.Second
@@ -155,7 +164,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 func checkSpec(spec Spec) (string, error) {
 	if spec.OpKey != "" {
 		if err := locking.ValidateResource(spec.OpKey); err != nil {
-			return "", fmt.Errorf("engine: operation key: %w", err)
+			return "", fmt.Errorf("%w: operation key: %w", ErrInvalidSpec, err)
 		}
 	}
 	d := spec.Dedup
@@ -163,10 +172,10 @@ func checkSpec(spec Spec) (string, error) {
 		return "", nil
 	}
 	if !d.Policy.valid() || spec.Resource == "" {
-		return "", fmt.Errorf("engine: dedup policy %q needs a known policy and a resource", d.Policy)
+		return "", fmt.Errorf("%w: dedup policy %q needs a known policy and a resource", ErrInvalidSpec, d.Policy)
 	}
 	if err := locking.ValidateResource(d.Key); err != nil {
-		return "", fmt.Errorf("engine: dedup key: %w", err)
+		return "", fmt.Errorf("%w: dedup key: %w", ErrInvalidSpec, err)
 	}
 	return string(d.Policy) + ":" + d.Key, nil
 }
@@ -199,13 +208,25 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id string, spec
 	}
 	pipe := s.rdb.Pipeline()
 	c := s.store.QueueConfirm(ctx, pipe, keys, id, ttl, s.store.WriteDeadline(ctx))
-	s.finally(ctx, pipe, spec, Enqueued{JobID: id})
+	s.store.QueueIndex(ctx, pipe, spec.Tenant, id, s.now()) // the tenant's list (GET /jobs)
+	// One node runs a pipeline in order: a Finally command that checks the same deadline runs
+	// only if the confirmation could. A cluster sends each node its part at once, so there the
+	// caller's commands wait for the confirmation's answer (one more round trip).
+	_, cluster := s.rdb.(*redis.ClusterClient)
+	if cluster {
+		_, _ = pipe.Exec(ctx)
+	} else {
+		s.finally(ctx, pipe, spec, Enqueued{JobID: id})
+	}
 	state, err := c.Result()
 	switch {
 	case err != nil:
-		return fmt.Errorf("engine: confirm job %s: %w", id, err)
+		return fmt.Errorf("%w: job %s: %w", ErrOutcomeUnknown, id, err)
 	case state != jobstore.Confirmed:
 		return fmt.Errorf("%w: job %s was %s at its confirmation", ErrNotAccepted, id, state)
+	}
+	if cluster {
+		s.finally(ctx, s.rdb.Pipeline(), spec, Enqueued{JobID: id})
 	}
 	return nil
 }

@@ -79,7 +79,7 @@ func (r *Rescuer) Pass(ctx context.Context) (int, error) {
 func (r *Rescuer) rescue(ctx context.Context, t *asynq.TaskInfo) bool {
 	jobID := t.Headers[HeaderJobID]
 	tc, known := r.s.TaskConfig(t.Type)
-	keys, err := r.s.store.Keys(jobID, "")
+	keys, err := r.s.keysFor(jobID, "", t.Headers[HeaderDedup])
 	if err != nil || !known {
 		return false
 	}

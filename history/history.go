@@ -85,7 +85,13 @@ func (w *Writer) Run(ctx context.Context) {
 			return
 		}
 		if err := w.copy(ctx, batch); err != nil {
-			w.log.Warn().Err(err).Int("jobs", len(batch)).Msg("history: copy failed; the jobs stay in Redis for JOB_RETENTION")
+			// Kept for the next flush (the queue's bound still applies): a PostgreSQL hiccup
+			// must not lose the copies.
+			w.log.Warn().Err(err).Int("jobs", len(batch)).Msg("history: copy failed; retried at the next flush")
+			if len(batch) < queueSize {
+				return
+			}
+			w.Dropped.Add(int64(len(batch)))
 		}
 		batch = batch[:0]
 	}
@@ -93,7 +99,7 @@ func (w *Writer) Run(ctx context.Context) {
 		select {
 		case id := <-w.queue:
 			batch = append(batch, id)
-			if len(batch) >= w.Batch {
+			if len(batch)%w.Batch == 0 {
 				flush(ctx)
 			}
 		case <-t.C:

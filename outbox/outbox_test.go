@@ -178,3 +178,31 @@ func TestRelayingTwiceCreatesOnce(t *testing.T) {
 		t.Fatalf("relayed %d, left %d", relayed.Load(), b.pending(t))
 	}
 }
+
+// A row whose job can never be enqueued (its type is not registered) is set aside with its error,
+// and the rows after it are relayed.
+func TestARowThatCannotBeEnqueuedIsSetAside(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tx, err := b.pool.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnqueueTx(bg, tx, engine.Spec{Type: "gone", Resource: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(bg); err != nil {
+		t.Fatal(err)
+	}
+	after := b.record(t, true, "user:after")
+	n, err := b.relay().Pass(bg)
+	if err != nil || n != 1 {
+		t.Fatalf("pass: %d %v", n, err)
+	}
+	testsupport.Eventually(t, 10*time.Second, "the next job ran", func() bool { return b.ran(after) == 1 })
+	var dead int
+	var why string
+	if err := b.pool.QueryRow(bg, "SELECT count(*), max(last_error) FROM jobguard_outbox WHERE dead_at IS NOT NULL").Scan(&dead, &why); err != nil || dead != 1 || why == "" {
+		t.Fatalf("set aside: %d %q %v", dead, why, err)
+	}
+}

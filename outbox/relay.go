@@ -101,51 +101,67 @@ func (r *Relay) lead(ctx context.Context) error {
 	return nil
 }
 
-// Pass relays up to one batch of rows: each is enqueued (a job that exists already counts as
-// relayed) and deleted in the same transaction that locked it, so a crash leaves it to the next
-// pass. It returns how many rows it relayed.
+// Pass relays up to one batch of rows, each in a transaction of its own that locks it (FOR UPDATE
+// SKIP LOCKED, so relays never wait on each other): its job is enqueued (a job that exists and is
+// confirmed counts as relayed) and the row deleted, or, when the job can never be enqueued, the
+// row is set aside (dead_at, last_error). A crash leaves the row to the next pass. It returns how
+// many rows it relayed.
 func (r *Relay) Pass(ctx context.Context) (int, error) {
 	n := 0
-	err := pgx.BeginFunc(ctx, r.DB, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, spec FROM jobguard_outbox ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`, batch)
+	for n < batch {
+		relayed, more, err := r.one(ctx)
+		if err != nil || !more {
+			return n, err
+		}
+		if relayed {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// one relays the oldest row nobody else holds; more is false when there was none.
+func (r *Relay) one(ctx context.Context) (relayed, more bool, err error) {
+	err = pgx.BeginFunc(ctx, r.DB, func(tx pgx.Tx) error {
+		var id int64
+		var raw []byte
+		err := tx.QueryRow(ctx, `SELECT id, spec FROM jobguard_outbox WHERE dead_at IS NULL ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&id, &raw)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		type row struct {
-			id   int64
-			spec spec
+		more = true
+		var sp spec
+		done, err := false, json.Unmarshal(raw, &sp)
+		if err == nil {
+			done, err = r.relay(ctx, sp)
 		}
-		var todo []row
-		for rows.Next() {
-			var rw row
-			var raw []byte
-			if err := rows.Scan(&rw.id, &raw); err != nil {
-				return err
-			}
-			if err := json.Unmarshal(raw, &rw.spec); err != nil {
-				return fmt.Errorf("outbox: row %d: %w", rw.id, err)
-			}
-			todo = append(todo, rw)
-		}
-		if err := rows.Err(); err != nil {
+		switch {
+		case permanent(err):
+			r.Log.Error().Err(err).Int64("outbox_id", id).Msg("outbox: a job that can never be enqueued is set aside")
+			_, err = tx.Exec(ctx, `UPDATE jobguard_outbox SET dead_at = now(), last_error = $2 WHERE id = $1`, id, err.Error())
 			return err
+		case err != nil:
+			return err
+		case !done:
+			more = false // an unconfirmed job of an earlier try: its claim runs out, retry later
+			return nil
 		}
-		for _, rw := range todo {
-			done, err := r.relay(ctx, rw.spec)
-			if err != nil {
-				return err
-			}
-			if !done {
-				continue
-			}
-			if _, err := tx.Exec(ctx, `DELETE FROM jobguard_outbox WHERE id = $1`, rw.id); err != nil {
-				return err
-			}
-			n++
-		}
-		return nil
+		relayed = true
+		_, err = tx.Exec(ctx, `DELETE FROM jobguard_outbox WHERE id = $1`, id)
+		return err
 	})
-	return n, err
+	return relayed, more, err
+}
+
+// permanent reports whether a row's job can never be enqueued as recorded.
+func permanent(err error) bool {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	return errors.Is(err, engine.ErrUnknownType) || errors.Is(err, engine.ErrInvalidSpec) ||
+		errors.As(err, &syntax) || errors.As(err, &typ)
 }
 
 // enqueueTimeout bounds one job's enqueue, so its claim is short if it fails half-way.

@@ -5,5 +5,9 @@ CREATE TABLE IF NOT EXISTS jobguard_outbox (
     id         bigserial   PRIMARY KEY,
     job_id     text        NOT NULL UNIQUE,
     spec       jsonb       NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
+    created_at timestamptz NOT NULL DEFAULT now(),
+    -- A row whose job can never be enqueued (its type is not registered, its spec is invalid) is
+    -- set aside here instead of blocking the rows after it.
+    dead_at    timestamptz,
+    last_error text
 );

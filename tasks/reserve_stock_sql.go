@@ -88,6 +88,9 @@ func placeOrder(ctx context.Context, r ReadDeps, req Request) (Answer, error) {
 	}
 	p := *req.(*ReserveStockPayload)
 	spec := p.Spec()
+	// The order row is the order's identity here: a dedup marker could collapse the relayed job
+	// onto another job of the order and leave this answer's job id without a job.
+	spec.Dedup = nil
 	spec.JobID = engine.NewJobID(spec.Resource, time.Now())
 	ans := Answer{Status: http.StatusAccepted}
 	err := pgx.BeginFunc(ctx, r.SQL, func(tx pgx.Tx) error {

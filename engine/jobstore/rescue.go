@@ -30,10 +30,11 @@ type Rescue struct {
 }
 
 // Rescue moves a job whose run (active delivery) lost its worker to retrying with a new delivery,
-// or to failed when no attempt is left; leaseTTL is how old its heartbeat must be.
+// or to failed when no attempt is left (clearing its until_done marker: k from the delivery's
+// dedup header); leaseTTL is how old its heartbeat must be.
 func (s *Store) Rescue(ctx context.Context, k Keys, active string, now time.Time, leaseTTL time.Duration) (Rescue, error) {
-	res, err := rescueScript.Run(ctx, s.rdb, []string{k.Record, k.Lease, k.Timeline},
-		active, now.UnixMilli(), ms(leaseTTL), ms(s.cfg.Retention), s.cfg.TimelineCap, s.cfg.WorkerID).Result()
+	res, err := rescueScript.Run(ctx, s.rdb, []string{k.Record, k.Lease, k.Timeline, k.Marker},
+		active, now.UnixMilli(), ms(leaseTTL), ms(s.cfg.Retention), s.cfg.TimelineCap, s.cfg.WorkerID, bit(k.Clear == "done")).Result()
 	if err != nil {
 		return Rescue{}, fmt.Errorf("jobstore: rescue: %w", err)
 	}

@@ -18,6 +18,15 @@ if ARGV[3] ~= '' then
   local existing = redis.call('GET', KEYS[3])
   if existing then
     if redis.call('GET', KEYS[4]) == existing then return {'pending', existing} end
+    -- The marker's job is in this slot (same resource); its record's key differs from this new
+    -- job's by the id alone. A marker whose job never got confirmed and ran out covers nothing.
+    local existing_record = string.sub(KEYS[1], 1, #KEYS[1] - #ARGV[5]) .. existing
+    if redis.call('EXISTS', existing_record) == 0 then
+      redis.call('DEL', KEYS[3])
+      existing = nil
+    end
+  end
+  if existing then
     if ARGV[3] == 'replace' then return {'replace', existing} end
     return {'dup', existing}
   end

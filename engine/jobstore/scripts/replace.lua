@@ -7,5 +7,9 @@ local status = redis.call('HGET', KEYS[1], 'status')
 if status ~= 'queued' and status ~= 'retrying' then return 0 end
 redis.call('HSET', KEYS[1], 'payload', ARGV[1], 'not_before', ARGV[2])
 timeline_push(KEYS[2], ARGV[4], ARGV[5], ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
+if redis.call('HGET', KEYS[1], 'confirmed') ~= '0' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+else
+  redis.call('PEXPIRE', KEYS[2], redis.call('PTTL', KEYS[1])) -- a claim keeps its TTL
+end
 return 1

@@ -2,9 +2,11 @@
 -- the lease TTL) gets a new delivery: status retrying (event rescued, the lost attempt counted), or
 -- failed when that was its last attempt. Several rescuers may race: only the one that still finds
 -- the active delivery current wins.
--- KEYS[1] job record, KEYS[2] resource lease, KEYS[3] job timeline
+-- KEYS[1] job record, KEYS[2] resource lease, KEYS[3] job timeline, KEYS[4] dedup marker (the
+-- record key when none)
 -- ARGV[1] the active delivery id, ARGV[2] now (unix ms), ARGV[3] lease TTL ms, ARGV[4] retention
--- ms, ARGV[5] timeline cap, ARGV[6] rescuer's worker id
+-- ms, ARGV[5] timeline cap, ARGV[6] rescuer's worker id, ARGV[7] "1" to clear the marker when the
+-- job ends (until_done)
 -- returns {"rescued", new delivery id, heartbeat ms}; {"failed", heartbeat ms}; {"skip"} (not
 --         processing, or not this delivery); {"alive"} (its lease is held or it beat recently)
 local rec = record_get(KEYS[1], {'status', 'delivery', 'heartbeat_at', 'attempt', 'max_attempts', 'job_id', 'lease_owner'})
@@ -22,6 +24,9 @@ if tonumber(rec.attempt) >= tonumber(rec.max_attempts) then
     'last_error', 'worker lost during the last attempt')
   push('rescued', ARGV[1], 'lease lapsed ' .. (now - beat) .. ' ms after the last heartbeat; no attempt left')
   push('failed', ARGV[1], 'attempt budget of ' .. rec.max_attempts .. ' spent')
+  if ARGV[7] == '1' and KEYS[4] ~= KEYS[1] and redis.call('GET', KEYS[4]) == rec.job_id then
+    redis.call('DEL', KEYS[4]) -- ended: the marker covers no new request any more
+  end
   return {'failed', beat}
 end
 local n = redis.call('HINCRBY', KEYS[1], 'deliveries', 1)
