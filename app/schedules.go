@@ -141,7 +141,7 @@ func parseOperatorTokens(v string) (map[string]string, error) {
 	return m, nil
 }
 
-// operatorRoutes are the schedules' routes: operators only. With API_TOKENS or OPERATOR_TOKENS
+// operatorRoutes are the schedules' routes (list, latest jobs, pause, resume): operators only. With API_TOKENS or OPERATOR_TOKENS
 // set they need an operator token (a tenant token is 403); with neither, the API is open.
 func operatorRoutes(f *fiber.App, s *schedule.Scheduler, operators, tenants tokenTable, limit fiber.Handler) {
 	guard := func(c *fiber.Ctx) error {
@@ -164,6 +164,17 @@ func operatorRoutes(f *fiber.App, s *schedule.Scheduler, operators, tenants toke
 			return err
 		}
 		return c.JSON(ov)
+	})
+	f.Get("/schedules/:name/jobs", guard, limit, func(c *fiber.Ctx) error {
+		name := utils.CopyString(c.Params("name"))
+		jobs, err := s.Jobs(c.UserContext(), name)
+		if errors.Is(err, schedule.ErrUnknown) {
+			return &HTTPError{Status: http.StatusNotFound, Field: "name", Detail: "no schedule is called " + fmt.Sprintf("%q", name)}
+		}
+		if err != nil {
+			return err
+		}
+		return c.JSON(fiber.Map{"name": name, "jobs": jobs})
 	})
 	pause := func(paused bool) fiber.Handler {
 		return func(c *fiber.Ctx) error {

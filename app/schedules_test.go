@@ -91,6 +91,12 @@ func TestSchedulesEndToEnd(t *testing.T) {
 		t.Fatalf("GET the tick's job: %d %s", resp.StatusCode, body)
 	}
 
+	if resp, body := get(t, r.base+"/schedules/hot-cache/jobs", "Authorization", operator); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"job_id":"`+s.LastJobID+`"`) {
+		t.Fatalf("GET the schedule's jobs: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := get(t, r.base+"/schedules/hot-cache/jobs", "Authorization", tenant); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a tenant token on the schedule's jobs: %d %s, want 403", resp.StatusCode, body)
+	}
 	if resp, body := get(t, r.base+"/schedules", "Authorization", tenant); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a tenant token: %d %s, want 403", resp.StatusCode, body)
 	}

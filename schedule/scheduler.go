@@ -272,6 +272,9 @@ func (s *Scheduler) step(ctx context.Context, f locking.Fence, p *plan, st state
 		// The job exists: record it even if the lead ends now (the write is fenced all the same).
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		err = s.write(wctx, f, p, fieldCursor, tick.UnixMilli(), fieldLastAt, tick.UnixMilli(), fieldLastJob, id)
+		if err == nil {
+			s.remember(wctx, p.Name, id, tick)
+		}
 		cancel()
 		if err != nil {
 			return err

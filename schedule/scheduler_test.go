@@ -509,6 +509,13 @@ func TestPauseResumeAndOverview(t *testing.T) {
 	if s.Paused || s.LastTick == nil || !s.LastTick.Equal(t0.Add(3500*time.Millisecond)) || s.LastJobID != TickJobID("p", "", *s.LastTick) || s.LastJobStatus != "queued" {
 		t.Fatalf("overview after the resume: %+v", s)
 	}
+	jobs, err := in.sch.Jobs(ctx, "p")
+	if err != nil || len(jobs) != 1 || jobs[0].JobID != s.LastJobID || !jobs[0].Tick.Equal(*s.LastTick) || jobs[0].Status != "queued" {
+		t.Fatalf("jobs of the schedule: %+v, %v", jobs, err)
+	}
+	if _, err := in.sch.Jobs(ctx, "nope"); !errors.Is(err, ErrUnknown) {
+		t.Fatalf("jobs of an unknown schedule: %v", err)
+	}
 }
 
 // tickOf is the time a tick's job id carries.

@@ -147,3 +147,63 @@ func (s *Scheduler) Overview(ctx context.Context) (Overview, error) {
 	}
 	return ov, nil
 }
+
+// recentJobs is how many of a schedule's latest tick jobs Jobs lists.
+const recentJobs = 100
+
+// jobsKey is the sorted set of a schedule's latest tick jobs (score: the tick, unix ms), in the
+// slot of its state.
+func (s *Scheduler) jobsKey(name string) string {
+	return s.locks.Key(jobstore.ResourceTag("schedule:"+name), "schedule:jobs")
+}
+
+// remember adds a tick's job to the schedule's latest jobs, best effort (the state's last_job is
+// what the scheduler itself reads).
+func (s *Scheduler) remember(ctx context.Context, name, id string, tick time.Time) {
+	key := s.jobsKey(name)
+	pipe := s.locks.Redis().Pipeline()
+	pipe.ZAdd(ctx, key, redis.Z{Score: float64(tick.UnixMilli()), Member: id})
+	pipe.ZRemRangeByRank(ctx, key, 0, -recentJobs-1)
+	_, _ = pipe.Exec(ctx)
+}
+
+// TickJob is one of a schedule's latest tick jobs.
+type TickJob struct {
+	Tick  time.Time `json:"tick"`
+	JobID string    `json:"job_id"`
+	// Status is the job's status, "" once its record expired.
+	Status string `json:"status"`
+}
+
+// Jobs lists the latest (up to 100) jobs of schedule name's ticks, newest first, with their
+// status, in two round trips.
+func (s *Scheduler) Jobs(ctx context.Context, name string) ([]TickJob, error) {
+	if _, ok := s.plan(name); !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknown, name)
+	}
+	zs, err := s.locks.Redis().ZRevRangeWithScores(ctx, s.jobsKey(name), 0, recentJobs-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("schedule: jobs of %q: %w", name, err)
+	}
+	out := make([]TickJob, 0, len(zs))
+	pipe := s.locks.Redis().Pipeline()
+	var cmds []*redis.StringCmd
+	for _, z := range zs {
+		id, _ := z.Member.(string)
+		keys, err := s.stack.Store().Keys(id, "")
+		if err != nil {
+			continue
+		}
+		out = append(out, TickJob{Tick: time.UnixMilli(int64(z.Score)).UTC(), JobID: id})
+		cmds = append(cmds, pipe.HGet(ctx, keys.Record, jobstore.FieldStatus))
+	}
+	if len(cmds) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("schedule: jobs of %q: %w", name, err)
+		}
+	}
+	for i, c := range cmds {
+		out[i].Status = c.Val()
+	}
+	return out, nil
+}
