@@ -208,6 +208,7 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id string, spec
 	}
 	pipe := s.rdb.Pipeline()
 	c := s.store.QueueConfirm(ctx, pipe, keys, id, ttl, s.store.WriteDeadline(ctx))
+	s.store.QueueIndex(ctx, pipe, spec.Tenant, id, s.now()) // the tenant's list (GET /jobs)
 	// One node runs a pipeline in order: a Finally command that checks the same deadline runs
 	// only if the confirmation could. A cluster sends each node its part at once, so there the
 	// caller's commands wait for the confirmation's answer (one more round trip).

@@ -47,9 +47,10 @@ var (
 	rescueScript   = script("rescue.lua")
 	unrescueScript = script("unrescue.lua")
 	cancelScript   = script("cancel.lua")
+	listScript     = script("list.lua")
 	// allScripts are loaded by the test that checks every script compiles in a real Redis.
 	allScripts = []*redis.Script{createScript, confirmScript, pendingScript, abandonScript, replaceScript,
-		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript, cancelScript}
+		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript, cancelScript, listScript}
 )
 
 const defaultTimeline = 100

@@ -1,0 +1,73 @@
+package app
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/engine/jobstore"
+)
+
+// listView is GET /jobs: a page of the caller's tenant's jobs, newest first.
+type listView struct {
+	Jobs []listedJob `json:"jobs"`
+	// NextCursor continues the list; omitted after the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+type listedJob struct {
+	JobID      string     `json:"job_id"`
+	Type       string     `json:"type"`
+	Queue      string     `json:"queue"`
+	Status     string     `json:"status"`
+	Attempt    int        `json:"attempt"`
+	CreatedAt  *time.Time `json:"created_at,omitempty"`
+	UpdatedAt  *time.Time `json:"updated_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// list is GET /jobs?status=&type=&cursor=&limit= (and tenant= when the API is open).
+func (a *api) list(c *fiber.Ctx) error {
+	tenant := tenantOf(c)
+	if asked := c.Query("tenant"); tenant == "" {
+		if asked == "" {
+			return &HTTPError{Status: http.StatusBadRequest, Field: "tenant", Detail: "tenant is required when the API is open (no API_TOKENS)"}
+		}
+		tenant = strings.Clone(asked)
+	} else if asked != "" && asked != tenant {
+		return &HTTPError{Status: http.StatusForbidden, Field: "tenant", Detail: "tenant is not the tenant of this token"}
+	}
+	q := engine.ListQuery{Tenant: tenant, Type: strings.Clone(c.Query("type")), Cursor: strings.Clone(c.Query("cursor")), Limit: 50}
+	if st := c.Query("status"); st != "" {
+		if !slices.Contains(jobstore.Statuses, jobstore.Status(st)) {
+			return &HTTPError{Status: http.StatusBadRequest, Field: "status", Detail: "status must be one of queued, processing, retrying, done, failed, revoked, cancelled"}
+		}
+		q.Status = jobstore.Status(strings.Clone(st))
+	}
+	if l := c.Query("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 200 {
+			return &HTTPError{Status: http.StatusBadRequest, Field: "limit", Detail: "limit must be an integer from 1 to 200"}
+		}
+		q.Limit = n
+	}
+	p, err := a.stack.List(c.UserContext(), q)
+	if errors.Is(err, engine.ErrBadCursor) {
+		return &HTTPError{Status: http.StatusBadRequest, Field: "cursor", Detail: "cursor is not one a list answered"}
+	}
+	if err != nil {
+		return err
+	}
+	out := listView{Jobs: make([]listedJob, 0, len(p.Jobs)), NextCursor: p.Next}
+	for _, j := range p.Jobs {
+		out.Jobs = append(out.Jobs, listedJob{JobID: j.JobID, Type: j.Type, Queue: j.Queue, Status: string(j.Status),
+			Attempt: j.Attempt, CreatedAt: stamp(j.CreatedAt), UpdatedAt: stamp(j.UpdatedAt), FinishedAt: stamp(j.FinishedAt)})
+	}
+	return c.JSON(out)
+}
