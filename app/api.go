@@ -39,6 +39,7 @@ func (a *api) routes(f *fiber.App) {
 	for _, t := range a.tasks {
 		f.Post("/jobs/"+t.Config.Type, guard, limit, a.enqueue(t))
 	}
+	f.Get("/jobs", guard, limit, a.list)
 	f.Get("/jobs/:id", guard, limit, a.view)
 	f.Post("/jobs/:id/retry", guard, limit, a.retry)
 	f.Post("/jobs/:id/cancel", guard, limit, a.cancel)
