@@ -2,7 +2,7 @@
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: run test deps vet staticcheck deploy-check actionlint unit bench bench-recovery chaos chaos-long
+.PHONY: run test deps vet staticcheck deploy-check actionlint unit bench bench-recovery chaos chaos-long chaos-failover chaos-failover-short
 
 run:
 	$(GO) run ./cmd/jobguard
@@ -50,7 +50,7 @@ chaos-long: deps
 	CHAOS=long $(GO) test -count=1 -v -run '^TestChaos$$' -timeout 40m ./chaos/
 
 ## chaos-failover: the load against Sentinel then Cluster, a minority-master partition and three
-## master kills (-9) each, with the failover figures (about 4 minutes).
+## master kills (-9) each, with the failover figures (about 3.5 minutes).
 chaos-failover: deps
 	CHAOS=failover $(GO) test -count=1 -v -run '^TestChaosFailover$$' -timeout 20m ./chaos/
 

@@ -185,6 +185,15 @@ func failoverRun(t *testing.T, bin, mode string, kills int, minority bool) {
 	<-loadDone
 	r.quiesce(2 * time.Minute)
 	r.report(mode, time.Since(wall))
+	r.mu.Lock()
+	slow := false
+	for _, d := range append(append([]time.Duration(nil), r.acceptAgain...), r.promotion...) {
+		slow = slow || d > 10*time.Second
+	}
+	r.mu.Unlock()
+	if slow && rep != nil {
+		t.Logf("a recovery took more than 10 s; the sentinels' logs:\n%s", rep.SentinelLogs())
+	}
 }
 
 func addrOf(p *faultproxy.Proxy) string {

@@ -448,3 +448,17 @@ func (c *ReplicatedCluster) Rejoin(old *Server, within time.Duration) error {
 	}
 	return waitRole(old.Addr, "slave", "master_link_status:up", within)
 }
+
+// SentinelLogs is the end of every sentinel's log, for a test that wants to show why a failover
+// took long.
+func (r *Replicated) SentinelLogs() string {
+	var b strings.Builder
+	for _, s := range r.Sentinels {
+		log, _ := os.ReadFile(filepath.Join(s.dir, "sentinel.log"))
+		if len(log) > 3000 {
+			log = log[len(log)-3000:]
+		}
+		fmt.Fprintf(&b, "--- sentinel %s\n%s\n", s.Addr, log)
+	}
+	return b.String()
+}
