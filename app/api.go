@@ -226,6 +226,7 @@ type jobView struct {
 	Lease       leaseView      `json:"lease"`
 	Deliveries  []deliveryView `json:"deliveries"`
 	Timeline    []engine.Event `json:"timeline"`
+	progressView
 }
 
 type leaseView struct {
@@ -282,6 +283,7 @@ func (a *api) view(c *fiber.Ctx) error {
 		Lease:    leaseView{Owner: v.Lease.Owner, RemainingMS: v.Lease.Remaining.Milliseconds(), CurrentFence: v.Lease.Fence},
 		Timeline: v.Timeline,
 	}
+	out.progressView = progressView{Progress: r.Progress, ProgressNote: r.ProgressNote}
 	for n := 1; n <= r.Deliveries; n++ {
 		id := engine.DeliveryID(r.JobID, n)
 		out.Deliveries = append(out.Deliveries, deliveryView{TaskID: id, Queue: r.Queue, Current: id == r.Delivery})

@@ -72,6 +72,30 @@ func (j *Job) SaveCheckpoint(ctx context.Context, data []byte) (err error) {
 		jobstore.FieldCheckpoint, string(data), jobstore.FieldCheckpointAt, j.clock.Now().UnixMilli())
 }
 
+// ErrProgressBackwards: Progress was called with less than this run reported before.
+var ErrProgressBackwards = jobstore.ErrProgressBackwards
+
+// maxProgressNote bounds a progress note (bytes).
+const maxProgressNote = 200
+
+// Progress reports how far the run is (percent 0-100, a short note), shown in the job view. It is
+// fenced: a run whose job was cancelled or taken over gets locking.ErrStaleToken and writes
+// nothing; within one run it never goes backwards (ErrProgressBackwards, nothing written). A new
+// run of the job (a retry) starts again from its own first report.
+func (j *Job) Progress(ctx context.Context, percent int, note string) (err error) {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	if percent < 0 || percent > 100 || len(note) > maxProgressNote {
+		return fmt.Errorf("engine: progress %d%% with a %d-byte note: percent is 0-100, the note at most %d bytes", percent, len(note), maxProgressNote)
+	}
+	ctx, span := scriptSpan(ctx, "jobguard.progress")
+	defer func() { endSpan(span, err) }()
+	return jobstore.SaveProgress(ctx, j.rdb, j.keys, j.Fence(), jobstore.ProgressArgs{
+		Percent: percent, Note: note, Now: j.clock.Now(), Retention: j.retention,
+	})
+}
+
 func (j *Job) age() time.Duration {
 	if j.CreatedAt.IsZero() || j.CreatedAt.Unix() == 0 {
 		return 0

@@ -37,6 +37,13 @@ const (
 	FieldCheckpoint  = "checkpoint"
 	// FieldCheckpointAt is when the checkpoint was saved (unix ms).
 	FieldCheckpointAt = "checkpoint_at"
+	// FieldProgress (0-100) and FieldProgressNote are what the handler last reported
+	// (Job.Progress); FieldProgressToken is the token of the run that reported it, FieldProgressAt
+	// when (unix ms).
+	FieldProgress      = "progress"
+	FieldProgressNote  = "progress_note"
+	FieldProgressToken = "progress_token"
+	FieldProgressAt    = "progress_at"
 )
 
 // recordFields lists every field above.
@@ -44,7 +51,7 @@ var recordFields = []string{FieldJobID, FieldType, FieldQueue, FieldTenant, Fiel
 	FieldAttempt, FieldMaxAttempts, FieldDeliveries, FieldDelivery, FieldConfirmed, FieldCreatedAt,
 	FieldUpdatedAt, FieldStartedAt, FieldHeartbeatAt, FieldFinishedAt, FieldNotBefore, FieldPayload,
 	FieldOpKey, FieldDedup, FieldWorkerID, FieldLeaseOwner, FieldFencing, FieldLastError, FieldResult,
-	FieldCheckpoint, FieldCheckpointAt}
+	FieldCheckpoint, FieldCheckpointAt, FieldProgress, FieldProgressNote, FieldProgressToken, FieldProgressAt}
 
 // Status is where a job is in its life (docs/DESIGN.md has the transition table).
 type Status string
@@ -87,6 +94,10 @@ type Record struct {
 	LastError, Result                                        string
 	Checkpoint                                               []byte
 	CheckpointAt                                             time.Time
+	// Progress (0-100) and ProgressNote are the last the handler reported; ProgressAt when.
+	Progress     int
+	ProgressNote string
+	ProgressAt   time.Time
 }
 
 // ParseRecord reads a record from its hash's fields (HGETALL).
@@ -99,7 +110,8 @@ func ParseRecord(f map[string]string) Record {
 		HeartbeatAt: stamp(f[FieldHeartbeatAt]), FinishedAt: stamp(f[FieldFinishedAt]), NotBefore: stamp(f[FieldNotBefore]),
 		OpKey: f[FieldOpKey], Dedup: f[FieldDedup], WorkerID: f[FieldWorkerID], LeaseOwner: f[FieldLeaseOwner],
 		FencingToken: int64(atoi(f[FieldFencing])), LastError: f[FieldLastError], Result: f[FieldResult],
-		CheckpointAt: stamp(f[FieldCheckpointAt]),
+		CheckpointAt: stamp(f[FieldCheckpointAt]), Progress: atoi(f[FieldProgress]), ProgressNote: f[FieldProgressNote],
+		ProgressAt: stamp(f[FieldProgressAt]),
 	}
 	if p, ok := f[FieldPayload]; ok {
 		r.Payload = []byte(p)

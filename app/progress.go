@@ -1,0 +1,7 @@
+package app
+
+// progressView is the job view's progress: what the handler last reported (Job.Progress), 0-100.
+type progressView struct {
+	Progress     int    `json:"progress"`
+	ProgressNote string `json:"progress_note,omitempty"`
+}
