@@ -39,8 +39,10 @@ type Stack struct {
 	rngMu sync.Mutex
 	// onEnd is told of every job this process ends (OnEnd).
 	onEnd atomic.Pointer[func(string)]
-	Stats Stats
-	m     *metrics
+	// untaken holds when a replay's delivery was first seen before its record took it.
+	untaken sync.Map
+	Stats   Stats
+	m       *metrics
 }
 
 type registered struct {

@@ -74,7 +74,7 @@ var (
 	// runOutcomes are outcomeOf's answers.
 	runOutcomes   = []string{"done", "retry", "failed", "revoked", "bounced"}
 	leaseEvents   = []string{"acquired", "not_acquired", "lost", "renew_failed"}
-	bounceReasons = []string{"no_slot", "cancelled", "start_failed", "unconfirmed", "debounce",
+	bounceReasons = []string{"no_slot", "cancelled", "start_failed", "unconfirmed", "untaken", "debounce",
 		"lease_not_acquired", "lease_lost", "shutdown", "rate_limited", "finish_failed"}
 	// dedupResults are the results each policy can count; only replace replaces.
 	dedupResults = map[Policy][]string{

@@ -21,7 +21,7 @@ var (
 
 // replayDelay is how long a replay's delivery waits before it may start: the record must take it
 // first (see Replay).
-const replayDelay = 2 * time.Second
+const replayDelay = 3 * time.Second
 
 // Replay gives a failed job a new delivery with its attempts reset. The delivery is enqueued
 // first, delayed by replayDelay, and the record takes it afterwards, no later than the request's
@@ -51,7 +51,9 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 	for try := 0; try < 3; try++ {
 		n++
 		// The delivery may start once replayDelay has passed: the record must take it before then.
-		by := s.store.RedisTime(time.Now().Add(replayDelay - jobstore.DeadlineMargin)) // against Redis's TIME: the real clock
+		// asynq keeps a delay in whole seconds, so the delivery may start a second early; a start
+		// before the record took it bounces (untaken) anyway. Against Redis's TIME: the real clock.
+		by := s.store.RedisTime(time.Now().Add(replayDelay - time.Second - jobstore.DeadlineMargin))
 		if d := s.store.WriteDeadline(ctx); d != 0 {
 			by = min(by, d)
 		}

@@ -24,6 +24,16 @@ import (
 // unconfirmedWaits are the pauses before a delivery that found its job unconfirmed asks again.
 var unconfirmedWaits = []time.Duration{5 * time.Millisecond, 20 * time.Millisecond, 75 * time.Millisecond}
 
+// untakenWait is how long a replay's delivery is sent back while its job's record has not taken
+// it: a replay takes its delivery within 1.75 s of enqueueing it, or never.
+const untakenWait = 5 * time.Second
+
+// untakenFor is how long this process has seen delivery waiting for its replay to take it.
+func (s *Stack) untakenFor(delivery string) time.Duration {
+	first, _ := s.untaken.LoadOrStore(delivery, time.Now())
+	return time.Since(first.(time.Time))
+}
+
 // startTimeout bounds the start script, on a context that outlives the delivery's.
 const startTimeout = 5 * time.Second
 
@@ -53,6 +63,17 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		if err != nil {
 			// Unknown whether it ran: the lease (if taken) lapses within its TTL; try again soon.
 			return s.bounce(tc.Type, "start_failed", 0, fmt.Errorf("start script: %w", err))
+		}
+		if st.State == jobstore.Run {
+			s.untaken.Delete(delivery)
+		}
+		if st.State == jobstore.Untaken {
+			if s.untakenFor(delivery) < untakenWait {
+				return s.bounce(tc.Type, "untaken", 0, errors.New("the replay has not taken this delivery yet"))
+			}
+			// The replay failed to take it in time: acknowledge it like any stale delivery.
+			s.untaken.Delete(delivery)
+			st.State = jobstore.Stale
 		}
 		if st.State != jobstore.Run {
 			if st.State == jobstore.Applied || st.State == jobstore.Exhausted {

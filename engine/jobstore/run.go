@@ -41,6 +41,8 @@ const (
 	Debounce StartState = "debounce"
 	// Unconfirmed: the enqueue that created the job is not confirmed yet: nothing written, ask again.
 	Unconfirmed StartState = "unconfirmed"
+	// Untaken: a replay's delivery the failed job's record has not taken yet: ask again.
+	Untaken StartState = "untaken"
 )
 
 // Started is the start script's answer.
@@ -85,7 +87,7 @@ func (s *Store) Start(ctx context.Context, k Keys, a StartArgs) (Started, error)
 	case Stale:
 		st.Current, err = stringAt("start", rest, 0)
 		return st, err
-	case Gone, Applied, Exhausted, Unconfirmed:
+	case Gone, Applied, Exhausted, Unconfirmed, Untaken:
 		return st, nil
 	}
 	return Started{}, replyError("start", res)

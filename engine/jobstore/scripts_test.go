@@ -37,7 +37,7 @@ func newScriptJob(t *testing.T, status string, token int64) scriptJob {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fields := []any{FieldJobID, id, FieldStatus, status, FieldDelivery, DeliveryID(id, 1), FieldAttempt, 1, FieldMaxAttempts, 3, FieldResource, "r"}
+	fields := []any{FieldJobID, id, FieldStatus, status, FieldDelivery, DeliveryID(id, 1), FieldDeliveries, 1, FieldAttempt, 1, FieldMaxAttempts, 3, FieldResource, "r"}
 	s.rdb.HSet(bg, keys.Record, fields...)
 	if token > 0 {
 		// The fence as locking's protocol records it, written through its own fenced write.

@@ -15,10 +15,12 @@
 --         {"applied"}: the operation was applied before, the job is done;
 --         {"exhausted"}: no attempt left (the job is failed);
 --         {"debounce", ms}: a replace set a later start; bounce for ms;
+--         {"untaken"}: a replay's delivery (numbered past the record's deliveries) of a failed job
+--         whose record has not taken it yet: nothing written, try again shortly;
 --         {"unconfirmed"}: the job's enqueue is not confirmed yet (it may still be refused, and
 --         then the record runs out): nothing written, try again shortly.
 local now = ARGV[4]
-local rec = record_get(KEYS[1], {'status', 'delivery', 'attempt', 'max_attempts', 'payload', 'checkpoint',
+local rec = record_get(KEYS[1], {'status', 'delivery', 'deliveries', 'attempt', 'max_attempts', 'payload', 'checkpoint',
   'created_at', 'resource', 'not_before', 'job_id', 'confirmed'})
 local function push(name, token, attempt, detail)
   timeline_push(KEYS[4], ARGV[6], ARGV[8], event({at = tonumber(now), event = name, delivery = ARGV[1],
@@ -40,6 +42,10 @@ local function finish(status, token, name, detail)
 end
 
 if not rec.status then return {'gone'} end
+if rec.status == 'failed' and (tonumber(string.match(ARGV[1], '%.d(%d+)$')) or 0) > tonumber(rec.deliveries or '0') then
+  -- A replay's delivery the record has not taken yet (it is enqueued first): ask again shortly.
+  return {'untaken'}
+end
 if rec.status == 'done' or rec.status == 'failed' or rec.status == 'revoked' or rec.status == 'cancelled' then
   return {'terminal', rec.status} -- a cancelled job's delivery that could not be deleted ends here
 end
