@@ -50,7 +50,7 @@ chaos-long: deps
 	CHAOS=long $(GO) test -count=1 -v -run '^TestChaos$$' -timeout 40m ./chaos/
 
 ## chaos-failover: the load against Sentinel then Cluster, a minority-master partition and three
-## master kills (-9) each, with the failover figures (about 3.5 minutes).
+## master kills (-9) each, with the failover figures (3.5-5.5 minutes).
 chaos-failover: deps
 	CHAOS=failover $(GO) test -count=1 -v -run '^TestChaosFailover$$' -timeout 20m ./chaos/
 

@@ -29,7 +29,7 @@ import (
 // (three masters with a replica each), while the master is killed (-9) and a replica promoted; under
 // Sentinel the first fault is a partition that leaves the old master reachable by one worker only,
 // so it keeps accepting writes that the promotion then discards. It prints per topology what the
-// fence held and what replication lost. CHAOS=failover (several failovers each, about 6 minutes) or
+// fence held and what replication lost. CHAOS=failover (four and three failovers, 3.5-5.5 minutes) or
 // CHAOS=failover-short (one each, for CI).
 func TestChaosFailover(t *testing.T) {
 	var kills int
