@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/faultproxy"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/locking"
@@ -110,6 +111,7 @@ func newFakeClock(t time.Time) *fakeClock { c := &fakeClock{}; c.Set(t); return 
 // instance is one process running a scheduler on its own Redis client.
 type instance struct {
 	gate   *gate
+	proxy  *faultproxy.Proxy // between the process and Redis: Block cuts it off the network
 	rdb    *redis.Client
 	stack  *engine.Stack
 	sch    *Scheduler
@@ -142,7 +144,12 @@ func newBundle(t *testing.T, cfg Config, specs ...Spec) *bundle {
 func (b *bundle) start(name string, register func(*engine.Stack)) *instance {
 	t := b.t
 	g := &gate{}
-	rdb := redis.NewClient(&redis.Options{Addr: b.db.Server.Addr, DB: b.db.N, MaxRetries: -1})
+	proxy, err := faultproxy.New(b.db.Server.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DB: b.db.N, MaxRetries: -1,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 	rdb.AddHook(g)
 	stack := engine.New(rdb, engine.Config{Prefix: "jg", WorkerID: name, LeaseTTL: 5 * time.Second})
 	if register != nil {
@@ -155,9 +162,9 @@ func (b *bundle) start(name string, register func(*engine.Stack)) *instance {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{gate: g, rdb: rdb, stack: stack, sch: sch, cancel: cancel, done: make(chan struct{})}
+	in := &instance{gate: g, proxy: proxy, rdb: rdb, stack: stack, sch: sch, cancel: cancel, done: make(chan struct{})}
 	go func() { defer close(in.done); _ = sch.Run(ctx) }()
-	t.Cleanup(in.stop)
+	t.Cleanup(func() { in.stop(); proxy.Close() })
 	return in
 }
 
@@ -214,7 +221,8 @@ func leader(ins ...*instance) *instance {
 }
 
 // TestOneJobPerTickAcrossLeaders: three processes, @every 1s; the leader is killed, the next one
-// paused past its lease and resumed. Every tick from the first cursor to the last has exactly one
+// paused past its lease in the middle of a tick and resumed, then the leader of the moment is cut
+// off by the fault proxy and let back. Every tick from the first cursor to the last has exactly one
 // job, and asynq holds exactly one delivery per job.
 func TestOneJobPerTickAcrossLeaders(t *testing.T) {
 	t.Parallel()
@@ -248,6 +256,21 @@ func TestOneJobPerTickAcrossLeaders(t *testing.T) {
 	second.gate.resume() // it wakes up still believing in its lease for a moment
 	n = len(b.jobs("every"))
 	testsupport.Eventually(t, 4*time.Second, "two more jobs after the resume", func() bool { return len(b.jobs("every")) >= n+2 })
+
+	cut := leader(ins...) // cut off the network by the fault proxy: every connection drops
+	if cut == nil {
+		t.Fatal("no leader before the partition")
+	}
+	cut.proxy.Block()
+	testsupport.Eventually(t, 4*time.Second, "a new leader after the partition", func() bool {
+		l := leader(ins...)
+		return l != nil && l != cut
+	})
+	n = len(b.jobs("every"))
+	testsupport.Eventually(t, 6*time.Second, "two more jobs during the partition", func() bool { return len(b.jobs("every")) >= n+2 })
+	cut.proxy.Unblock()
+	n = len(b.jobs("every"))
+	testsupport.Eventually(t, 4*time.Second, "two more jobs after the partition", func() bool { return len(b.jobs("every")) >= n+2 })
 	for _, in := range ins {
 		if in != first {
 			in.stop()
