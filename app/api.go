@@ -40,7 +40,7 @@ func (a *api) routes(f *fiber.App) {
 		f.Post("/jobs/"+t.Config.Type, guard, limit, a.enqueue(t))
 	}
 	f.Get("/jobs", guard, limit, a.list)
-	f.Get("/jobs/:id", guard, limit, a.view)
+	f.Get("/jobs/:id", guard, limit, a.viewOrWait)
 	f.Post("/jobs/:id/retry", guard, limit, a.retry)
 	f.Post("/jobs/:id/cancel", guard, limit, a.cancel)
 	for _, t := range a.tasks {
