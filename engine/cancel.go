@@ -76,6 +76,7 @@ func (s *Stack) Cancel(ctx context.Context, id string, req CancelRequest) (Cance
 		return Cancelled{From: res.From}, fmt.Errorf("%w: it is %s", ErrEnded, res.From)
 	}
 	s.m.transitions.WithLabelValues(info.Type, "cancelled").Inc()
+	s.ended(id)
 	out := Cancelled{From: res.From, Delivery: res.Delivery, Fence: res.Token}
 	if res.From != jobstore.StatusProcessing && res.Delivery != "" {
 		// Best effort: the record is the truth, a delivery left behind is refused at its start.
