@@ -59,6 +59,7 @@ var (
 	renewScript   = NewProtocolScript(mustScript("renew.lua"))
 	releaseScript = NewProtocolScript(mustScript("release.lua"))
 	inspectScript = NewProtocolScript(mustScript("inspect.lua"))
+	raiseScript   = NewProtocolScript(mustScript("raise.lua"))
 	fencePrelude  = mustScript("fence_prelude.lua")
 )
 

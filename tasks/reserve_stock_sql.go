@@ -48,6 +48,7 @@ func fenceResource(p ReserveStockPayload) string { return TypeReserveStock + ":"
 func applySQL(ctx context.Context, db *pgxpool.Pool, job *engine.Job, p ReserveStockPayload) (int64, error) {
 	f := sqlfence.Fence(job.Fence())
 	var total int64
+	var stale *sqlfence.StaleError
 	err := sqlfence.InTx(ctx, db, fenceResource(p), f, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, reserveStockApply, p.TenantID, p.OrderID, p.SKU, p.Quantity, job.ID, f.Token)
 		if err != nil {
@@ -61,8 +62,14 @@ func applySQL(ctx context.Context, db *pgxpool.Pool, job *engine.Job, p ReserveS
 	switch {
 	case errors.Is(err, errOrderApplied):
 		return 0, fmt.Errorf("%w: order %s", engine.ErrAlreadyApplied, p.OrderID)
-	case errors.Is(err, sqlfence.ErrStale):
-		return 0, err // a newer run owns the SKU; as with the Redis fence, its finish is refused too
+	case errors.As(err, &stale):
+		// A newer run wrote the SKU in SQL, or Redis's fence counter was lost (a failover) and
+		// restarted below what SQL has seen: lift it above, so the next run's token can write.
+		// Nothing was written by this run either way.
+		if _, rerr := job.Locks().RaiseFence(ctx, job.Lease().Resource, stale.Current); rerr != nil {
+			return 0, errors.Join(err, rerr)
+		}
+		return 0, err
 	case err != nil:
 		return 0, fmt.Errorf("reserve stock in SQL: %w", err)
 	}

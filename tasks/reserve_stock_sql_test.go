@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/internal/pgtest"
 	"github.com/jobguard/jobguard/sqlfence"
 )
@@ -56,17 +57,30 @@ func TestReserveStockInSQLAppliesOnce(t *testing.T) {
 	}
 }
 
-// A run whose token is older than the last that wrote the SKU in SQL writes nothing there.
-func TestReserveStockInSQLRefusesAStaleRun(t *testing.T) {
+// A run whose token is below what SQL has seen for the SKU (Redis's fence counter lost and
+// restarted) writes nothing there, and lifts Redis's counter: the job's next run writes, once.
+func TestReserveStockInSQLRecoversFromALostCounter(t *testing.T) {
 	t.Parallel()
 	deps := sqlDeps(t)
 	p := ReserveStockPayload{TenantID: "t1", OrderID: "o2", SKU: "s1", Quantity: 1}
-	if err := sqlfence.Write(bg, deps.SQL, fenceResource(p), sqlfence.Fence{Token: 9, Owner: "newer"}); err != nil {
+	if err := sqlfence.Write(bg, deps.SQL, fenceResource(p), sqlfence.Fence{Token: 9, Owner: "before-the-failover"}); err != nil {
 		t.Fatal(err)
 	}
 	e := start(t, deps)
-	v := e.wait(e.enqueue(p.Spec()), "retrying")
-	if s, _ := readStockSQL(bg, deps.SQL, "t1", "s1"); s.Reserved != 0 || !strings.Contains(v.Raw["last_error"], "stale") {
-		t.Fatalf("a stale run reserved: %+v (job %v)", s, v.Raw)
+	v := e.wait(e.enqueue(p.Spec()), "done")
+	s, err := readStockSQL(bg, deps.SQL, "t1", "s1")
+	if err != nil || s.Reserved != 1 || s.FencingToken <= 9 || v.Raw["attempt"] != "2" {
+		t.Fatalf("stock %+v %v, job %v", s, err, v.Raw)
 	}
+	if !strings.Contains(strings.Join(timeline(v), " "), "retry_scheduled") {
+		t.Fatalf("the refused first run is not on the timeline: %v", timeline(v))
+	}
+}
+
+func timeline(v engine.View) []string {
+	var out []string
+	for _, e := range v.Timeline {
+		out = append(out, e.Event+":"+e.Detail)
+	}
+	return out
 }

@@ -23,6 +23,9 @@
 --   returns true when stamped, false when the hash does not exist.
 -- fence_last(fence_key)
 --   returns the last token drawn from the counter, 0 when none was (or the counter was lost).
+-- fence_raise(fence_key, floor)
+--   Lifts the counter to at least floor (a token a store outside Redis has seen), so the next
+--   token drawn is above it. returns the counter after the call.
 -- fence_seen(record_key)
 --   returns the highest token that wrote the fence record (a hash), 0 when none did. Pass it as
 --   lease_acquire's floor when the record outlives the counter.
@@ -82,6 +85,16 @@ end
 
 local function fence_last(fence_key)
   return tonumber(redis.call('GET', fence_key)) or 0
+end
+
+local function fence_raise(fence_key, floor)
+  local last = fence_last(fence_key)
+  floor = tonumber(floor) or 0
+  if last < floor then
+    -- INCRBY, not SET: a counter that exists keeps its TTL.
+    return redis.call('INCRBY', fence_key, floor - last)
+  end
+  return last
 end
 
 local function fence_seen(record_key)
