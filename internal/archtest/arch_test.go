@@ -55,7 +55,9 @@ func TestDependencyDirection(t *testing.T) {
 			return strings.HasPrefix(d, "github.com/redis/go-redis/") || strings.HasPrefix(d, "github.com/cespare/") ||
 				strings.HasPrefix(d, "github.com/dgryski/") || strings.HasPrefix(d, "go.uber.org/atomic")
 		}},
-		{"sqlfence", func(d string) bool { return strings.HasPrefix(d, "github.com/jackc/") || strings.HasPrefix(d, "golang.org/x/") }},
+		{"sqlfence", func(d string) bool {
+			return strings.HasPrefix(d, "github.com/jackc/") || strings.HasPrefix(d, "golang.org/x/")
+		}},
 		{"outbox", notProject("app", "web", "tasks", "cmd", "schedule", "history")},
 		{"history", notProject("app", "web", "tasks", "cmd", "schedule", "outbox")},
 		{"engine", notProject("app", "web", "tasks", "cmd", "schedule")},
