@@ -271,3 +271,40 @@ func TestCancelUnknownJob(t *testing.T) {
 		}
 	}
 }
+
+// An effect applied after the cancel, by a handler that ignored its context, is refused: the
+// effect frame checks the job record's fence, which the cancel raised. Neither the target nor the
+// applied record changes.
+func TestCancelRefusesALateEffect(t *testing.T) {
+	t.Parallel()
+	eff := NewEffect(`redis.call('HSET', KEYS[1], 'applied_by', ARGV[3]) return 1`)
+	started, late := make(chan struct{}), make(chan error, 1)
+	var target string
+	h := newHarness(t, Config{LeaseTTL: 3 * time.Second}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "effect"}, func(ctx context.Context, j *Job) error {
+			target = j.Key("target")
+			close(started)
+			<-ctx.Done()
+			_, err := j.Apply(context.Background(), eff, target, nil)
+			late <- err
+			return nil
+		})
+	})
+	id := h.enqueue(Spec{Type: "effect", Resource: "acct-9", OpKey: "op-9"})
+	<-started
+	if _, err := h.stack.Cancel(bg, id, CancelRequest{By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-late:
+		if !errors.Is(err, locking.ErrStaleToken) {
+			t.Fatalf("late effect: %v, want ErrStaleToken", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler was not stopped")
+	}
+	keys, _ := h.stack.store.Keys(id, "op-9")
+	if h.rdb.HExists(bg, target, "applied_by").Val() || h.rdb.Exists(bg, keys.Applied).Val() != 0 {
+		t.Fatal("the late effect landed")
+	}
+}

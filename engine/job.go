@@ -108,9 +108,10 @@ func (j *Job) age() time.Duration {
 type Effect struct{ script *locking.FencedScript }
 
 // NewEffect builds an effect from a Lua body. In the body, KEYS[1] is the fence record of the
-// target (a hash), KEYS[2] the applied-operation record, KEYS[3..] the caller's keys; ARGV[1..4]
-// are reserved (token, owner, job id, applied TTL) and the caller's arguments start at ARGV[5].
-// The body's return value is returned by Apply.
+// target (a hash), KEYS[2] the applied-operation record, KEYS[3..#KEYS-1] the caller's keys and
+// KEYS[#KEYS] the job record (the frame checks the job's fence there: a cancelled run applies
+// nothing); ARGV[1..4] are reserved (token, owner, job id, applied TTL) and the caller's arguments
+// start at ARGV[5]. The body's return value is returned by Apply.
 func NewEffect(body string) *Effect {
 	return &Effect{script: locking.NewFencedScript(jobstore.EffectFrame(body))}
 }
@@ -132,7 +133,7 @@ func (j *Job) Apply(ctx context.Context, eff *Effect, target string, keys []stri
 	}
 	ctx, span := scriptSpan(ctx, "jobguard.apply")
 	defer span.End()
-	all := append([]string{target, j.keys.Applied}, keys...)
+	all := append(append([]string{target, j.keys.Applied}, keys...), j.keys.Record)
 	res, err := eff.script.Run(ctx, j.rdb, j.Fence(), all, append([]any{j.ID, j.tc.AppliedTTL.Milliseconds()}, args...)...).Result()
 	if err != nil && strings.HasPrefix(err.Error(), "APPLIED ") {
 		return nil, fmt.Errorf("%w by job %s", ErrAlreadyApplied, strings.TrimPrefix(err.Error(), "APPLIED "))
