@@ -159,14 +159,14 @@ func (p probes) routes(f *fiber.App) {
 	f.Get("/healthz", func(c *fiber.Ctx) error {
 		if p.worker != nil {
 			if err := p.worker.live(); err != nil {
-				return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "worker: " + err.Error(), Err: err}
+				return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeNotLive, Detail: "worker: " + err.Error(), Err: err}
 			}
 		}
 		return c.JSON(fiber.Map{"status": "ok"})
 	})
 	f.Get("/readyz", func(c *fiber.Ctx) error {
 		if err := p.readyCheck(c.UserContext()); err != nil {
-			return &HTTPError{Status: http.StatusServiceUnavailable, Detail: err.Error(), Err: err}
+			return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeNotReady, Detail: err.Error(), Err: err}
 		}
 		return c.JSON(fiber.Map{"status": "ready"})
 	})

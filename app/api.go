@@ -104,7 +104,7 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 			a.countIdem(err, stored)
 			switch {
 			case errors.Is(err, errIdemInFlight):
-				return &HTTPError{Status: http.StatusConflict, Field: "Idempotency-Key", Detail: err.Error()}
+				return &HTTPError{Status: http.StatusConflict, Code: CodeIdempotencyInFlight, Field: "Idempotency-Key", Detail: err.Error()}
 			case errors.Is(err, errIdemMismatch):
 				return &HTTPError{Status: http.StatusUnprocessableEntity, Field: "Idempotency-Key", Detail: err.Error()}
 			case err != nil:
@@ -141,14 +141,14 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 				a.idem.release(c.UserContext(), cl)
 			}
 			if errors.Is(err, engine.ErrOutcomeUnknown) {
-				return &HTTPError{Status: http.StatusServiceUnavailable, Err: err,
+				return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Err: err,
 					Detail: "Redis did not answer in time: the job may have been queued; retry with the same Idempotency-Key to learn its outcome"}
 			}
 			if errors.Is(err, engine.ErrDedupPending) {
 				c.Set(fiber.HeaderRetryAfter, "1")
-				return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "a duplicate of a job whose enqueue is not confirmed yet; nothing was kept, retry shortly", Err: err}
+				return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeDedupPending, Detail: "a duplicate of a job whose enqueue is not confirmed yet; nothing was kept, retry shortly", Err: err}
 			}
-			return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "the job could not be queued; nothing was kept, retry later", Err: err}
+			return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeEnqueueFailed, Detail: "the job could not be queued; nothing was kept, retry later", Err: err}
 		}
 		ans := answerFor(res)
 		status, body, location := ans.status, ans.body, ans.location

@@ -133,7 +133,7 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, body = post(t, r, "/jobs/reserve-stock", order, append(bearer(tokenA), "Idempotency-Key", `"in-flight"`)...)
-	if p := decodeProblem(t, resp, body); p.Status != 409 {
+	if p := decodeProblem(t, resp, body); p.Status != 409 || p.Code != CodeIdempotencyInFlight {
 		t.Fatalf("in flight: %+v", p)
 	}
 	// A deduplicated answer is stored like a new job's: the same key gets it again.
@@ -300,7 +300,7 @@ func TestReserveStockEndToEnd(t *testing.T) {
 		}
 	}
 	resp, body = post(t, r, "/jobs/"+a.JobID+"/retry", "", bearer(tokenA)...)
-	if p := decodeProblem(t, resp, body); p.Status != 409 {
+	if p := decodeProblem(t, resp, body); p.Status != 409 || p.Code != CodeJobNotFailed {
 		t.Fatalf("retry of a done job: %+v", p)
 	}
 }
@@ -405,7 +405,7 @@ func TestDuplicateOfAnUnconfirmedJobIs503(t *testing.T) {
 	}
 	body := `{"tenant_id":"t1","resource_id":"home"}`
 	resp, text := post(t, r, "/jobs/rebuild-cache", body, "Idempotency-Key", `"k1"`)
-	if p := decodeProblem(t, resp, text); p.Status != 503 || resp.Header.Get("Retry-After") != "1" || strings.Contains(text, dead) {
+	if p := decodeProblem(t, resp, text); p.Status != 503 || p.Code != CodeDedupPending || resp.Header.Get("Retry-After") != "1" || strings.Contains(text, dead) {
 		t.Fatalf("duplicate of an unconfirmed job: %+v %v", p, resp.Header)
 	}
 	idem := idempotency{rdb: r.Redis(), prefix: "jobguard"}

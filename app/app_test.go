@@ -108,6 +108,9 @@ func decodeProblem(t *testing.T, resp *http.Response, body string) Problem {
 	if p.Status != resp.StatusCode || p.Detail == "" || p.Title == "" || p.RequestID != resp.Header.Get("X-Request-ID") {
 		t.Fatalf("problem %+v does not match the answer %d", p, resp.StatusCode)
 	}
+	if k, ok := problemCode(p.Code); !ok || p.Type != k.Type() || (k.Status != 0 && k.Status != p.Status) {
+		t.Fatalf("problem %+v: code and type are not a kind of codes.go with its status", p)
+	}
 	return p
 }
 
@@ -136,7 +139,7 @@ func TestReadinessFailsWhenRedisIsDown(t *testing.T) {
 	srv.Kill()
 	resp, body := get(t, r.base+"/readyz")
 	p := decodeProblem(t, resp, body)
-	if p.Status != http.StatusServiceUnavailable || !strings.Contains(p.Detail, "redis") {
+	if p.Status != http.StatusServiceUnavailable || p.Code != CodeNotReady || !strings.Contains(p.Detail, "redis") {
 		t.Fatalf("readyz during the outage: %+v", p)
 	}
 	if resp, _ := get(t, r.base+"/healthz"); resp.StatusCode != 200 {

@@ -35,7 +35,7 @@ func TestCancelEndpoint(t *testing.T) {
 		t.Fatalf("view after cancel: %+v", v)
 	}
 	resp, body = post(t, r, "/jobs/"+a.JobID+"/cancel", "", bearer(tokenA)...)
-	if p := decodeProblem(t, resp, body); p.Status != 409 || !strings.Contains(p.Detail, "has ended") {
+	if p := decodeProblem(t, resp, body); p.Status != 409 || p.Code != CodeJobEnded || !strings.Contains(p.Detail, "has ended") {
 		t.Fatalf("cancel of a cancelled job: %+v", p)
 	}
 	resp, body = post(t, r, "/jobs/"+a.JobID+"/cancel", `{"reason":"`+strings.Repeat("x", 201)+`"}`, bearer(tokenA)...)

@@ -38,7 +38,7 @@ func (a *api) claimIdentity(ctx context.Context, req tasks.Request, spec *engine
 		return nil, &HTTPError{Status: http.StatusServiceUnavailable, Detail: "the request could not be checked against earlier ones; nothing was kept, retry later", Err: err}
 	}
 	if c.State == tasks.ClaimConflict {
-		return nil, &HTTPError{Status: http.StatusConflict, Field: id.Field,
+		return nil, &HTTPError{Status: http.StatusConflict, Code: CodeOrderConflict, Field: id.Field,
 			Detail: fmt.Sprintf("%s was already submitted with different content; send it unchanged, or use a new %s", id.What, id.Field)}
 	}
 	if !c.Ours(spec.JobID) {

@@ -29,7 +29,7 @@ func TestConflictingOrderIs409(t *testing.T) {
 	} {
 		resp, body := post(t, r, "/jobs/reserve-stock", other)
 		p := decodeProblem(t, resp, body)
-		if p.Status != http.StatusConflict || p.Field != "order_id" {
+		if p.Status != http.StatusConflict || p.Code != CodeOrderConflict || p.Field != "order_id" {
 			t.Fatalf("%s: %+v", other, p)
 		}
 	}
@@ -83,7 +83,7 @@ func TestOrderClaimReleasedWhenNothingWasKept(t *testing.T) {
 		r.Redis().Set(context.Background(), locks.Key(tag, name), dead, time.Minute)
 	}
 	resp, body := post(t, r, "/jobs/reserve-stock", `{"tenant_id":"t1","order_id":"o9","sku":"s1","quantity":1}`)
-	if p := decodeProblem(t, resp, body); p.Status != http.StatusServiceUnavailable {
+	if p := decodeProblem(t, resp, body); p.Status != http.StatusServiceUnavailable || p.Code != CodeDedupPending {
 		t.Fatalf("duplicate of an unconfirmed job: %+v", p)
 	}
 	if n := r.Redis().Exists(context.Background(), "jobguard:{order:t1:o9}").Val(); n != 0 {

@@ -9,11 +9,15 @@ import (
 
 	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/tasks"
+	"github.com/jobguard/jobguard/web"
 )
 
 // Problem is an RFC 9457 problem details object, the body of every error answer.
 type Problem struct {
-	Type     string `json:"type"`
+	// Type is ProblemTypeBase + Code: it identifies the kind (it need not resolve).
+	Type string `json:"type"`
+	// Code is the kind's stable snake_case code (codes.go, the README's error table).
+	Code     string `json:"code"`
 	Title    string `json:"title"`
 	Status   int    `json:"status"`
 	Detail   string `json:"detail,omitempty"`
@@ -31,6 +35,8 @@ const ProblemContentType = "application/problem+json"
 // wrap it); errorHandler is the one place that turns errors into HTTP answers.
 type HTTPError struct {
 	Status int
+	// Code is the error kind (codes.go); empty means the one codeForStatus gives Status.
+	Code   string
 	Detail string
 	Field  string
 	Err    error
@@ -61,9 +67,9 @@ func errorHandler(log zerolog.Logger) fiber.ErrorHandler {
 		var conflict *tasks.ConflictError
 		switch {
 		case errors.As(err, &he):
-			p.Status, p.Detail, p.Field = he.Status, he.Detail, he.Field
+			p.Status, p.Detail, p.Field, p.Code = he.Status, he.Detail, he.Field, he.Code
 		case errors.As(err, &conflict):
-			p.Status, p.Detail, p.Field = http.StatusConflict, conflict.Detail, conflict.Field
+			p.Status, p.Detail, p.Field, p.Code = http.StatusConflict, conflict.Detail, conflict.Field, CodeOrderConflict
 		case errors.As(err, &field):
 			p.Status, p.Detail, p.Field = http.StatusBadRequest, field.Field+" "+field.Detail, field.Field
 		case errors.Is(err, tasks.ErrNotFound):
@@ -71,13 +77,13 @@ func errorHandler(log zerolog.Logger) fiber.ErrorHandler {
 		case errors.Is(err, engine.ErrJobNotFound):
 			p.Status, p.Detail = http.StatusNotFound, "no such job"
 		case errors.Is(err, engine.ErrNotFailed):
-			p.Status, p.Detail = http.StatusConflict, "only a failed job can be retried: "+err.Error()
+			p.Status, p.Detail, p.Code = http.StatusConflict, "only a failed job can be retried: "+err.Error(), CodeJobNotFailed
 		case errors.Is(err, engine.ErrEnded):
-			p.Status, p.Detail = http.StatusConflict, "the job has ended; only a queued, scheduled, retrying or running job can be cancelled: "+err.Error()
+			p.Status, p.Detail, p.Code = http.StatusConflict, "the job has ended; only a queued, scheduled, retrying or running job can be cancelled: "+err.Error(), CodeJobEnded
 		case errors.Is(err, engine.ErrUnrunnable):
 			p.Status, p.Detail = http.StatusGone, err.Error()
 		case errors.As(err, &fe):
-			p.Status, p.Detail = fe.Code, fe.Message
+			p.Status, p.Detail, p.Code = fe.Code, fe.Message, webCodes[fe]
 		case dependencyDown(err):
 			p.Status, p.Detail = http.StatusServiceUnavailable, unavailableDetail
 		default:
@@ -92,11 +98,26 @@ func errorHandler(log zerolog.Logger) fiber.ErrorHandler {
 		}
 		setRetryAfter(c, p.Status)
 		p.Title = http.StatusText(p.Status)
-		p.Type = "about:blank"
+		if p.Code == "" {
+			p.Code = codeForStatus[p.Status]
+		}
+		if p.Code == "" {
+			p.Code = CodeHTTPError
+		}
+		p.Type = ProblemTypeBase + p.Code
 		c.Status(p.Status)
 		c.Set(fiber.HeaderContentType, ProblemContentType)
 		return c.JSON(p, ProblemContentType)
 	}
+}
+
+// webCodes names the kinds of web's errors (fiber.Errors, compared by identity: web knows no app).
+var webCodes = map[*fiber.Error]string{
+	web.ErrCrossOrigin:    CodeCrossOrigin,
+	web.ErrBackendTimeout: CodeMonitoringTimeout,
+	web.ErrChangeUnknown:  CodeMonitoringChange,
+	web.ErrBackendDown:    CodeMonitoringUnavailable,
+	web.ErrBackendFailed:  CodeMonitoringFailed,
 }
 
 func requestID(c *fiber.Ctx) string {

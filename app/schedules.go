@@ -153,7 +153,7 @@ func operatorRoutes(f *fiber.App, s *schedule.Scheduler, operators, tenants toke
 			return c.Next()
 		}
 		if _, tenant := tenants.tenant(token); ok && tenant {
-			return &HTTPError{Status: http.StatusForbidden, Field: "Authorization", Detail: "schedules are for operators: this route needs a token of OPERATOR_TOKENS"}
+			return &HTTPError{Status: http.StatusForbidden, Code: CodeOperatorRequired, Field: "Authorization", Detail: "schedules are for operators: this route needs a token of OPERATOR_TOKENS"}
 		}
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobguard"`)
 		return &HTTPError{Status: http.StatusUnauthorized, Detail: "a valid operator bearer token is required", Field: "Authorization"}

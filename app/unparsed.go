@@ -30,12 +30,18 @@ func unreadRequests(cfg Config, log zerolog.Logger, hm *httpMetrics, next fiber.
 		c.Locals("requestid", id)
 		c.Set(fiber.HeaderXRequestID, id)
 		// Nothing of err goes on: its message holds the request's bytes.
-		herr := next(c, &HTTPError{Status: status, Detail: detail})
+		herr := next(c, &HTTPError{Status: status, Code: unreadCodes[reason], Detail: detail})
 		hm.observeUnparsed(c, status)
 		// fasthttp stamps a request's start only once it is read: its duration is not known.
 		logAccess(log, c, 0).Str("route", routeUnparsed).Str("reason", reason).Msg("request not read")
 		return herr
 	}
+}
+
+// unreadCodes is the problem code of each reason a request was not read.
+var unreadCodes = map[string]string{
+	"malformed": CodeMalformedRequest, "header_too_large": CodeHeaderTooLarge, "body_too_large": CodeBodyTooLarge,
+	"timeout": CodeRequestTimeout, "unknown_method": CodeUnknownMethod,
 }
 
 // unreadAnswer is the status, log reason and fixed detail of an error Fiber's server error handler
