@@ -30,6 +30,8 @@ type api struct {
 	metrics *httpMetrics
 	limiter *rateLimiter  // nil: no rate limit
 	sql     *pgxpool.Pool // read models' PostgreSQL; nil without DATABASE_URL
+
+	streams context.Context // ends the event streams when the app stops (events.go)
 }
 
 const localTenant = "tenant"
@@ -41,6 +43,7 @@ func (a *api) routes(f *fiber.App) {
 	}
 	f.Get("/jobs", guard, limit, a.list)
 	f.Get("/jobs/:id", guard, limit, a.viewOrWait)
+	f.Get("/jobs/:id/events", guard, limit, a.events)
 	f.Post("/jobs/:id/retry", guard, limit, a.retry)
 	f.Post("/jobs/:id/cancel", guard, limit, a.cancel)
 	for _, t := range a.tasks {

@@ -75,6 +75,9 @@ type App struct {
 	admin   *fiber.App
 	adminLn net.Listener
 	worker  *workerHealth // nil when the role runs no worker
+	// streams ends the open event streams (GET /jobs/{id}/events) before the HTTP shutdown waits for them.
+	streams     context.Context
+	stopStreams context.CancelFunc
 
 	closeOnce sync.Once
 }
@@ -90,6 +93,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 		return nil, &ConfigError{Var: "MONITORING_USER", Err: fmt.Errorf("the UI needs MONITORING_USER and MONITORING_PASSWORD when HTTP_ADDR (%s) is not a loopback address", cfg.HTTPAddr)}
 	}
 	a := &App{cfg: cfg, role: role, log: log.With().Str("role", string(role)).Logger()}
+	a.streams, a.stopStreams = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -154,7 +158,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 
 	if role.serves(RoleAPI) {
 		(&api{
-			stack: a.stack, client: a.client, tokens: newTokenTable(cfg.APITokens), tasks: cfg.Tasks, metrics: hm, sql: a.sql,
+			stack: a.stack, client: a.client, tokens: newTokenTable(cfg.APITokens), tasks: cfg.Tasks, metrics: hm, sql: a.sql, streams: a.streams,
 			limiter: newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log), // nil when RATE_LIMIT=0
 			idem:    idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention, deadline: a.stack.WriteDeadline},
 		}).routes(a.http)
@@ -293,6 +297,7 @@ func (a *App) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	a.stopStreams() // open event streams end now, or the shutdown below would wait for them
 	if err := a.http.ShutdownWithTimeout(httpShutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		a.log.Warn().Err(err).Msg("http shutdown")
 	}
@@ -311,6 +316,9 @@ func (a *App) Run(ctx context.Context) error {
 // Close releases Redis and the embedded server. It is safe to call more than once.
 func (a *App) Close() {
 	a.closeOnce.Do(func() {
+		if a.stopStreams != nil {
+			a.stopStreams()
+		}
 		if a.ln != nil {
 			_ = a.ln.Close()
 		}

@@ -72,7 +72,16 @@ func logAccess(log zerolog.Logger, c *fiber.Ctx, took time.Duration) *zerolog.Ev
 		Str("path", c.Path()).
 		Int("status", status).
 		Float64("duration_ms", float64(took.Microseconds())/1000).
-		Int("bytes", len(c.Response().Body()))
+		Int("bytes", bodyLen(c))
+}
+
+// bodyLen is the answer's size; -1 for a body stream (server-sent events), which Body() would read
+// to its end, holding the handler until the stream closes.
+func bodyLen(c *fiber.Ctx) int {
+	if c.Response().IsBodyStream() {
+		return -1
+	}
+	return len(c.Response().Body())
 }
 
 // localUnmatched marks a request that no route matched (notFound answered it).
