@@ -63,7 +63,7 @@ func (a *api) events(c *fiber.Ctx) error {
 
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache") // a stream is never stored by a proxy
-	c.Set("X-Accel-Buffering", "no") // proxies pass each event on at once
+	c.Set("X-Accel-Buffering", "no")            // proxies pass each event on at once
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		ctx, cancel := context.WithTimeout(a.streams, eventsMaxStream)
 		defer cancel()

@@ -21,7 +21,10 @@ func TestCancelRacesRescue(t *testing.T) {
 		var canc Cancelling
 		var rerr, cerr error
 		wg.Add(2)
-		go func() { defer wg.Done(); resc, rerr = j.s.Rescue(bg, j.keys, DeliveryID(j.id, 1), time.Now(), 5*time.Second) }()
+		go func() {
+			defer wg.Done()
+			resc, rerr = j.s.Rescue(bg, j.keys, DeliveryID(j.id, 1), time.Now(), 5*time.Second)
+		}()
 		go func() { defer wg.Done(); canc, cerr = j.s.Cancel(bg, j.keys, CancelArgs{Now: time.Now(), By: "race"}) }()
 		wg.Wait()
 		if rerr != nil || cerr != nil || canc.State != Cancelled || j.status() != "cancelled" {
