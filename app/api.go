@@ -86,15 +86,9 @@ type jobAnswer struct {
 
 func (a *api) enqueue(t tasks.Task) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		req, err := decodeStrict(c, t.Request())
+		req, err := acceptRequest(c, t.Request())
 		if err != nil {
 			return err
-		}
-		if err := req.Validate(); err != nil {
-			return err
-		}
-		if tenant := tenantOf(c); tenant != "" && tenant != req.Tenant() {
-			return &HTTPError{Status: http.StatusForbidden, Field: "tenant_id", Detail: "tenant_id is not the tenant of this token"}
 		}
 		var cl *claim
 		if raw, present := idempotencyHeader(c); present {
@@ -187,6 +181,22 @@ func answerFor(res engine.Enqueued) answer {
 	}
 	body, _ := json.Marshal(jobAnswer{JobID: res.JobID, Status: "queued", Deduplicated: res.Deduplicated})
 	return answer{status: status, body: body, location: "/jobs/" + res.JobID}
+}
+
+// acceptRequest is a request body as every write route takes it: decoded strictly, validated, and
+// for the token's tenant only (403).
+func acceptRequest(c *fiber.Ctx, empty tasks.Request) (tasks.Request, error) {
+	req, err := decodeStrict(c, empty)
+	if err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if tenant := tenantOf(c); tenant != "" && tenant != req.Tenant() {
+		return nil, &HTTPError{Status: http.StatusForbidden, Field: "tenant_id", Detail: "tenant_id is not the tenant of this token"}
+	}
+	return req, nil
 }
 
 // decodeStrict reads a JSON body into req: application/json only, one object, no unknown fields,

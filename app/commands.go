@@ -1,8 +1,6 @@
 package app
 
 import (
-	"net/http"
-
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/jobguard/jobguard/tasks"
@@ -12,15 +10,9 @@ import (
 // validated, its tenant the token's (403), then the task's Do; its answer as JSON.
 func (a *api) command(cmd tasks.Command) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		req, err := decodeStrict(c, cmd.Accept())
+		req, err := acceptRequest(c, cmd.Accept())
 		if err != nil {
 			return err
-		}
-		if err := req.Validate(); err != nil {
-			return err
-		}
-		if tenant := tenantOf(c); tenant != "" && tenant != req.Tenant() {
-			return &HTTPError{Status: http.StatusForbidden, Field: "tenant_id", Detail: "tenant_id is not the tenant of this token"}
 		}
 		ans, err := cmd.Do(c.UserContext(), tasks.ReadDeps{Locks: a.stack.Locks(), SQL: a.sql}, req)
 		if err != nil {
