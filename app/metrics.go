@@ -69,25 +69,10 @@ const methodOther = "other"
 // methodOther: a value that never aliases the request's buffer and a label of bounded
 // cardinality.
 func methodLabel(m string) string {
-	switch m {
-	case fiber.MethodGet:
-		return fiber.MethodGet
-	case fiber.MethodHead:
-		return fiber.MethodHead
-	case fiber.MethodPost:
-		return fiber.MethodPost
-	case fiber.MethodPut:
-		return fiber.MethodPut
-	case fiber.MethodDelete:
-		return fiber.MethodDelete
-	case fiber.MethodConnect:
-		return fiber.MethodConnect
-	case fiber.MethodOptions:
-		return fiber.MethodOptions
-	case fiber.MethodTrace:
-		return fiber.MethodTrace
-	case fiber.MethodPatch:
-		return fiber.MethodPatch
+	for _, known := range fiber.DefaultMethods {
+		if m == known {
+			return known // the package's constant, not the request's bytes
+		}
 	}
 	return methodOther
 }
