@@ -69,6 +69,12 @@ func (h *harness) stop() {
 	h.stack.BeginShutdown()
 	h.srv.Shutdown()
 	h.srv = nil
+	// asynq's Shutdown returns once it gave up on the handlers (requeued their deliveries and
+	// cancelled their contexts); their own conclusions (the requeue of the record) still run.
+	// The app waits for them the same way before it closes the stack.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	h.stack.Wait(ctx)
 	h.stack.Close()
 }
 

@@ -60,7 +60,7 @@ func TestResourceKeyAndSettingDefault(t *testing.T) {
 	if err := srv.Start(s.Mux()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.BeginShutdown(); srv.Shutdown(); s.Close() })
+	t.Cleanup(func() { s.BeginShutdown(); srv.Shutdown(); waitHandlers(s); s.Close() })
 	if _, err := s.Enqueue(bg, asynq.NewClientFromRedisClient(db.Client), (&probeRequest{TenantID: "t1"}).Spec()); err != nil {
 		t.Fatal(err)
 	}
@@ -137,4 +137,12 @@ func TestExampleReadModels(t *testing.T) {
 	if st, ok := body.(Stock); err != nil || !ok || st != (Stock{TenantID: "t1", SKU: "none"}) {
 		t.Errorf("stock of nothing: %#v %v", body, err)
 	}
+}
+
+// waitHandlers waits (bounded) for handlers asynq's Shutdown gave up on, so their conclusions land
+// before the stack closes, as the app does.
+func waitHandlers(s *engine.Stack) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	s.Wait(ctx)
 }

@@ -40,7 +40,7 @@ func start(t *testing.T, deps Deps) env {
 	if err := srv.Start(s.Mux()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.BeginShutdown(); srv.Shutdown(); s.Close() })
+	t.Cleanup(func() { s.BeginShutdown(); srv.Shutdown(); waitHandlers(s); s.Close() })
 	return env{t: t, rdb: db.Client, stack: s, client: asynq.NewClientFromRedisClient(db.Client)}
 }
 
