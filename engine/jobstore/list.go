@@ -15,13 +15,20 @@ import (
 // A tenant's jobs are indexed in one sorted set of its own slot, <prefix>:{jobs:<tenant>} (score: the
 // job's creation in unix ms, from its id; member: the id). Each write trims the entries older
 // than the retention and sets the key's TTL to it, so the index never outgrows the records it
-// points to; listing skips an id whose record expired first.
+// points to; listing skips an id whose record expired first. Every job, of any tenant or none, is
+// also in the index of all jobs, <prefix>:{jobs}, kept the same way: operators list across
+// tenants from it (ListQuery with no Tenant) and the reconciler walks it.
 
 // ErrBadCursor: a list cursor that no list handed out.
 var ErrBadCursor = errors.New("jobstore: invalid list cursor")
 
-// IndexKey is the key of tenant's job index.
-func (s *Store) IndexKey(tenant string) string { return s.locks.Tag("jobs:" + tenant) }
+// IndexKey is the key of tenant's job index; tenant "" is the index of all jobs.
+func (s *Store) IndexKey(tenant string) string {
+	if tenant == "" {
+		return s.locks.Tag("jobs")
+	}
+	return s.locks.Tag("jobs:" + tenant)
+}
 
 // createdMS is the creation time a job id carries (unix ms); 0 when id is not a job id.
 func createdMS(id string) int64 {
@@ -35,20 +42,23 @@ func createdMS(id string) int64 {
 	return n
 }
 
-// QueueIndex adds job id of tenant to the tenant's index in pipe (the enqueue's confirmation
-// pipeline), trimming entries older than the retention from now. A tenant "" is not indexed.
+// QueueIndex adds job id of tenant to the tenant's index and to the index of all jobs in pipe (the
+// enqueue's confirmation pipeline), trimming entries older than the retention from now.
 func (s *Store) QueueIndex(ctx context.Context, pipe redis.Pipeliner, tenant, id string, now time.Time) {
-	if tenant == "" {
-		return
+	keys := []string{s.IndexKey("")}
+	if tenant != "" {
+		keys = append(keys, s.IndexKey(tenant))
 	}
-	key := s.IndexKey(tenant)
-	pipe.ZAdd(ctx, key, redis.Z{Score: float64(createdMS(id)), Member: id})
-	pipe.ZRemRangeByScore(ctx, key, "-inf", "("+strconv.FormatInt(now.Add(-s.cfg.Retention).UnixMilli(), 10))
-	pipe.PExpire(ctx, key, s.cfg.Retention)
+	for _, key := range keys {
+		pipe.ZAdd(ctx, key, redis.Z{Score: float64(createdMS(id)), Member: id})
+		pipe.ZRemRangeByScore(ctx, key, "-inf", "("+strconv.FormatInt(now.Add(-s.cfg.Retention).UnixMilli(), 10))
+		pipe.PExpire(ctx, key, s.cfg.Retention)
+	}
 }
 
 // ListQuery asks for one page of a tenant's jobs.
 type ListQuery struct {
+	// Tenant is whose jobs; "" lists every tenant's (operators only: the API always sets it).
 	Tenant string
 	// Status and Type filter the page ("" all): a filtered page may hold fewer than Limit jobs
 	// while Next still continues.
@@ -62,12 +72,12 @@ type ListQuery struct {
 
 // Listed is one job in a list: the record's fields a list shows.
 type Listed struct {
-	JobID, Type, Queue string
-	Status             Status
-	Attempt            int
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
-	FinishedAt         time.Time
+	JobID, Type, Queue, Tenant string
+	Status                     Status
+	Attempt                    int
+	CreatedAt                  time.Time
+	UpdatedAt                  time.Time
+	FinishedAt                 time.Time
 }
 
 // Page is one page of a list; Next is "" after the last.
@@ -77,7 +87,7 @@ type Page struct {
 }
 
 // listFields are what a list reads of each record, in Listed's order.
-var listFields = []string{FieldType, FieldQueue, FieldStatus, FieldAttempt, FieldCreatedAt, FieldUpdatedAt, FieldFinishedAt}
+var listFields = []string{FieldType, FieldQueue, FieldStatus, FieldAttempt, FieldCreatedAt, FieldUpdatedAt, FieldFinishedAt, FieldTenant}
 
 // List reads a page of the tenant's jobs, newest first, in two round trips: the page of ids
 // (scripts/list.lua), then their records (HMGET each, one pipeline).
@@ -129,7 +139,7 @@ func (s *Store) List(ctx context.Context, q ListQuery) (Page, error) {
 			continue // the record expired before its index entry
 		}
 		l := Listed{JobID: entries[2*i], Type: str(0), Queue: str(1), Status: Status(str(2)), Attempt: atoi(str(3)),
-			CreatedAt: stamp(str(4)), UpdatedAt: stamp(str(5)), FinishedAt: stamp(str(6))}
+			CreatedAt: stamp(str(4)), UpdatedAt: stamp(str(5)), FinishedAt: stamp(str(6)), Tenant: str(7)}
 		if (q.Status != "" && l.Status != q.Status) || (q.Type != "" && l.Type != q.Type) {
 			continue
 		}
