@@ -29,8 +29,10 @@ const (
 
 // events is GET /jobs/{id}/events: the job's timeline as server-sent events, then `event: end`
 // with the status once the job has ended. Each event's id is its position in the timeline since
-// the job's creation (0 first); Last-Event-ID: n resumes after position n. The tenant rule is
-// the job view's (another tenant's job is 404 before any stream starts).
+// the job's creation (0 first), stored with the event (jobstore.Event.Seq), so ids do not shift
+// when the timeline's cap drops the oldest; Last-Event-ID: n resumes after position n (from the
+// oldest kept when the events after n were dropped). The tenant rule is the job view's (another
+// tenant's job is 404 before any stream starts).
 //
 // The stream outlives the handler (fasthttp runs the writer after it returns), so it runs on its
 // own context: the App's stream context (cancelled when the app stops) bounded by eventsMaxStream;
@@ -53,11 +55,6 @@ func (a *api) events(c *fiber.Ctx) error {
 		return err
 	}
 	id := strings.Clone(v.Record.JobID) // nothing of the request is used once the handler returned
-	var done []jobstore.Event           // a job that has ended: its timeline as loaded, no polling
-	if v.Record.Status.Terminal() {
-		done = v.Timeline
-	}
-	status := v.Record.Status
 	store, conn := a.stack.Store(), c.Context().Conn()
 	base := context.WithoutCancel(c.UserContext()) // request id and trace, not the request's deadline
 
@@ -68,17 +65,10 @@ func (a *api) events(c *fiber.Ctx) error {
 		ctx, cancel := context.WithTimeout(a.streams, eventsMaxStream)
 		defer cancel()
 		s := eventStream{w: w, conn: conn, next: from}
-		if done != nil {
-			if from < int64(len(done)) && !s.send(done[from:]) {
-				return
-			}
-			s.end(status)
-			return
-		}
 		tick := time.NewTicker(eventsPoll)
 		defer tick.Stop()
 		idle := time.Now()
-		for {
+		for { // the first read is at once: an ended job's stream is its timeline and the end
 			rctx, rcancel := context.WithTimeout(base, timeout)
 			p, err := store.TimelineSince(rctx, id, s.next)
 			rcancel()
@@ -111,20 +101,20 @@ func (a *api) events(c *fiber.Ctx) error {
 	return nil
 }
 
-// eventStream writes server-sent events; next is the position of the next event to send.
+// eventStream writes server-sent events; next is the position of the next event to read.
 type eventStream struct {
 	w    *bufio.Writer
 	conn interface{ SetWriteDeadline(time.Time) error }
 	next int64
 }
 
-// send writes events (the first at position next) and flushes; false when the client is gone.
+// send writes events (each with its position as id) and flushes; false when the client is gone.
 func (s *eventStream) send(events []jobstore.Event) bool {
 	var b strings.Builder
 	for _, e := range events {
 		data, _ := json.Marshal(e)
-		fmt.Fprintf(&b, "id: %d\ndata: %s\n\n", s.next, data)
-		s.next++
+		fmt.Fprintf(&b, "id: %d\ndata: %s\n\n", e.Seq, data)
+		s.next = e.Seq + 1
 	}
 	return s.write(b.String())
 }

@@ -213,3 +213,38 @@ func TestEventsStreamEndsOnShutdown(t *testing.T) {
 		}
 	}
 }
+
+// Event ids stay the same when the timeline's cap trims it: resuming after id n of a job with
+// more events than the cap gets the event pushed after n, with id n+1, not a shifted one.
+func TestEventsIDsSurviveTheTimelineCap(t *testing.T) {
+	t.Parallel()
+	r := startApp(t, RoleAPI, twoTenants) // no worker: the job stays queued
+	id := enqueueJob(t, r, bearer(tokenA)...)
+	store := r.stack.Store()
+	k, err := store.Keys(id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe := r.rdb.Pipeline()
+	for i := range 105 { // the enqueued event is id 0; these are ids 1..105, past the cap of 100
+		store.QueueEvents(context.Background(), pipe, k, time.Now(), jobstore.Event{Event: "bounced", Detail: "e" + strconv.Itoa(i+1)})
+	}
+	if _, err := pipe.Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := readEvents(openEvents(t, ctx, r, "/jobs/"+id+"/events", append(bearer(tokenA), "Last-Event-ID", "102")...))
+	for want := 103; want <= 105; want++ {
+		select {
+		case e := <-ch:
+			var ev jobstore.Event
+			_ = json.Unmarshal([]byte(e.Data), &ev)
+			if e.ID != strconv.Itoa(want) || ev.Detail != "e"+strconv.Itoa(want) {
+				t.Fatalf("after Last-Event-ID 102: event %+v (detail %q), want id %d with detail e%d", e, ev.Detail, want, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event with id %d within 10s of resuming after 102", want)
+		}
+	}
+}

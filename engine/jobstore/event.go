@@ -10,6 +10,10 @@ import (
 
 // Event is one entry of a job's timeline. The names (Event) are the same as the log's event field.
 type Event struct {
+	// Seq is the event's position among every event pushed to the job's timeline since its
+	// creation (0 first): stored with the event (timeline_push writes it), so the cap's trim does
+	// not shift it. It is the id of the event's SSE message, not a member of its JSON.
+	Seq      int64  `json:"-"`
 	At       int64  `json:"at"`
 	Event    string `json:"event"`
 	Delivery string `json:"delivery,omitempty"`

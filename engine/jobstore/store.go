@@ -48,9 +48,11 @@ var (
 	unrescueScript = script("unrescue.lua")
 	cancelScript   = script("cancel.lua")
 	listScript     = script("list.lua")
+	timelineScript = script("timeline.lua")
 	// allScripts are loaded by the test that checks every script compiles in a real Redis.
 	allScripts = []*redis.Script{createScript, confirmScript, pendingScript, abandonScript, replaceScript,
-		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript, cancelScript, listScript}
+		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript, cancelScript, listScript,
+		timelineScript}
 )
 
 const defaultTimeline = 100

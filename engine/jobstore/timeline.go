@@ -3,44 +3,65 @@ package jobstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // TimelinePage is what TimelineSince read: the events from a position on, and the job's status
-// read just before them; Events[i] is at position n+i (an end is written with its event in one script, so a page whose status
-// has ended holds the last event).
+// read just before them (an end is written with its event in one script, so a page whose status
+// has ended holds the last event). Each event's Seq is its position.
 type TimelinePage struct {
 	Events []Event
 	Status Status
 }
 
-// TimelineSince reads a job's status and its timeline from position n (0: the first kept event)
-// in one round trip: an HGET and an LRANGE, no record decode. A job Redis no longer has is
-// ErrNotFound.
+// TimelineSince reads a job's status and its timeline from position n (the n-th event pushed
+// since the job's creation, 0 first) in one round trip (scripts/timeline.lua). Positions are
+// stored with the events, so they do not shift when the cap trims the oldest; when n itself was
+// trimmed the page starts at the oldest kept. A job Redis no longer has is ErrNotFound.
 func (s *Store) TimelineSince(ctx context.Context, id string, n int64) (TimelinePage, error) {
 	k, err := s.Keys(id, "")
 	if err != nil {
 		return TimelinePage{}, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
-	pipe := s.rdb.Pipeline()
-	st := pipe.HGet(ctx, k.Record, FieldStatus) // before the LRANGE: see TimelinePage
-	tl := pipe.LRange(ctx, k.Timeline, n, -1)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	res, err := timelineScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline}, n).Result()
+	if err != nil {
 		return TimelinePage{}, fmt.Errorf("jobstore: read timeline of %s: %w", id, err)
 	}
-	if st.Val() == "" {
+	status, rest, err := replyList("timeline", res)
+	if err != nil {
+		return TimelinePage{}, err
+	}
+	if status == "" {
 		return TimelinePage{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
-	p := TimelinePage{Status: Status(st.Val())}
-	for _, raw := range tl.Val() {
-		var e Event
-		if json.Unmarshal([]byte(raw), &e) != nil {
-			e = Event{Event: "unreadable"} // kept, so that Events[i] stays at position n+i
+	first, err := intAt("timeline", rest, 0)
+	if err != nil {
+		return TimelinePage{}, err
+	}
+	p := TimelinePage{Status: Status(status)}
+	for i := 1; i < len(rest); i++ {
+		raw, err := stringAt("timeline", rest, i)
+		if err != nil {
+			return TimelinePage{}, err
 		}
-		p.Events = append(p.Events, e)
+		p.Events = append(p.Events, decodeEvent(raw, first+int64(i-1)))
 	}
 	return p, nil
+}
+
+// decodeEvent reads a stored event; pos is its position, the Seq of an event stored before
+// positions were (and of one that is unreadable, kept so that no position is skipped).
+func decodeEvent(raw string, pos int64) Event {
+	var e struct {
+		Seq *int64 `json:"seq"`
+		Event
+	}
+	if json.Unmarshal([]byte(raw), &e) != nil {
+		return Event{Seq: pos, Event: "unreadable"}
+	}
+	e.Event.Seq = pos
+	if e.Seq != nil {
+		e.Event.Seq = *e.Seq
+	}
+	return e.Event
 }

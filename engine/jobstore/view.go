@@ -2,7 +2,6 @@ package jobstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -47,11 +46,8 @@ func (s *Store) Load(ctx context.Context, id string) (View, error) {
 		v.Lease.Remaining = d
 	}
 	v.Lease.Fence, _ = fence.Int64()
-	for _, raw := range tl.Val() {
-		var e Event
-		if json.Unmarshal([]byte(raw), &e) == nil {
-			v.Timeline = append(v.Timeline, e)
-		}
+	for i, raw := range tl.Val() {
+		v.Timeline = append(v.Timeline, decodeEvent(raw, int64(i)))
 	}
 	return v, nil
 }

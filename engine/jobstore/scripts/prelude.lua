@@ -4,8 +4,10 @@
 --   A caller that gave up has answered "nothing was kept"; a stalled Redis may still run what it
 --   sent, and a script that checks its deadline then returns before writing.
 -- record_get(key, fields): the job record's fields (HMGET) as a table by name; absent ones are nil.
--- timeline_push(key, cap, ttl_ms, json): append one event (JSON), keep the newest cap (0: all),
---   keep the list for ttl_ms.
+-- timeline_push(key, cap, ttl_ms, json): append one event (JSON object), keep the newest cap
+--   (0: all), keep the list for ttl_ms. Each event is stored with its position since the job's
+--   creation first ('{"seq":n,...'): n is the last kept event's plus one (its index in a list
+--   written before positions were, the list's length), so positions survive the cap's trim.
 -- event(t): the JSON of an event table (at, event, delivery, token, attempt, worker, detail).
 local function past_deadline(ms)
   ms = tonumber(ms)
@@ -22,7 +24,15 @@ local function record_get(key, fields)
   return rec
 end
 local function timeline_push(key, cap, ttl_ms, json)
-  local n = redis.call('RPUSH', key, json)
+  local seq = 0
+  local last = redis.call('LINDEX', key, -1)
+  if last then
+    seq = tonumber(string.match(last, '^{"seq":(%d+)') or '') or redis.call('LLEN', key) - 1
+    seq = seq + 1
+  end
+  local body = string.sub(json, 2)
+  if body ~= '}' then body = ',' .. body end
+  local n = redis.call('RPUSH', key, '{"seq":' .. seq .. body)
   cap = tonumber(cap)
   if cap > 0 and n > cap then redis.call('LTRIM', key, -cap, -1) end
   redis.call('PEXPIRE', key, ttl_ms)
