@@ -34,9 +34,10 @@ const leaseTTL = 2 * time.Second
 
 // proc is one jobguard process.
 type proc struct {
-	role string
-	cmd  *exec.Cmd
-	addr string
+	role  string
+	cmd   *exec.Cmd
+	addr  string
+	proxy *faultproxy.Proxy // a worker's own, between it and Redis (or the shared proxy)
 }
 
 // run is one chaos run: its processes, Redis, upstream and what happened.
@@ -55,6 +56,9 @@ type run struct {
 
 	// figures
 	submissions, duplicates, kills, pauses, restarts, netFaults, sigterms atomic.Int64
+	// faults aimed at the scheduler: its leader killed, paused, cut off; Redis stalled
+	leaderKills, leaderPauses, leaderCuts, stalls atomic.Int64
+	redisMu                                       sync.Mutex // one Redis fault at a time
 	// conflicting resubmissions: the same order id with another sku or quantity
 	conflicts, conflictsRefused, conflictsAccepted atomic.Int64
 	resumed, finished                              []time.Duration
@@ -106,7 +110,8 @@ func (r *run) start(role string, redisAddr string) *proc {
 	return p
 }
 
-// startWorker starts a worker; every third one reaches Redis through the faulty proxy.
+// startWorker starts a worker; every third one reaches Redis through the faulty proxy. Each has
+// a proxy of its own too, so that one worker (the scheduler's leader) can be cut off.
 func (r *run) startWorker() {
 	r.mu.Lock()
 	viaProxy := r.nextID%3 == 0
@@ -116,7 +121,13 @@ func (r *run) startWorker() {
 	if viaProxy {
 		addr = r.proxy.Addr()
 	}
-	w := r.start("worker", addr)
+	own, err := faultproxy.New(addr)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(own.Close)
+	w := r.start("worker", own.Addr())
+	w.proxy = own
 	r.mu.Lock()
 	r.workers = append(r.workers, w)
 	r.mu.Unlock()
@@ -309,6 +320,8 @@ func (r *run) sigterm() {
 }
 
 func (r *run) restartRedis() {
+	r.redisMu.Lock()
+	defer r.redisMu.Unlock()
 	r.redis.Kill()
 	time.Sleep(time.Second)
 	if err := r.redis.Restart(); err != nil {
@@ -415,11 +428,20 @@ func TestChaos(t *testing.T) {
 		}
 	}))
 	defer up.Close()
-	r := &run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), proxy: px, up: up}
+	r := &run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), proxy: px, up: up, env: []string{scheduleEnv}}
 	r.api = r.start("api", srv.Addr)
 	for i := 0; i < 3; i++ {
 		r.startWorker()
 	}
+	// The schedule's window starts at the first leader's cursor.
+	var tickStart time.Time
+	for until := time.Now().Add(30 * time.Second); tickStart.IsZero(); time.Sleep(50 * time.Millisecond) {
+		if tickStart = r.cursor(); tickStart.IsZero() && time.Now().After(until) {
+			t.Fatal("no scheduler leader wrote the schedule's cursor within 30 s")
+		}
+	}
+	scheduleFaultsDone := make(chan struct{})
+	go r.scheduleFaults(duration, scheduleFaultsDone)
 
 	// Faults, spread over the run; the long variant repeats the cycle.
 	faultsDone := make(chan struct{})
@@ -514,8 +536,11 @@ func TestChaos(t *testing.T) {
 	}
 	wg.Wait()
 	<-faultsDone
+	<-scheduleFaultsDone
+	pausedAt := r.pauseSchedule()
 	for name, n := range map[string]int64{"kill": r.kills.Load(), "pause": r.pauses.Load(), "network fault": r.netFaults.Load(),
-		"Redis restart": r.restarts.Load(), "SIGTERM": r.sigterms.Load()} {
+		"Redis restart": r.restarts.Load(), "SIGTERM": r.sigterms.Load(), "scheduler leader kill": r.leaderKills.Load(),
+		"scheduler leader pause": r.leaderPauses.Load(), "scheduler leader cut-off": r.leaderCuts.Load(), "Redis stall": r.stalls.Load()} {
 		if n == 0 {
 			t.Errorf("the run ended before any %s: the faults do not fit its duration", name)
 		}
@@ -540,11 +565,12 @@ func TestChaos(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	close(stopWatch)
-	r.check(hot, time.Since(wall))
+	sf := r.checkSchedule(tickStart, pausedAt)
+	r.check(append(hot, tickResource), sf, time.Since(wall))
 }
 
 // check verifies the invariants and prints the figures.
-func (r *run) check(hot []string, wall time.Duration) {
+func (r *run) check(hot []string, sf scheduleFigures, wall time.Duration) {
 	t, ctx := r.t, context.Background()
 	locksKey := func(resource, name string) string {
 		return "jobguard:{" + engine.ResourceTag(resource) + "}:" + name
@@ -631,7 +657,8 @@ func (r *run) check(hot []string, wall time.Duration) {
 	for iter.Next(ctx) {
 		k := iter.Val()
 		live := strings.HasSuffix(k, ":fence") || strings.HasSuffix(k, ":stock") || strings.HasSuffix(k, ":ledger") ||
-			strings.HasSuffix(k, ":cache") || strings.Contains(k, ":applied:") || strings.HasPrefix(k, "jobguard:{order:")
+			strings.HasSuffix(k, ":cache") || strings.Contains(k, ":applied:") || strings.HasPrefix(k, "jobguard:{order:") ||
+			k == scheduleKey("schedule") || k == scheduleKey("schedule:jobs") // a schedule's state and its latest jobs
 		if !live && r.rdb.PTTL(ctx, k).Val() < 0 {
 			persistent++
 			t.Errorf("invariant: %s has no TTL", k)
@@ -662,6 +689,10 @@ chaos figures (%s)
 | worker SIGTERMs | %d |
 | Redis restarts | %d |
 | network faults (latency, partition) | %d |
+| scheduler leader kills (-9) / pauses (SIGSTOP past the lease) / cut-offs (past the lease) | %d / %d / %d |
+| Redis stalls (SIGSTOP past the lease) | %d |
+| schedule @every 1s: ticks expected / jobs created / duplicates / missing | %s |
+| schedule: from its last tick's job to the pause | %s |
 | stale writes rejected | %d |
 | rescues | %d |
 | lost jobs | %d |
@@ -673,6 +704,7 @@ chaos figures (%s)
 `, os.Getenv("CHAOS"), jobs, countOrders(&r.orders), r.duplicates.Load(), r.submissions.Load(),
 		r.conflictsRefused.Load(), r.conflicts.Load(), r.conflictsAccepted.Load(), failed,
 		r.kills.Load(), r.pauses.Load(), r.sigterms.Load(), r.restarts.Load(), r.netFaults.Load(),
+		r.leaderKills.Load(), r.leaderPauses.Load(), r.leaderCuts.Load(), r.stalls.Load(), sf, sf.tail.Round(100*time.Millisecond),
 		stale, rescued, lost+lostOrders, doubles, persistent, resumedP50, resumedMax, nResumed, finishedP50, finishedMax, nFinished,
 		wall.Round(time.Second))
 	if doubles > 0 {
@@ -681,6 +713,7 @@ chaos figures (%s)
 	if n := r.conflictsAccepted.Load(); n > 0 {
 		t.Errorf("invariant: %d conflicting resubmissions of an accepted order were accepted", n)
 	}
+	r.scheduleInvariants(sf)
 }
 
 // percentiles gives the p50 and max of ds, rounded, and how many there are.
