@@ -286,6 +286,11 @@ func (a *api) view(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	return c.JSON(newJobView(v))
+}
+
+// newJobView is the JSON of a job's view (GET /jobs/{id}, jobguard jobs get --output json).
+func newJobView(v engine.View) jobView {
 	r := v.Record
 	out := jobView{
 		JobID: r.JobID, Type: r.Type, Queue: r.Queue, Tenant: r.Tenant, Resource: r.Resource,
@@ -301,7 +306,7 @@ func (a *api) view(c *fiber.Ctx) error {
 		id := engine.DeliveryID(r.JobID, n)
 		out.Deliveries = append(out.Deliveries, deliveryView{TaskID: id, Queue: r.Queue, Current: id == r.Delivery})
 	}
-	return c.JSON(out)
+	return out
 }
 
 func (a *api) retry(c *fiber.Ctx) error {

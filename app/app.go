@@ -352,6 +352,9 @@ func (a *App) Close() {
 // errors are one line on stderr naming the variable. Besides the roles it runs the subcommands
 // version, help (-h, --help) and healthcheck, which print to stdout and start nothing.
 func Main(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "jobs" {
+		return runJobs(ctx, args[1:], lookup, stdout, stderr)
+	}
 	if len(args) > 1 {
 		fmt.Fprintln(stderr, usageLine)
 		return 2

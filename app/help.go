@@ -10,7 +10,7 @@ import (
 )
 
 // usageLine is printed on stderr after a wrong command line.
-const usageLine = "usage: jobguard [api|worker|migrate|healthcheck|version|help]"
+const usageLine = "usage: jobguard [api|worker|migrate|healthcheck|jobs|version|help]"
 
 // writeHelp prints what jobguard help shows: roles, subcommands, and every variable (Variables,
 // then the settings of the task types in list) with its default and meaning.
@@ -23,6 +23,12 @@ Usage:
   jobguard worker       asynq worker; serves /healthz, /readyz and /metrics only
   jobguard migrate      apply every pending PostgreSQL schema step to DATABASE_URL, and say which
   jobguard healthcheck  exit 0 when HEALTHCHECK_URL answers 200 within 2s, else 1 (for a container's HEALTHCHECK)
+  jobguard jobs list [--tenant T] [--status S] [--type T] [--limit N] [--cursor C]
+  jobguard jobs get|cancel|retry ID
+                        operate on jobs straight on REDIS_URL (no API token; for operators on the host);
+                        every tenant's jobs without --tenant; --output json; cancel takes --reason.
+                        Exit 0 ok, 1 error, 2 usage, 3 no such job, 4 not in a state the command
+                        applies to (cancel: ended; retry: not failed)
   jobguard version      print version, commit and Go version
   jobguard help         this text (also -h, --help)
 

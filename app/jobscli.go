@@ -1,0 +1,363 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/rs/zerolog"
+
+	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/redact"
+)
+
+// Exit codes of jobguard jobs (README, Operations): a script tells a job that is not there, or
+// not in a state the command applies to, from a failure to ask at all.
+const (
+	exitOK       = 0
+	exitError    = 1 // Redis did not answer, or another failure: nothing is known to have changed
+	exitUsage    = 2 // bad command line or configuration
+	exitNotFound = 3 // no such job (never created, or gone after JOB_RETENTION)
+	exitConflict = 4 // the job is not in a state the command applies to (cancel: ended; retry: not failed)
+)
+
+const jobsUsage = `usage: jobguard jobs list [--tenant T] [--status S] [--type T] [--limit N] [--cursor C] [--output text|json]
+       jobguard jobs get ID [--output text|json]
+       jobguard jobs cancel ID [--reason R] [--output text|json]
+       jobguard jobs retry ID [--output text|json]`
+
+// jobsCLI is one run of jobguard jobs: the stack on REDIS_URL, and where it writes.
+type jobsCLI struct {
+	stack          *engine.Stack
+	client         *asynq.Client
+	stdout, stderr io.Writer
+	json           bool
+	by             string
+}
+
+// runJobs is jobguard jobs: operators on the host list, read, cancel and retry jobs straight on
+// REDIS_URL, with no API token. Exit codes are the exit* constants.
+func runJobs(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stderr, jobsUsage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	verb := args[0]
+	fs := flag.NewFlagSet("jobguard jobs "+verb, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	output := fs.String("output", "text", "text or json")
+	fs.StringVar(output, "o", "text", "text or json")
+	var q engine.ListQuery
+	var status, reason string
+	switch verb {
+	case "list":
+		fs.StringVar(&q.Tenant, "tenant", "", "only this tenant's jobs (default: every tenant's)")
+		fs.StringVar(&status, "status", "", "only jobs in this status")
+		fs.StringVar(&q.Type, "type", "", "only jobs of this task type")
+		fs.IntVar(&q.Limit, "limit", 50, "page size, 1-200")
+		fs.StringVar(&q.Cursor, "cursor", "", "the next cursor a previous page printed")
+	case "cancel":
+		fs.StringVar(&reason, "reason", "", "why, kept on the timeline and in last_error (one line, at most 200 bytes)")
+	case "get", "retry":
+	default:
+		return usage(stderr, fmt.Sprintf("unknown command %q", verb))
+	}
+	id, err := parseInterspersed(fs, args[1:], verb != "list")
+	if err != nil {
+		return usage(stderr, err.Error())
+	}
+	if *output != "text" && *output != "json" {
+		return usage(stderr, fmt.Sprintf("--output must be text or json, not %q", *output))
+	}
+	if status != "" {
+		if !slices.Contains(jobstore.Statuses, jobstore.Status(status)) {
+			return usage(stderr, fmt.Sprintf("--status must be one of %s", statusList()))
+		}
+		q.Status = jobstore.Status(status)
+	}
+	if verb == "list" && (q.Limit < 1 || q.Limit > 200) {
+		return usage(stderr, "--limit must be from 1 to 200")
+	}
+	if len(reason) > maxCancelReason || strings.ContainsAny(reason, "\r\n") {
+		return usage(stderr, "--reason must be one line of at most 200 bytes")
+	}
+
+	cfg, err := FromLookup(lookup)
+	if err != nil {
+		fmt.Fprintln(stderr, "jobguard jobs:", err)
+		return exitUsage
+	}
+	if cfg.Embedded() {
+		fmt.Fprintln(stderr, "jobguard jobs: REDIS_URL is not set: the command acts on the Redis of a running deployment")
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(cfg.RequestTimeout, 10*time.Second))
+	defer cancel()
+	cli, closeAll, err := openJobsCLI(ctx, cfg, stdout, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "jobguard jobs:", redact.Error(err))
+		return exitError
+	}
+	defer closeAll()
+	cli.json = *output == "json"
+	cli.by = "operator (jobguard jobs)"
+	if u, ok := lookup("USER"); ok && u != "" {
+		cli.by = "operator " + u + " (jobguard jobs)"
+	}
+	switch verb {
+	case "list":
+		err = cli.list(ctx, q)
+	case "get":
+		err = cli.get(ctx, id)
+	case "cancel":
+		err = cli.cancel(ctx, id, reason)
+	case "retry":
+		err = cli.retry(ctx, id)
+	}
+	return cli.exit(verb, err)
+}
+
+// parseInterspersed parses fs's flags before and after the one positional argument (the job id)
+// when withID, and refuses any other argument.
+func parseInterspersed(fs *flag.FlagSet, args []string, withID bool) (string, error) {
+	if err := fs.Parse(args); err != nil {
+		return "", err
+	}
+	id := ""
+	if withID {
+		if fs.NArg() == 0 {
+			return "", errors.New("a job id is required")
+		}
+		id = fs.Arg(0)
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return "", err
+		}
+	}
+	if fs.NArg() > 0 {
+		return "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return id, nil
+}
+
+func usage(stderr io.Writer, why string) int {
+	fmt.Fprintln(stderr, "jobguard jobs:", why)
+	fmt.Fprintln(stderr, jobsUsage)
+	return exitUsage
+}
+
+func statusList() string {
+	names := make([]string, len(jobstore.Statuses))
+	for i, s := range jobstore.Statuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// openJobsCLI connects to cfg's Redis as the app does, with a stack that knows the task types'
+// configurations (a retry needs their queues) but runs no handler.
+func openJobsCLI(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*jobsCLI, func(), error) {
+	nop := zerolog.Nop()
+	rdb, _, err := openRedis(ctx, cfg, nop)
+	if err != nil {
+		return nil, nil, err
+	}
+	host, _ := os.Hostname()
+	stack := engine.New(rdb, engine.Config{Prefix: cfg.KeyPrefix, LeaseTTL: cfg.LeaseTTL, Retention: cfg.JobRetention,
+		WorkerID: fmt.Sprintf("cli-%s-%d", host, os.Getpid()), Logger: &nop})
+	closeAll := func() { stack.Close(); _ = rdb.Close() }
+	if err := stack.SyncClock(ctx); err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	for _, t := range cfg.Tasks {
+		stack.Register(t.Config, func(context.Context, *engine.Job) error {
+			return engine.Permanent(errors.New("app: the jobs command runs no handler"))
+		})
+	}
+	client := asynq.NewClientFromRedisClient(rdb)
+	closeAll = func() { _ = client.Close(); stack.Close(); _ = rdb.Close() }
+	return &jobsCLI{stack: stack, client: client, stdout: stdout, stderr: stderr}, closeAll, nil
+}
+
+// exit prints err (if any) on stderr as one line and returns its exit code.
+func (c *jobsCLI) exit(verb string, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	code := exitError
+	switch {
+	case errors.Is(err, engine.ErrJobNotFound):
+		code = exitNotFound
+	case errors.Is(err, engine.ErrEnded), errors.Is(err, engine.ErrNotFailed), errors.Is(err, engine.ErrUnrunnable):
+		code = exitConflict
+	case errors.Is(err, engine.ErrBadCursor):
+		code = exitUsage
+	}
+	fmt.Fprintf(c.stderr, "jobguard jobs %s: %v\n", verb, redact.Error(err))
+	return code
+}
+
+func (c *jobsCLI) writeJSON(v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// cliListed is a job of jobguard jobs list --output json: the API's list entry and its tenant.
+type cliListed struct {
+	listedJob
+	Tenant string `json:"tenant"`
+}
+
+func (c *jobsCLI) list(ctx context.Context, q engine.ListQuery) error {
+	p, err := c.stack.List(ctx, q)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		out := struct {
+			Jobs       []cliListed `json:"jobs"`
+			NextCursor string      `json:"next_cursor,omitempty"`
+		}{Jobs: make([]cliListed, 0, len(p.Jobs)), NextCursor: p.Next}
+		for _, j := range p.Jobs {
+			out.Jobs = append(out.Jobs, cliListed{Tenant: j.Tenant, listedJob: listedJob{JobID: j.JobID, Type: j.Type, Queue: j.Queue,
+				Status: string(j.Status), Attempt: j.Attempt, CreatedAt: stamp(j.CreatedAt), UpdatedAt: stamp(j.UpdatedAt), FinishedAt: stamp(j.FinishedAt)}})
+		}
+		return c.writeJSON(out)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB ID\tTENANT\tTYPE\tSTATUS\tATTEMPT\tCREATED\tUPDATED")
+	for _, j := range p.Jobs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.JobID, dash(j.Tenant), j.Type, j.Status, j.Attempt, when(j.CreatedAt), when(j.UpdatedAt))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if p.Next != "" {
+		fmt.Fprintf(c.stdout, "more: --cursor %s\n", p.Next)
+	}
+	return nil
+}
+
+func (c *jobsCLI) get(ctx context.Context, id string) error {
+	if !engine.ValidJobID(id) {
+		return fmt.Errorf("%w: %q is not a job id", engine.ErrJobNotFound, id)
+	}
+	v, err := c.stack.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	view := newJobView(v)
+	if c.json {
+		return c.writeJSON(view)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 2, 8, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+		}
+	}
+	r := v.Record
+	row("job", r.JobID)
+	row("type", r.Type+" (queue "+r.Queue+")")
+	row("tenant", dash(r.Tenant))
+	row("resource", r.Resource)
+	row("status", string(r.Status))
+	row("attempt", fmt.Sprintf("%d of %d", r.Attempt, r.MaxAttempts))
+	if r.Progress > 0 || r.ProgressNote != "" {
+		row("progress", strings.TrimSpace(fmt.Sprintf("%d%% %s", r.Progress, r.ProgressNote)))
+	}
+	row("created", when(r.CreatedAt))
+	row("started", when(r.StartedAt))
+	row("updated", when(r.UpdatedAt))
+	row("finished", when(r.FinishedAt))
+	row("worker", r.WorkerID)
+	row("fencing token", fmt.Sprint(r.FencingToken))
+	if v.Lease.Owner != "" {
+		row("lease", fmt.Sprintf("%s, %s left, fence %d", v.Lease.Owner, v.Lease.Remaining.Round(time.Millisecond), v.Lease.Fence))
+	} else {
+		row("lease", fmt.Sprintf("none (fence %d)", v.Lease.Fence))
+	}
+	row("last error", r.LastError)
+	row("result", r.Result)
+	for _, d := range view.Deliveries {
+		cur := ""
+		if d.Current {
+			cur = " (current)"
+		}
+		row("delivery", d.TaskID+" in "+d.Queue+cur)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, "timeline:")
+	tw = tabwriter.NewWriter(c.stdout, 2, 8, 2, ' ', 0)
+	for _, e := range v.Timeline {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", time.UnixMilli(e.At).UTC().Format(time.RFC3339Nano), e.Event, e.Delivery, e.Detail)
+	}
+	return tw.Flush()
+}
+
+func (c *jobsCLI) cancel(ctx context.Context, id, reason string) error {
+	if !engine.ValidJobID(id) {
+		return fmt.Errorf("%w: %q is not a job id", engine.ErrJobNotFound, id)
+	}
+	res, err := c.stack.Cancel(ctx, id, engine.CancelRequest{By: c.by, Why: reason})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.writeJSON(cancelAnswer{JobID: id, Status: "cancelled", Was: string(res.From), DeliveryDeleted: res.DeliveryDeleted})
+	}
+	fmt.Fprintf(c.stdout, "cancelled %s (was %s", id, res.From)
+	switch {
+	case res.From == jobstore.StatusProcessing:
+		fmt.Fprintf(c.stdout, "; its run is fenced out at token %d and its handler's context cancelled)\n", res.Fence)
+	case res.DeliveryDeleted:
+		fmt.Fprintln(c.stdout, "; its pending delivery was deleted)")
+	default:
+		fmt.Fprintln(c.stdout, "; its delivery will be acknowledged without running)")
+	}
+	return nil
+}
+
+func (c *jobsCLI) retry(ctx context.Context, id string) error {
+	if !engine.ValidJobID(id) {
+		return fmt.Errorf("%w: %q is not a job id", engine.ErrJobNotFound, id)
+	}
+	if err := c.stack.Replay(ctx, c.client, id); err != nil {
+		return err
+	}
+	if c.json {
+		return c.writeJSON(jobAnswer{JobID: id, Status: "queued"})
+	}
+	fmt.Fprintf(c.stdout, "retrying %s: queued again with its attempts reset\n", id)
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
