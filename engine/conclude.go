@@ -27,6 +27,13 @@ func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log ze
 	if cause := context.Cause(hctx); errors.Is(cause, locking.ErrLeaseLost) {
 		return s.leaseLost(ctx, job, cause, log)
 	}
+	if cause := context.Cause(hctx); errors.Is(cause, ErrSlotLost) {
+		// The job's lease still holds: requeue it (attempt given back); it takes a slot again.
+		msg := cause.Error()
+		_ = s.finish(ctx, job, jobstore.Outcome{Status: jobstore.StatusQueued, Event: "slot_lost", Detail: msg, Error: msg, Refund: true}, log)
+		log.Warn().Str("event", "slot_lost").Err(cause).Msg("limit slot lost; handler stopped, job requeued")
+		return s.bounce(tc.Type, "slot_lost", 0, cause)
+	}
 	if herr == nil {
 		s.Stats.Succeeded.Add(1)
 		if err := s.finish(ctx, job, jobstore.Outcome{Status: jobstore.StatusDone}, log); err != nil {
@@ -45,6 +52,10 @@ func (s *Stack) conclude(ctx, hctx context.Context, job *Job, herr error, log ze
 	// before it reaches the record, the timeline, the log and asynq's stored error.
 	herr = redact.Error(herr)
 	class, retryAfter := classOf(herr)
+	if class == classRateLimited && job.slot != nil {
+		// The upstream's limit is the key's too: its next starts wait (in the finish's round trip).
+		job.slot.pushBack = max(retryAfter, s.cfg.BounceDelay)
+	}
 	msg := herr.Error()
 	switch class {
 	case classRevoked:
@@ -113,8 +124,11 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 	f := job.lease.Fence()
 	res, err := s.store.Finish(ctx, job.keys, jobstore.FinishArgs{
 		Delivery: job.Delivery, Token: f.Token, Owner: f.Owner, Now: s.now(), HasOpKey: job.OpKey != "",
-		AppliedTTL: job.tc.AppliedTTL, ClearOnEnd: job.keys.Clear == "done", Outcome: o,
+		AppliedTTL: job.tc.AppliedTTL, ClearOnEnd: job.keys.Clear == "done", Outcome: o, Release: s.finishRelease(job.slot),
 	})
+	if job.slot != nil && err == nil && res.Released == nil {
+		job.slot.released = true // else the delivery's own release tries again
+	}
 	if err != nil {
 		log.Error().Err(err).Str("status", string(o.Status)).Msg("finish script failed")
 		return s.bounce(job.Type, "finish_failed", 0, fmt.Errorf("finish script: %w", err))

@@ -103,6 +103,9 @@ type TaskConfig struct {
 	// RateLimitMaxAge bounds how long a job may keep bouncing on rate limits, measured from its
 	// creation; past it a rate limit spends an attempt like a transient error (default 1h).
 	RateLimitMaxAge time.Duration
+	// Limit bounds the type's jobs per key (concurrency, rate) across every process; the zero
+	// value limits nothing. See Limit.
+	Limit Limit
 }
 
 func (tc TaskConfig) withDefaults(s Config) TaskConfig {
@@ -119,6 +122,7 @@ func (tc TaskConfig) withDefaults(s Config) TaskConfig {
 	if tc.RateLimitMaxAge <= 0 {
 		tc.RateLimitMaxAge = time.Hour
 	}
+	tc.Limit = tc.Limit.withDefaults()
 	return tc
 }
 

@@ -41,8 +41,10 @@ type Stack struct {
 	onEnd atomic.Pointer[func(string)]
 	// untaken holds when a replay's delivery was first seen before its record took it.
 	untaken sync.Map
-	Stats   Stats
-	m       *metrics
+	// limits keeps the limit slots this process holds (limits.go).
+	limits *limiter
+	Stats  Stats
+	m      *metrics
 }
 
 type registered struct {
@@ -76,6 +78,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Stack {
 		sema: make(chan struct{}, cfg.Concurrency), types: map[string]registered{}, running: map[*Job]context.Context{},
 		rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
+	s.limits = newLimiter(s)
 	s.m = newMetrics(s)
 	return s
 }
@@ -106,6 +109,7 @@ func (s *Stack) Register(tc TaskConfig, h Handler) {
 	}
 	s.types[tc.Type] = registered{cfg: tc.withDefaults(s.cfg), handler: h}
 	s.m.initSeries(tc.Type)
+	s.limits.register(s.types[tc.Type].cfg)
 }
 
 // TaskConfig returns the effective configuration of a registered type.
@@ -156,7 +160,10 @@ func (s *Stack) Wait(ctx context.Context) int {
 }
 
 // Close stops renewing leases. Leases of handlers still running are left to expire.
-func (s *Stack) Close() { s.keeper.Close() }
+func (s *Stack) Close() {
+	s.keeper.Close()
+	s.limits.close()
+}
 
 // Running is how many handlers run now, zombies included.
 func (s *Stack) Running() int {

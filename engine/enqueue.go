@@ -149,7 +149,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		}
 		break
 	}
-	if err := s.deliver(ctx, client, tc, id, DeliveryID(id, 1), spec.OpKey, dedup, spec.Headers, firstDelay(spec)); err != nil {
+	if err := s.deliver(ctx, client, tc, id, DeliveryID(id, 1), spec.OpKey, dedup, limitHeaders(tc, spec), firstDelay(spec)); err != nil {
 		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
 	}

@@ -39,6 +39,17 @@ type Job struct {
 	tc        TaskConfig
 	lease     *locking.Lease
 	result    string
+	// slot is the run's limit slot (nil when the job is not limited).
+	slot *slot
+}
+
+// LimitToken is the fencing token of the run's limit slot (0 when its job holds none): tokens of
+// one key rise with every slot taken, so an upstream can refuse a holder older than one it saw.
+func (j *Job) LimitToken() int64 {
+	if j.slot == nil {
+		return 0
+	}
+	return j.slot.token
 }
 
 // Fence is the token and owner of this run's lease; carry it to every write, in Redis or elsewhere

@@ -62,7 +62,7 @@ func (s *Stack) Collectors() []prometheus.Collector {
 	m := s.m
 	return []prometheus.Collector{m.transitions, m.duration, m.queueWait, m.lease, m.staleWrites, m.invalid,
 		m.staleDeliveries, m.retries, m.bounces, m.deadLettered, m.alreadyApplied, m.dedup, m.rescues,
-		m.rescueLatency, m.running, m.zombie}
+		m.rescueLatency, m.running, m.zombie, s.limits.limits, s.limits.usage, s.limits.waits}
 }
 
 // The values each label takes, in one place. initSeries makes every series they span exist at zero
@@ -75,7 +75,7 @@ var (
 	runOutcomes   = []string{"done", "retry", "failed", "revoked", "bounced"}
 	leaseEvents   = []string{"acquired", "not_acquired", "lost", "renew_failed"}
 	bounceReasons = []string{"no_slot", "cancelled", "start_failed", "unconfirmed", "untaken", "debounce",
-		"lease_not_acquired", "lease_lost", "shutdown", "rate_limited", "finish_failed"}
+		"lease_not_acquired", "lease_lost", "shutdown", "rate_limited", "finish_failed", "limit_full", "limit_rate", "slot_lost"}
 	// dedupResults are the results each policy can count; only replace replaces.
 	dedupResults = map[Policy][]string{
 		UntilStarted: {"deduplicated"}, UntilDone: {"deduplicated"}, Throttle: {"deduplicated"},

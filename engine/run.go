@@ -17,7 +17,8 @@ import (
 )
 
 // The asynq adapter: what runs around a handler for each delivery. Order of the layers: slot
-// (bounded concurrency) -> start script (stale-delivery check, lease + fence, attempt, status,
+// (bounded concurrency) -> limit slot of the job's key (limits.go; a round trip of its own, in the
+// key's slot) -> start script (stale-delivery check, lease + fence, attempt, status,
 // already-applied, checkpoint) -> heartbeat (keeper) -> panic recovery -> handler -> finish script
 // (status, idempotency commit, release) -> retry decision for asynq.
 
@@ -59,6 +60,12 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		defer func() { <-s.sema }()
 
 		owner := s.locks.NewOwner()
+		lslot, err := s.takeLimit(ctx, keys, t.Headers(), tc, delivery, owner, log)
+		if err != nil {
+			return err
+		}
+		// The finish releases the slot in its round trip; a delivery that does not run, here.
+		defer s.releaseLimit(ctx, lslot)
 		st, sent, err := s.start(ctx, keys, delivery, owner, tc, opKey != "")
 		if err != nil {
 			// Unknown whether it ran: the lease (if taken) lapses within its TTL; try again soon.
@@ -82,6 +89,7 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 			return s.notRun(st, tc, log)
 		}
 		job := s.newJob(st, t, keys, tc, delivery, owner, sent)
+		job.slot = lslot
 		log = log.With().Int("attempt", job.Attempt).Str("lease_owner", owner).Int64("fencing_token", st.Token).Logger()
 		span.SetAttributes(attribute.Int("jobguard.attempt", job.Attempt), attribute.Int64("jobguard.fencing_token", st.Token))
 		s.Stats.Started.Add(1)
@@ -188,6 +196,8 @@ func (s *Stack) run(ctx context.Context, job *Job, h Handler, log zerolog.Logger
 	s.track(job, ctx)
 	defer s.untrack(job)
 	hctx, stop := s.keeper.Keep(ctx, job.lease)
+	hctx, unwatch := s.limits.watch(hctx, job.slot)
+	defer unwatch()
 	rctx, settle, release := s.cancellable(ctx, hctx, job)
 	defer release()
 	herr := s.call(rctx, job, h, log)

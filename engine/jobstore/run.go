@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // StartArgs are one delivery's start.
@@ -149,6 +151,9 @@ type FinishArgs struct {
 	AppliedTTL time.Duration
 	ClearOnEnd bool
 	Outcome    Outcome
+	// Release, when set, gives the run's limit slot back in the same round trip (a pipeline: the
+	// limit's keys are in another slot).
+	Release *LimitRelease
 }
 
 // FinishState is what the finish script found.
@@ -170,24 +175,38 @@ type Finishing struct {
 	State   FinishState
 	Current int64
 	Status  string
+	// Released is the limit release's error (nil when it was sent and answered, or not asked).
+	Released error
 }
 
 // Finish ends one run of a job in one round trip: fenced final status, the operation recorded as
-// applied (done, with an operation key), lease release.
+// applied (done, with an operation key), lease release, and (Release) the limit slot's release.
 func (s *Store) Finish(ctx context.Context, k Keys, a FinishArgs) (Finishing, error) {
 	o := a.Outcome
-	res, err := finishScript.Run(ctx, s.rdb, []string{k.Record, k.Lease, k.Timeline, k.Applied, k.Marker},
-		a.Token, a.Owner, string(o.Status), a.Now.UnixMilli(), o.Error, o.Result, ms(s.cfg.Retention), s.cfg.TimelineCap,
-		bit(a.HasOpKey), ms(a.AppliedTTL), a.Delivery, o.Detail, s.cfg.WorkerID, o.Event, bit(o.Refund), bit(a.ClearOnEnd),
-	).Result()
+	calls := []scriptCall{{finishScript, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
+		return finishScript.EvalSha(ctx, c, []string{k.Record, k.Lease, k.Timeline, k.Applied, k.Marker},
+			a.Token, a.Owner, string(o.Status), a.Now.UnixMilli(), o.Error, o.Result, ms(s.cfg.Retention), s.cfg.TimelineCap,
+			bit(a.HasOpKey), ms(a.AppliedTTL), a.Delivery, o.Detail, s.cfg.WorkerID, o.Event, bit(o.Refund), bit(a.ClearOnEnd))
+	}}}
+	if a.Release != nil {
+		calls = append(calls, scriptCall{limitReleaseScript, a.Release.eval})
+	}
+	cmds := runPipelined(ctx, s.rdb, calls)
+	var released error
+	if a.Release != nil {
+		if released = cmds[1].Err(); released != nil {
+			released = fmt.Errorf("jobstore: limit release: %w", released)
+		}
+	}
+	res, err := cmds[0].Result()
 	if err != nil {
-		return Finishing{}, fmt.Errorf("jobstore: finish: %w", err)
+		return Finishing{Released: released}, fmt.Errorf("jobstore: finish: %w", err)
 	}
 	state, rest, err := replyList("finish", res)
 	if err != nil {
 		return Finishing{}, err
 	}
-	f := Finishing{State: FinishState(state)}
+	f := Finishing{State: FinishState(state), Released: released}
 	switch f.State {
 	case Finished, FinishGone:
 		return f, nil

@@ -1,0 +1,190 @@
+package jobstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A key's limit (a task type's concurrency and rate per key) lives in the key's own slot, not the
+// job's: jobs of one key sit on many resources. So its scripts are round trips of their own: the
+// take before the start script, the release in the finish script's pipeline, renewals batched.
+
+var (
+	limitTakeScript    = script("limit_take.lua")
+	limitRenewScript   = script("limit_renew.lua")
+	limitReleaseScript = script("limit_release.lua")
+)
+
+// LimitKeys are the keys of one limit key, all in its slot.
+type LimitKeys struct {
+	Holders, Fence, Arrival string
+}
+
+// LimitKeys returns the keys of key's limit of task type typ.
+func (s *Store) LimitKeys(typ, key string) LimitKeys {
+	tag := ResourceTag("limit\x00" + typ + "\x00" + key)
+	return LimitKeys{
+		Holders: s.locks.Key(tag, "limit:holders"),
+		Fence:   s.locks.Key(tag, "limit:fence"),
+		Arrival: s.locks.Key(tag, "limit:tat"),
+	}
+}
+
+// LimitArgs are one take of a limit.
+type LimitArgs struct {
+	Owner string
+	// SlotTTL is how long a slot is held without a renewal.
+	SlotTTL time.Duration
+	// Concurrency is the most holders at once (0: no concurrency limit).
+	Concurrency int
+	// Interval is the rate's emission interval, period / rate (0: no rate limit); Tolerance its
+	// burst tolerance, (burst - 1) * Interval.
+	Interval, Tolerance time.Duration
+}
+
+// TakeState is what limit_take decided.
+type TakeState string
+
+// The take states.
+const (
+	// Taken: the slot is the owner's (Token, Held).
+	Taken TakeState = "ok"
+	// Full: every slot is held (Held); the earliest expires in Wait at the latest.
+	Full TakeState = "full"
+	// RateWait: a start conforms to the key's rate in Wait.
+	RateWait TakeState = "rate"
+)
+
+// Take is limit_take's answer.
+type Take struct {
+	State TakeState
+	Token int64
+	Held  int
+	Wait  time.Duration
+}
+
+// TakeLimit takes a slot of a key's limit (and a start of its rate), in one round trip.
+func (s *Store) TakeLimit(ctx context.Context, k LimitKeys, a LimitArgs) (Take, error) {
+	res, err := limitTakeScript.Run(ctx, s.rdb, []string{k.Holders, k.Fence, k.Arrival},
+		a.Owner, ms(a.SlotTTL), a.Concurrency, ms(a.Interval), ms(a.Tolerance), ms(s.cfg.Retention),
+	).Result()
+	if err != nil {
+		return Take{}, fmt.Errorf("jobstore: limit take: %w", err)
+	}
+	state, rest, err := replyList("limit_take", res)
+	if err != nil {
+		return Take{}, err
+	}
+	tk := Take{State: TakeState(state)}
+	switch tk.State {
+	case Taken:
+		tk.Token, err = intAt("limit_take", rest, 0)
+		if err == nil {
+			var held int64
+			held, err = intAt("limit_take", rest, 1)
+			tk.Held = int(held)
+		}
+		return tk, err
+	case Full, RateWait:
+		wait, err := intAt("limit_take", rest, 0)
+		tk.Wait = time.Duration(wait) * time.Millisecond
+		if err == nil && tk.State == Full {
+			var held int64
+			held, err = intAt("limit_take", rest, 1)
+			tk.Held = int(held)
+		}
+		return tk, err
+	}
+	return Take{}, replyError("limit_take", res)
+}
+
+// LimitRelease gives a slot back (Owner; "" holds none) and pushes the key's next starts back by
+// PushBack (0: not), keeping Tolerance as the rate's burst tolerance.
+type LimitRelease struct {
+	Keys      LimitKeys
+	Owner     string
+	PushBack  time.Duration
+	Tolerance time.Duration
+}
+
+func (r LimitRelease) eval(ctx context.Context, c redis.Scripter) *redis.Cmd {
+	return limitReleaseScript.EvalSha(ctx, c, []string{r.Keys.Holders, r.Keys.Arrival}, r.Owner, ms(r.PushBack), ms(r.Tolerance))
+}
+
+// ReleaseLimit gives a slot back on its own round trip (a delivery that took one and did not
+// run; the finish sends it in its own pipeline).
+func (s *Store) ReleaseLimit(ctx context.Context, r LimitRelease) error {
+	if err := runPipelined(ctx, s.rdb, []scriptCall{{limitReleaseScript, r.eval}})[0].Err(); err != nil {
+		return fmt.Errorf("jobstore: limit release: %w", err)
+	}
+	return nil
+}
+
+// LimitRenewal is one held slot to extend.
+type LimitRenewal struct {
+	Keys  LimitKeys
+	Owner string
+	TTL   time.Duration
+}
+
+// RenewLimits extends held slots in one pipeline (one round trip per node): held[i] reports
+// whether slot i was still held, errs[i] why that is unknown (the round trip failed).
+func (s *Store) RenewLimits(ctx context.Context, batch []LimitRenewal) (held []bool, errs []error) {
+	calls := make([]scriptCall, len(batch))
+	for i, r := range batch {
+		calls[i] = scriptCall{limitRenewScript, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
+			return limitRenewScript.EvalSha(ctx, c, []string{r.Keys.Holders}, r.Owner, ms(r.TTL))
+		}}
+	}
+	held, errs = make([]bool, len(batch)), make([]error, len(batch))
+	for i, c := range runPipelined(ctx, s.rdb, calls) {
+		n, err := c.Int64()
+		held[i], errs[i] = n == 1, err
+	}
+	return held, errs
+}
+
+// scriptCall is one script call of a pipeline: eval queues it by SHA.
+type scriptCall struct {
+	script *redis.Script
+	eval   func(ctx context.Context, c redis.Scripter) *redis.Cmd
+}
+
+// runPipelined sends calls in one pipeline (one round trip per node) and returns their commands,
+// each with its own answer or error. A script Redis does not have (after a restart or failover)
+// is loaded and its calls sent again: they did not run.
+func runPipelined(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) []*redis.Cmd {
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = c.eval(ctx, pipe)
+	}
+	_, _ = pipe.Exec(ctx)
+	var missing []int
+	for i, c := range cmds {
+		if isNoScript(c.Err()) {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == 0 {
+		return cmds
+	}
+	pipe = rdb.Pipeline()
+	for _, i := range missing {
+		if err := calls[i].script.Load(ctx, rdb).Err(); err != nil {
+			continue // its command keeps its NOSCRIPT error
+		}
+		cmds[i] = calls[i].eval(ctx, pipe)
+	}
+	_, _ = pipe.Exec(ctx)
+	return cmds
+}
+
+func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
+
+// The limit scripts join the scripts the load test checks.
+func init() { allScripts = append(allScripts, limitTakeScript, limitRenewScript, limitReleaseScript) }
