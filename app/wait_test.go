@@ -11,7 +11,7 @@ import (
 // another tenant's job 404 at once.
 func TestLongPollJobView(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"API_TOKENS": twoTenants["API_TOKENS"], "REQUEST_TIMEOUT": "500ms"}
+	env := map[string]string{"API_TOKENS": twoTenants["API_TOKENS"], "REQUEST_TIMEOUT": "2s"}
 	r := startApp(t, RoleAPI, env) // no worker: the job stays queued
 	resp, body := post(t, r, "/jobs/rebuild-cache", `{"tenant_id":"t1","resource_id":"w"}`, bearer(tokenA)...)
 	var a jobAnswer
@@ -21,10 +21,10 @@ func TestLongPollJobView(t *testing.T) {
 	path := "/jobs/" + a.JobID
 	t0 := time.Now()
 	var v jobView
-	if code := getJSON(t, r, path+"?wait=1200ms", &v, bearer(tokenA)...); code != 200 || v.Status != "queued" {
+	if code := getJSON(t, r, path+"?wait=2500ms", &v, bearer(tokenA)...); code != 200 || v.Status != "queued" {
 		t.Fatalf("unchanged wait: %d %+v", code, v)
 	}
-	if d := time.Since(t0); d < time.Second {
+	if d := time.Since(t0); d < 2*time.Second {
 		t.Fatalf("a wait with no change answered after %s, want the whole wait", d)
 	}
 	changed := make(chan time.Time, 1)
@@ -46,14 +46,14 @@ func TestLongPollJobView(t *testing.T) {
 		if !ok {
 			t.Fatal("the long-poll did not answer the cancelled view")
 		}
-		if d := at.Sub(cancelled); d > 2*time.Second {
+		if d := at.Sub(cancelled); d > 5*time.Second {
 			t.Fatalf("the long-poll answered %s after the change", d)
 		}
 	case <-time.After(8 * time.Second):
 		t.Fatal("the long-poll did not answer the change")
 	}
 	t0 = time.Now()
-	if code := getJSON(t, r, path+"?wait=10s", &v, bearer(tokenA)...); code != 200 || v.Status != "cancelled" || time.Since(t0) > 2*time.Second {
+	if code := getJSON(t, r, path+"?wait=10s", &v, bearer(tokenA)...); code != 200 || v.Status != "cancelled" || time.Since(t0) > 5*time.Second {
 		t.Fatalf("wait on an ended job: %d %s after %s", code, v.Status, time.Since(t0))
 	}
 	for q, want := range map[string]int{"?wait=31s": 400, "?wait=soon": 400, "?wait=0s": 400, "?wait=1s&status=asleep": 400} {
@@ -62,7 +62,7 @@ func TestLongPollJobView(t *testing.T) {
 		}
 	}
 	t0 = time.Now()
-	if code := getJSON(t, r, path+"?wait=10s&status=cancelled", nil, bearer(tokenB)...); code != 404 || time.Since(t0) > 2*time.Second {
+	if code := getJSON(t, r, path+"?wait=10s&status=cancelled", nil, bearer(tokenB)...); code != 404 || time.Since(t0) > 5*time.Second {
 		t.Fatalf("another tenant: %d after %s", code, time.Since(t0))
 	}
 }

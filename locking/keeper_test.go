@@ -18,14 +18,16 @@ func TestKeeperRenewsUntilStopped(t *testing.T) {
 		c := tp.client()
 		k := c.NewKeeper(WithTick(10 * time.Millisecond))
 		defer k.Close()
-		l, _ := c.TryAcquire(bg(), "r", 150*time.Millisecond)
+		// A TTL long enough that a loaded machine's slow round trip is not a lost lease; the
+		// keeper renews at a third of it, so three TTLs are many renewals.
+		l, _ := c.TryAcquire(bg(), "r", time.Second)
 		ctx, stop := k.Keep(bg(), l)
-		time.Sleep(600 * time.Millisecond) // four TTLs
+		time.Sleep(3 * time.Second)
 		if ctx.Err() != nil || l.Expired() {
 			t.Fatalf("a kept lease was lost: %v", context.Cause(ctx))
 		}
 		if info, _ := c.Inspect(bg(), "r"); info.Owner != l.Owner {
-			t.Fatalf("owner after four TTLs: %+v", info)
+			t.Fatalf("owner after three TTLs: %+v", info)
 		}
 		stop()
 		stop()
