@@ -172,6 +172,8 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 			// asynqmon queries it for asynq_* series, which /metrics exports.
 			PrometheusAddress: cfg.MonitoringPrometheus,
 			Timeout:           cfg.RequestTimeout,
+			// The UI's task actions act on jobs, and the jobs and schedules pages are served.
+			Jobs: monitoringJobs{stack: a.stack, client: a.client, sched: a.sched},
 		}); err != nil {
 			return nil, &ConfigError{Var: "MONITORING_USER", Err: err}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/basicauth"
+	"github.com/hibiken/asynq"
 	"github.com/hibiken/asynqmon"
 	"github.com/redis/go-redis/v9"
 )
@@ -37,6 +38,9 @@ type Monitoring struct {
 	PrometheusAddress string
 	// Timeout bounds each of the UI's API calls; past it the call answers 503. Default 5s.
 	Timeout time.Duration
+	// Jobs, when set, makes the UI's task actions act on jobs (actions.go) and serves the jobs and
+	// schedules pages (pages.go) under Root.
+	Jobs Jobs
 }
 
 // sharedConn hands asynqmon the process's client instead of letting it dial its own. asynqmon's
@@ -82,10 +86,23 @@ func Mount(app *fiber.App, rdb redis.UniversalClient, m Monitoring) error {
 	}
 	ping := func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
 	ui := apiCalls(h, adaptor.HTTPHandler(h), m.Root+"/api/", m.Timeout, ping)
+	var own *pages
+	if m.Jobs != nil {
+		insp := asynq.NewInspectorFromRedisClient(rdb) // on the shared client; never closed, as asynqmon's
+		own = &pages{jobs: m.Jobs, insp: insp, root: m.Root, readOnly: m.ReadOnly, timeout: m.Timeout}
+		if !m.ReadOnly { // read-only: asynqmon refuses every change itself
+			ui = (&actions{jobs: m.Jobs, insp: insp, prefix: m.Root + "/api/queues/", timeout: m.Timeout, ping: ping}).handler(ui)
+		}
+	}
 	handlers = append(handlers, func(c *fiber.Ctx) error {
 		// The bare root redirects so that the UI's relative asset paths resolve under it.
 		if c.Path() == m.Root {
 			return c.Redirect(m.Root+"/", fiber.StatusMovedPermanently)
+		}
+		if own != nil {
+			if handled, err := own.serve(c); handled {
+				return err
+			}
 		}
 		return ui(c)
 	})

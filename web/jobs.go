@@ -1,0 +1,97 @@
+package web
+
+import (
+	"context"
+	"time"
+)
+
+// Jobs is what the monitoring UI needs of the job engine and the scheduler: web knows neither
+// (internal/archtest), so the app hands it this. With it the UI's task actions act on jobs
+// (actions.go) and the jobs and schedules pages are served (pages.go); without it (nil) the UI is
+// asynqmon alone.
+type Jobs interface {
+	// JobOf names the job whose delivery carries headers; "" when the task is not a jobguard delivery.
+	JobOf(headers map[string]string) string
+	// Job reads a job's view; nil (and no error) when it has no record.
+	Job(ctx context.Context, id string) (*Job, error)
+	// List reads one page of a tenant's jobs, newest first.
+	List(ctx context.Context, q JobQuery) (JobPage, error)
+	// Cancel cancels a job that has not ended (its error maps to a status in the app's error
+	// handler: no such job 404, ended 409). by and why go on the timeline.
+	Cancel(ctx context.Context, id, by, why string) error
+	// Replay gives a failed job a new delivery, as POST /jobs/{id}/retry does (not failed: 409).
+	Replay(ctx context.Context, id string) error
+	// Schedules reads the scheduler's overview.
+	Schedules(ctx context.Context) (Schedules, error)
+}
+
+// Job is a job as the jobs page shows it.
+type Job struct {
+	ID, Type, Queue, Tenant, Resource string
+	Status                            string
+	// Ended: done, failed, revoked or cancelled (a cancel answers 409); Failed: a retry may replay it.
+	Ended, Failed        bool
+	Attempt, MaxAttempts int
+	Progress             int
+	ProgressNote         string
+	LastError, Result    string
+	// Delivery is the asynq task id of the job's current delivery; Deliveries every one, oldest first.
+	Delivery   string
+	Deliveries []string
+	// Record is the record's hash as stored, payload and checkpoint left out (their size is shown).
+	Record map[string]string
+	Lease  Lease
+	// Timeline is oldest first.
+	Timeline []Event
+}
+
+// Lease is the live lease of a job's resource.
+type Lease struct {
+	Owner     string
+	Remaining time.Duration
+	Fence     int64
+}
+
+// Event is one entry of a job's timeline.
+type Event struct {
+	At                      time.Time
+	Event, Delivery, Worker string
+	Detail                  string
+	Token                   int64
+	Attempt                 int
+}
+
+// JobQuery asks for a page of a tenant's jobs; Status and Type filter ("" all).
+type JobQuery struct {
+	Tenant, Status, Type, Cursor string
+	Limit                        int
+}
+
+// JobPage is one page of a list; Next continues it ("" after the last).
+type JobPage struct {
+	Jobs []JobRow
+	Next string
+}
+
+// JobRow is one job of a list.
+type JobRow struct {
+	ID, Type, Queue, Status string
+	Attempt                 int
+	CreatedAt, UpdatedAt    time.Time
+}
+
+// Schedules is the scheduler's overview.
+type Schedules struct {
+	// Leader is the worker id of the scheduler's leader, "" when none holds its lease.
+	Leader  string
+	Entries []Schedule
+}
+
+// Schedule is one schedule's state.
+type Schedule struct {
+	Name, Spec, Type, Timezone, Overlap, CatchUp string
+	NextTick                                     time.Time
+	LastTick                                     time.Time // zero: no tick yet
+	LastJobID, LastJobStatus                     string
+	Paused                                       bool
+}

@@ -1,0 +1,206 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"html/template"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/hibiken/asynq"
+)
+
+// jobguard's own monitoring pages, beside asynqmon and behind the same credentials and origin
+// check: {root}/jobs (search by id, a tenant's jobs by status and type), {root}/jobs/{id} (record,
+// live lease, progress, deliveries, timeline, cancel and retry) and {root}/schedules. Rendered on
+// the server with html/template; no script.
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
+	"stamp":    stampText,
+	"duration": func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+}).ParseFS(templateFiles, "templates/*.html"))
+
+// ErrReadOnly answers a cancel or retry sent to a read-only UI.
+var ErrReadOnly = &fiber.Error{Code: fiber.StatusMethodNotAllowed, Message: "the monitoring UI is read-only (MONITORING_READONLY)"}
+
+// maxPageRows bounds a list page.
+const maxPageRows = 200
+
+// maxShownDeliveries is how many of a job's latest deliveries its page looks up in asynq.
+const maxShownDeliveries = 10
+
+// pages serves the jobs and schedules pages.
+type pages struct {
+	jobs     Jobs
+	insp     *asynq.Inspector
+	root     string
+	readOnly bool
+	timeout  time.Duration
+}
+
+// serve answers c when its path is one of the pages'; handled is false otherwise.
+func (p *pages) serve(c *fiber.Ctx) (handled bool, err error) {
+	path := c.Path()
+	switch {
+	case path == p.root+"/schedules":
+		return true, p.get(c, p.schedules)
+	case path == p.root+"/jobs" || path == p.root+"/jobs/":
+		return true, p.get(c, p.list)
+	}
+	rest, ok := strings.CutPrefix(path, p.root+"/jobs/")
+	if !ok {
+		return false, nil
+	}
+	id, op, _ := strings.Cut(rest, "/")
+	id, err = url.PathUnescape(id)
+	if err != nil || id == "" {
+		return true, fiber.ErrNotFound
+	}
+	switch op {
+	case "":
+		return true, p.get(c, func(ctx context.Context, c *fiber.Ctx) error { return p.job(ctx, c, id) })
+	case "cancel", "retry":
+		return true, p.change(c, id, op)
+	}
+	return true, fiber.ErrNotFound
+}
+
+// get runs a page's handler for GET and HEAD, with the UI's timeout.
+func (p *pages) get(c *fiber.Ctx, h func(context.Context, *fiber.Ctx) error) error {
+	if c.Method() != fiber.MethodGet && c.Method() != fiber.MethodHead {
+		return fiber.ErrMethodNotAllowed
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), p.timeout)
+	defer cancel()
+	return h(ctx, c)
+}
+
+// change is POST {root}/jobs/{id}/cancel|retry: done, the browser is sent back to the job's page
+// (303); an error is the app's problem answer (404, 409).
+func (p *pages) change(c *fiber.Ctx, id, op string) error {
+	if c.Method() != fiber.MethodPost {
+		return fiber.ErrMethodNotAllowed
+	}
+	if p.readOnly {
+		return ErrReadOnly
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), p.timeout)
+	defer cancel()
+	var err error
+	if op == "cancel" {
+		err = p.jobs.Cancel(ctx, id, "monitoring UI", "cancel pressed on the jobs page")
+	} else {
+		err = p.jobs.Replay(ctx, id)
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(p.root+"/jobs/"+url.PathEscape(id), fiber.StatusSeeOther)
+}
+
+// list is {root}/jobs: ?id= goes to that job's page; ?tenant= lists that tenant's jobs.
+func (p *pages) list(ctx context.Context, c *fiber.Ctx) error {
+	if id := strings.TrimSpace(c.Query("id")); id != "" {
+		return c.Redirect(p.root+"/jobs/"+url.PathEscape(id), fiber.StatusSeeOther)
+	}
+	q := JobQuery{Tenant: strings.Clone(c.Query("tenant")), Status: strings.Clone(c.Query("status")),
+		Type: strings.Clone(c.Query("type")), Cursor: strings.Clone(c.Query("cursor")), Limit: 50}
+	if n, err := strconv.Atoi(c.Query("limit")); err == nil && n > 0 {
+		q.Limit = min(n, maxPageRows)
+	}
+	data := map[string]any{"Root": p.root, "Query": q}
+	if q.Tenant != "" {
+		page, err := p.jobs.List(ctx, q)
+		if err != nil {
+			return err
+		}
+		data["Page"] = page
+		if page.Next != "" {
+			next := url.Values{"tenant": {q.Tenant}, "cursor": {page.Next}, "limit": {strconv.Itoa(q.Limit)}}
+			if q.Status != "" {
+				next.Set("status", q.Status)
+			}
+			if q.Type != "" {
+				next.Set("type", q.Type)
+			}
+			data["Next"] = p.root + "/jobs?" + next.Encode()
+		}
+	}
+	return render(c, fiber.StatusOK, "jobs.html", data)
+}
+
+// deliveryRow is one delivery on a job's page: its state in asynq ("" when asynq no longer has it).
+type deliveryRow struct {
+	ID, State, Link string
+	Current         bool
+}
+
+// job is {root}/jobs/{id}.
+func (p *pages) job(ctx context.Context, c *fiber.Ctx, id string) error {
+	j, err := p.jobs.Job(ctx, id)
+	if err != nil {
+		return err
+	}
+	if j == nil {
+		return render(c, fiber.StatusNotFound, "nojob.html", map[string]any{"Root": p.root, "ID": id})
+	}
+	var rows []deliveryRow
+	from := max(0, len(j.Deliveries)-maxShownDeliveries)
+	for _, d := range j.Deliveries[from:] {
+		row := deliveryRow{ID: d, Current: d == j.Delivery,
+			Link: p.root + "/queues/" + url.PathEscape(j.Queue) + "/tasks/" + url.PathEscape(d)}
+		if info, err := p.insp.GetTaskInfo(j.Queue, d); err == nil {
+			row.State = info.State.String()
+		}
+		rows = append(rows, row)
+	}
+	fields := make([]string, 0, len(j.Record))
+	for k := range j.Record {
+		fields = append(fields, k)
+	}
+	sort.Strings(fields)
+	return render(c, fiber.StatusOK, "job.html", map[string]any{
+		"Root": p.root, "Job": j, "Deliveries": rows, "Fields": fields,
+		"CanCancel": !p.readOnly && !j.Ended, "CanRetry": !p.readOnly && j.Failed, "ReadOnly": p.readOnly,
+	})
+}
+
+// schedules is {root}/schedules.
+func (p *pages) schedules(ctx context.Context, c *fiber.Ctx) error {
+	s, err := p.jobs.Schedules(ctx)
+	if err != nil {
+		return err
+	}
+	return render(c, fiber.StatusOK, "schedules.html", map[string]any{"Root": p.root, "Schedules": s})
+}
+
+// pageCSP lets the pages load nothing (they have no script) and post forms only to themselves.
+const pageCSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+func render(c *fiber.Ctx, status int, name string, data any) error {
+	var buf bytes.Buffer
+	if err := pageTemplates.ExecuteTemplate(&buf, name, data); err != nil {
+		return errors.Join(errors.New("web: render "+name), err)
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	c.Set(fiber.HeaderContentSecurityPolicy, pageCSP)
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.Status(status).Send(buf.Bytes())
+}
+
+// stampText shows a time in UTC to the millisecond; "" when it is not set.
+func stampText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}

@@ -1,0 +1,181 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/jobguard/jobguard/internal/testsupport"
+)
+
+// browser starts headless Chromium for the test (make test installs it: scripts/ensure-deps.sh).
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	var path string
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			path = p
+			break
+		}
+	}
+	if path == "" {
+		t.Skip("chromium is not installed (scripts/ensure-deps.sh installs it)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.UserDataDir(t.TempDir()), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	t.Cleanup(func() { cancel(); cancelBrowser(); cancelAlloc() })
+	return ctx
+}
+
+// In a browser: the jobs page lists a tenant's job, its page shows the timeline, and pressing
+// Cancel cancels it (a same-origin form POST through the CSRF check) and shows it cancelled.
+func TestBrowserJobsPageCancelsAJob(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	b := startApp(t, nil)
+	id, _ := b.submit(t, "t1", "page-1", time.Hour)
+	// poll waits for expr to be non-empty; a click that navigates replaces the page the
+	// expression runs in, so a poll that loses its page is tried again.
+	poll := func(what, expr string) string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			v, err := chromedp.Run(ctx, chromedp.Poll[string](expr, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(2*time.Second)))
+			if err == nil {
+				return v
+			}
+			if time.Now().After(deadline) {
+				text, _ := chromedp.Run(ctx, chromedp.Evaluate[string]("document.body.innerText"))
+				t.Fatalf("browser: %s: %v\npage text: %.2000s", what, err, text)
+			}
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(b.base+"/monitoring/jobs?tenant=t1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := poll("the job is listed", `(() => { const a = document.querySelector("#jobs a"); return a ? a.textContent : ""; })()`); got != id {
+		t.Fatalf("listed %q, want %q", got, id)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#jobs a"))); err != nil {
+		t.Fatal(err)
+	}
+	events := poll("the timeline is shown", `[...document.querySelectorAll("#timeline td.event")].map(e => e.textContent).join(",")`)
+	if !strings.HasPrefix(events, "enqueued") {
+		t.Fatalf("timeline %q", events)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#cancel"))); err != nil {
+		t.Fatal(err)
+	}
+	poll("the page shows the job cancelled", `(() => { const s = document.querySelector("#status"); return s && s.textContent === "cancelled" && !document.querySelector("#cancel") ? "yes" : ""; })()`)
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil || !strings.HasSuffix(loc, "/monitoring/jobs/"+id) {
+		t.Fatalf("after the cancel the browser is at %q (%v)", loc, err)
+	}
+	v := b.job(t, id)
+	last := v.Timeline[len(v.Timeline)-1]
+	if v.Status != "cancelled" || !strings.Contains(last.Detail, "jobs page") {
+		t.Fatalf("after the button: status %s, last event %+v", v.Status, last)
+	}
+}
+
+// The jobs page over HTTP: search by id, a tenant's list by status with cursor pagination, a job's
+// lease, deliveries linked to asynqmon and no payload; an unknown job; a retry button on a failed
+// job; a cross-origin cancel refused.
+func TestJobsPage(t *testing.T) {
+	t.Parallel()
+	b := startApp(t, nil)
+	var ids []string
+	for _, name := range []string{"l-1", "l-2", "l-3"} {
+		id, _ := b.submit(t, "t1", name, time.Hour)
+		ids = append(ids, id)
+	}
+	if code, _ := b.do(t, http.MethodGet, "/monitoring/jobs?id="+ids[0], ""); code != http.StatusSeeOther {
+		t.Fatalf("search by id: %d", code)
+	}
+	// Newest first, two a page; the next link continues.
+	code, page := b.do(t, http.MethodGet, "/monitoring/jobs?tenant=t1&status=queued&limit=2", "")
+	listed := regexp.MustCompile(`<a href="/monitoring/jobs/([^"]+)">`).FindAllStringSubmatch(page, -1)
+	next := regexp.MustCompile(`<a href="([^"]+)" id="next">`).FindStringSubmatch(page)
+	if code != http.StatusOK || len(listed) != 2 || listed[0][1] != ids[2] || listed[1][1] != ids[1] || next == nil {
+		t.Fatalf("first page: %d, listed %v, next %v", code, listed, next)
+	}
+	code, page = b.do(t, http.MethodGet, strings.ReplaceAll(next[1], "&amp;", "&"), "")
+	listed = regexp.MustCompile(`<a href="/monitoring/jobs/([^"]+)">`).FindAllStringSubmatch(page, -1)
+	if code != http.StatusOK || len(listed) != 1 || listed[0][1] != ids[0] {
+		t.Fatalf("second page: %d, listed %v", code, listed)
+	}
+	if _, page = b.do(t, http.MethodGet, "/monitoring/jobs?tenant=t1&status=done", ""); !strings.Contains(page, "no jobs on this page") {
+		t.Fatal("status filter: done jobs listed")
+	}
+
+	code, page = b.do(t, http.MethodGet, "/monitoring/jobs/"+ids[0], "")
+	d := b.job(t, ids[0]).delivery()
+	if code != http.StatusOK || !strings.Contains(page, `href="/monitoring/queues/default/tasks/`+d+`"`) ||
+		!strings.Contains(page, "scheduled") || !strings.Contains(page, `id="cancel"`) || strings.Contains(page, `id="retry"`) ||
+		strings.Contains(page, "tenant_id") || !strings.Contains(page, "bytes)") {
+		t.Fatalf("job page: %d\n%s", code, page)
+	}
+	if code, _ = b.do(t, http.MethodGet, "/monitoring/jobs/0123456789abcdef-00000000000000000000000000ff", ""); code != http.StatusNotFound {
+		t.Fatalf("unknown job: %d", code)
+	}
+
+	// A cross-origin POST is refused before it reaches the job.
+	code, _ = b.do(t, http.MethodPost, "/monitoring/jobs/"+ids[0]+"/cancel", "", "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example")
+	if code != http.StatusForbidden || b.job(t, ids[0]).Status != "queued" {
+		t.Fatalf("cross-origin cancel: %d, job %s", code, b.job(t, ids[0]).Status)
+	}
+	// The cancel button's POST, then a second one: the job has ended (409).
+	if code, out := b.do(t, http.MethodPost, "/monitoring/jobs/"+ids[0]+"/cancel", ""); code != http.StatusSeeOther || b.job(t, ids[0]).Status != "cancelled" {
+		t.Fatalf("cancel: %d %s", code, out)
+	}
+	if code, out := b.do(t, http.MethodPost, "/monitoring/jobs/"+ids[0]+"/cancel", ""); code != http.StatusConflict || !strings.Contains(out, "job_ended") {
+		t.Fatalf("second cancel: %d %s", code, out)
+	}
+
+	// A failed job has a retry button, and its POST replays it to done.
+	b.probe.failing.Store(true)
+	f, _ := b.submit(t, "t1", "l-fail", 0)
+	b.waitStatus(t, f, "failed")
+	b.probe.failing.Store(false)
+	if _, page = b.do(t, http.MethodGet, "/monitoring/jobs/"+f, ""); !strings.Contains(page, `id="retry"`) || strings.Contains(page, `id="cancel"`) {
+		t.Fatalf("failed job's page:\n%s", page)
+	}
+	if code, out := b.do(t, http.MethodPost, "/monitoring/jobs/"+f+"/retry", ""); code != http.StatusSeeOther {
+		t.Fatalf("retry: %d %s", code, out)
+	}
+	b.waitStatus(t, f, "done")
+}
+
+// The schedules page lists each schedule with its spec and next tick, and the leader once a
+// worker holds the scheduler's lease.
+func TestSchedulesPage(t *testing.T) {
+	t.Parallel()
+	b := startApp(t, map[string]string{
+		"SCHEDULES": `[{"name":"nightly-probe","spec":"0 30 2 * * *","type":"ui-probe","timezone":"Europe/Berlin","payload":{"tenant_id":"t1","name":"n"}}]`,
+	})
+	var page string
+	testsupport.Eventually(t, 20*time.Second, "the schedules page names the leader", func() bool {
+		var code int
+		code, page = b.do(t, http.MethodGet, "/monitoring/schedules", "")
+		return code == http.StatusOK && strings.Contains(page, `id="leader"`)
+	})
+	for _, want := range []string{"nightly-probe", "0 30 2 * * *", "Europe/Berlin", "ui-probe"} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("schedules page lacks %q:\n%s", want, page)
+		}
+	}
+	if !regexp.MustCompile(`<td>\d{4}-\d\d-\d\d 0[01]:30:00\.000Z</td>`).MatchString(page) {
+		t.Fatalf("no next tick at 02:30 Berlin (00:30 or 01:30 UTC):\n%s", page)
+	}
+}
