@@ -25,6 +25,7 @@ type metrics struct {
 	dedup           *prometheus.CounterVec
 	rescues         *prometheus.CounterVec
 	rescueLatency   prometheus.Histogram
+	reconciled      *prometheus.CounterVec
 	running, zombie prometheus.GaugeFunc
 }
 
@@ -48,6 +49,7 @@ func newMetrics(s *Stack) *metrics {
 		alreadyApplied:  counter("idempotent_skips_total", "Jobs whose operation was applied before, so the handler did not run, by task type.", "type"),
 		dedup:           counter("dedup_hits_total", "Requests covered by an existing job, by task type, policy and result.", "type", "policy", "result"),
 		rescues:         counter("rescues_total", "Jobs of lost workers redelivered (or failed when out of attempts), by task type and outcome.", "type", "outcome"),
+		reconciled:      counter("reconcile_repairs_total", "Drift between job records and asynq's deliveries repaired by the reconciler, by task type and kind (redelivered, unarchived, orphan, dropped).", "type", "kind"),
 		rescueLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "jobguard", Name: "rescue_latency_seconds",
 			Help: "Time from a lost run's lease lapse to its job's new delivery.", Buckets: prometheus.ExponentialBuckets(0.1, 2, 10)}),
 		running: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "jobguard", Name: "running_handlers",
@@ -61,7 +63,7 @@ func newMetrics(s *Stack) *metrics {
 func (s *Stack) Collectors() []prometheus.Collector {
 	m := s.m
 	return []prometheus.Collector{m.transitions, m.duration, m.queueWait, m.lease, m.staleWrites, m.invalid,
-		m.staleDeliveries, m.retries, m.bounces, m.deadLettered, m.alreadyApplied, m.dedup, m.rescues,
+		m.staleDeliveries, m.retries, m.bounces, m.deadLettered, m.alreadyApplied, m.dedup, m.rescues, m.reconciled,
 		m.rescueLatency, m.running, m.zombie, s.limits.limits, s.limits.usage, s.limits.waits}
 }
 
@@ -112,6 +114,9 @@ func (m *metrics) initSeries(typ string) {
 	}
 	for _, v := range rescueOutcomes {
 		m.rescues.WithLabelValues(typ, v)
+	}
+	for _, v := range repairKinds {
+		m.reconciled.WithLabelValues(typ, v)
 	}
 }
 

@@ -41,6 +41,7 @@ func TestEveryLabelValueIsKnown(t *testing.T) {
 		"transitions": {jobStatuses}, "duration": {runOutcomes}, "lease": {leaseEvents},
 		"retries": {mapValues(classNames)}, "bounces": {bounceReasons}, "rescues": {rescueOutcomes},
 		"dedup":       {mapKeys(dedupResults), allDedupResults()},
+		"reconciled":  {repairKinds},
 		"staleWrites": {}, "invalid": {}, "staleDeliveries": {}, "deadLettered": {}, "alreadyApplied": {}, "queueWait": {},
 	}
 	// indirect are label arguments that are not literals, and the list their source is checked against.
@@ -50,6 +51,7 @@ func TestEveryLabelValueIsKnown(t *testing.T) {
 		"outcomeOf(err)":            runOutcomes,         // outcomeOf's returns are checked
 		"classNames[class]":         known["retries"][0], // initSeries ranges over classNames itself
 		"string(spec.Dedup.Policy)": known["dedup"][0],   // every Policy constant is checked below
+		"kind":                      repairKinds,         // counted's parameter: its callers pass the Repair* constants repairKinds lists
 	}
 	check := func(pos token.Pos, what, v string, list []string) {
 		if !slices.Contains(list, v) {
