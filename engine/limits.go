@@ -91,6 +91,8 @@ type slot struct {
 	ttl        time.Duration
 	tolerance  time.Duration
 	token      int64
+	// at is the start the rate granted, in Redis's clock.
+	at time.Time
 	// pushBack is set by a rate-limited run: the key's next starts wait this long.
 	pushBack time.Duration
 
@@ -303,7 +305,7 @@ func (l *limiter) forget(delivery string) {
 
 // takeLimit takes a slot of the delivery's limit key before its start: nil when its type or job
 // is not limited. A delivery over a limit bounces without spending an attempt (a rate wait up to
-// SlotWait is waited here instead, once); its timeline says why it waits.
+// SlotWait is reserved and waited here instead); its timeline says why it waits.
 func (s *Stack) takeLimit(ctx context.Context, keys jobstore.Keys, headers map[string]string, tc TaskConfig, delivery, owner string, log zerolog.Logger) (*slot, error) {
 	lim := tc.Limit
 	key, ok := headers[HeaderLimitKey]
@@ -311,45 +313,45 @@ func (s *Stack) takeLimit(ctx context.Context, keys jobstore.Keys, headers map[s
 		return nil, nil
 	}
 	lk := s.store.LimitKeys(tc.Type, key)
-	args := jobstore.LimitArgs{Owner: owner, SlotTTL: tc.LeaseTTL, Concurrency: lim.Concurrency, Interval: lim.interval(), Tolerance: lim.tolerance()}
-	for try := 0; ; try++ {
-		sent := time.Now()
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
-		tk, err := s.store.TakeLimit(wctx, lk, args)
-		cancel()
-		if err != nil {
-			return nil, s.bounce(tc.Type, "start_failed", 0, fmt.Errorf("limit take: %w", err))
+	args := jobstore.LimitArgs{Owner: owner, SlotTTL: tc.LeaseTTL, Concurrency: lim.Concurrency, Interval: lim.interval(),
+		Tolerance: lim.tolerance(), MaxWait: s.cfg.SlotWait}
+	sent := time.Now()
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	tk, err := s.store.TakeLimit(wctx, lk, args)
+	cancel()
+	if err != nil {
+		return nil, s.bounce(tc.Type, "start_failed", 0, fmt.Errorf("limit take: %w", err))
+	}
+	switch tk.State {
+	case jobstore.Taken:
+		s.limits.forget(delivery)
+		sl := &slot{typ: tc.Type, owner: owner, keys: lk, ttl: tc.LeaseTTL, tolerance: args.Tolerance, token: tk.Token, at: tk.At}
+		if lim.Concurrency > 0 {
+			s.limits.hold(sl, sent)
 		}
-		switch tk.State {
-		case jobstore.Taken:
-			s.limits.forget(delivery)
-			sl := &slot{typ: tc.Type, owner: owner, keys: lk, ttl: tc.LeaseTTL, tolerance: args.Tolerance, token: tk.Token}
-			if lim.Concurrency > 0 {
-				s.limits.hold(sl, sent)
+		if tk.Wait > 0 {
+			// The rate's start is reserved for this delivery: wait for it here rather than bounce.
+			select {
+			case <-time.After(tk.Wait):
+			case <-ctx.Done():
+				s.releaseLimit(ctx, sl)
+				return nil, s.bounce(tc.Type, "cancelled", 0, context.Cause(ctx))
 			}
-			return sl, nil
-		case jobstore.RateWait:
-			if try == 0 && tk.Wait <= s.cfg.SlotWait {
-				select {
-				case <-time.After(tk.Wait):
-					continue
-				case <-ctx.Done():
-					return nil, s.bounce(tc.Type, "cancelled", 0, context.Cause(ctx))
-				}
-			}
-			s.limits.waits.WithLabelValues(tc.Type, "rate").Inc()
-			detail := fmt.Sprintf("rate limit of %d per %s of its key: next start in %s", lim.Rate, lim.Per, tk.Wait.Round(time.Millisecond))
-			if lim.Rate == 0 {
-				detail = fmt.Sprintf("its key's starts are pushed back (an upstream rate limit): next start in %s", tk.Wait.Round(time.Millisecond))
-			}
-			s.noteWait(ctx, keys, delivery, detail, log)
-			return nil, s.bounce(tc.Type, "limit_rate", tk.Wait+s.jitter(s.cfg.BounceDelay)-s.cfg.BounceDelay, errors.New(detail))
-		default: // Full
-			s.limits.waits.WithLabelValues(tc.Type, "full").Inc()
-			detail := fmt.Sprintf("concurrency limit of %d per key reached (%d running)", lim.Concurrency, tk.Held)
-			s.noteWait(ctx, keys, delivery, detail, log)
-			return nil, s.bounce(tc.Type, "limit_full", 0, errors.New(detail))
 		}
+		return sl, nil
+	case jobstore.RateWait:
+		s.limits.waits.WithLabelValues(tc.Type, "rate").Inc()
+		detail := fmt.Sprintf("rate limit of %d per %s of its key: next start in %s", lim.Rate, lim.Per, tk.Wait.Round(time.Millisecond))
+		if lim.Rate == 0 || tk.Wait > lim.Per {
+			detail = fmt.Sprintf("its key's starts are pushed back (an upstream's rate limit) or queued: next start in %s", tk.Wait.Round(time.Millisecond))
+		}
+		s.noteWait(ctx, keys, delivery, detail, log)
+		return nil, s.bounce(tc.Type, "limit_rate", tk.Wait+s.jitter(s.cfg.BounceDelay)-s.cfg.BounceDelay, errors.New(detail))
+	default: // Full
+		s.limits.waits.WithLabelValues(tc.Type, "full").Inc()
+		detail := fmt.Sprintf("concurrency limit of %d per key reached (%d running)", lim.Concurrency, tk.Held)
+		s.noteWait(ctx, keys, delivery, detail, log)
+		return nil, s.bounce(tc.Type, "limit_full", 0, errors.New(detail))
 	}
 }
 

@@ -2,7 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -144,4 +148,103 @@ func TestConcurrencyLimitPerKeyAcrossServers(t *testing.T) {
 		t.Errorf("paused %v cut %v limit_wait on a timeline %v", paused.Load(), cut.Load(), sawWait)
 	}
 	t.Logf("max at once: key a %d, key b %d", p.max("a"), p.max("b"))
+}
+
+// A rate of 10 starts per second per key (burst 1), on three servers (three Stacks on their own
+// clients) and 200 jobs of one key: no window of the run holds more starts than the rate allows
+// plus one token, and the rate is used (the figure is logged). About 20 s.
+func TestRateLimitPerKeyHolds(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	const rate, jobs = 10, 200
+	var mu sync.Mutex
+	var starts []time.Time
+	var hs []*harness
+	for i := range 3 {
+		worker := redis.NewClient(&redis.Options{Addr: db.Server.Addr, DB: db.N})
+		t.Cleanup(func() { worker.Close() })
+		hs = append(hs, newHarnessOn(t, db, worker, Config{Concurrency: 4, WorkerID: fmt.Sprintf("w%d", i)}, func(s *Stack) {
+			s.Register(TaskConfig{Type: "rated", Limit: Limit{Rate: rate, Key: func(sp Spec) string { return sp.Tenant }}},
+				func(ctx context.Context, j *Job) error {
+					mu.Lock()
+					starts = append(starts, j.slot.at) // the start the rate granted, in Redis's clock
+					mu.Unlock()
+					return nil
+				})
+		}))
+	}
+	var ids []string
+	for range jobs {
+		ids = append(ids, hs[0].enqueue(Spec{Type: "rated", Tenant: "a"}))
+	}
+	for _, id := range ids {
+		hs[0].waitStatus(id, "done", 60*time.Second)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	const slack = 0 // the granted starts are Redis's own instants (ms)
+	worst := 0.0
+	for i := range starts {
+		for j := i + 1; j < len(starts); j++ {
+			span := starts[j].Sub(starts[i]) + slack
+			allowed := float64(rate)*span.Seconds() + 1
+			worst = math.Max(worst, float64(j-i+1)-allowed)
+			if float64(j-i+1) > allowed+1e-9 {
+				t.Fatalf("%d starts within %s: the rate allows %.2f", j-i+1, span, allowed)
+			}
+		}
+	}
+	total := starts[len(starts)-1].Sub(starts[0])
+	t.Logf("%d starts in %s: %.2f per second (limit %d); worst window %.2f starts above rate x span + 1 (<= 0 holds)", len(starts), total.Round(time.Millisecond),
+		float64(len(starts)-1)/total.Seconds(), rate, worst)
+}
+
+// A handler's RateLimited feeds its key's limit: the key's next start waits for the upstream's
+// Retry-After, and the waiting job's timeline says why.
+func TestRateLimitedPushesTheKeyBack(t *testing.T) {
+	t.Parallel()
+	const after = 3 * time.Second
+	var mu sync.Mutex
+	startOf := map[string]time.Time{}
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "upstream", Limit: Limit{Concurrency: 5, Key: func(sp Spec) string { return sp.Tenant }}},
+			func(ctx context.Context, j *Job) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if _, seen := startOf[j.ID]; !seen {
+					startOf[j.ID] = time.Now()
+					if string(j.Payload) == "first" {
+						return RateLimited(errors.New("upstream: HTTP 429"), after)
+					}
+				}
+				return nil
+			})
+	})
+	first := h.enqueue(Spec{Type: "upstream", Tenant: "a", Payload: []byte("first")})
+	h.waitStatus(first, "retrying", 10*time.Second)
+	pushed := time.Now()
+	second := h.enqueue(Spec{Type: "upstream", Tenant: "a"})
+	other := h.enqueue(Spec{Type: "upstream", Tenant: "b"})
+	v := h.waitStatus(second, "done", 20*time.Second)
+	h.waitStatus(other, "done", 20*time.Second)
+	mu.Lock()
+	waited, otherWaited := startOf[second].Sub(pushed), startOf[other].Sub(pushed)
+	mu.Unlock()
+	if waited < after-500*time.Millisecond {
+		t.Fatalf("the key's next start came %s after the push-back of %s", waited, after)
+	}
+	if otherWaited >= after {
+		t.Errorf("another key's job waited %s", otherWaited)
+	}
+	var why string
+	for _, e := range v.Timeline {
+		if e.Event == "limit_wait" {
+			why = e.Detail
+		}
+	}
+	if !strings.Contains(why, "pushed back") {
+		t.Fatalf("timeline %v, limit_wait %q", events(v), why)
+	}
+	t.Logf("next start of the key %s after the push-back (%s); another key's %s", waited.Round(time.Millisecond), after, otherWaited.Round(time.Millisecond))
 }

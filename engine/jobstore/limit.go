@@ -44,6 +44,9 @@ type LimitArgs struct {
 	// Interval is the rate's emission interval, period / rate (0: no rate limit); Tolerance its
 	// burst tolerance, (burst - 1) * Interval.
 	Interval, Tolerance time.Duration
+	// MaxWait is the longest the caller waits for a start of the rate: a start within it is
+	// reserved (Take.Wait says how long to wait), a later one answered RateWait.
+	MaxWait time.Duration
 }
 
 // TakeState is what limit_take decided.
@@ -51,7 +54,7 @@ type TakeState string
 
 // The take states.
 const (
-	// Taken: the slot is the owner's (Token, Held).
+	// Taken: the slot is the owner's (Token, Held) and its start reserved At, Wait from now.
 	Taken TakeState = "ok"
 	// Full: every slot is held (Held); the earliest expires in Wait at the latest.
 	Full TakeState = "full"
@@ -65,12 +68,14 @@ type Take struct {
 	Token int64
 	Held  int
 	Wait  time.Duration
+	// At is the reserved start (Taken), in Redis's clock.
+	At time.Time
 }
 
 // TakeLimit takes a slot of a key's limit (and a start of its rate), in one round trip.
 func (s *Store) TakeLimit(ctx context.Context, k LimitKeys, a LimitArgs) (Take, error) {
 	res, err := limitTakeScript.Run(ctx, s.rdb, []string{k.Holders, k.Fence, k.Arrival},
-		a.Owner, ms(a.SlotTTL), a.Concurrency, ms(a.Interval), ms(a.Tolerance), ms(s.cfg.Retention),
+		a.Owner, ms(a.SlotTTL), a.Concurrency, ms(a.Interval), ms(a.Tolerance), ms(s.cfg.Retention), ms(a.MaxWait),
 	).Result()
 	if err != nil {
 		return Take{}, fmt.Errorf("jobstore: limit take: %w", err)
@@ -82,13 +87,17 @@ func (s *Store) TakeLimit(ctx context.Context, k LimitKeys, a LimitArgs) (Take, 
 	tk := Take{State: TakeState(state)}
 	switch tk.State {
 	case Taken:
-		tk.Token, err = intAt("limit_take", rest, 0)
-		if err == nil {
-			var held int64
-			held, err = intAt("limit_take", rest, 1)
-			tk.Held = int(held)
+		var n [4]int64
+		for i := range n {
+			if n[i], err = intAt("limit_take", rest, i); err != nil {
+				return Take{}, err
+			}
 		}
-		return tk, err
+		if len(rest) != 4 {
+			return Take{}, replyError("limit_take", res)
+		}
+		tk.Token, tk.Held, tk.Wait, tk.At = n[0], int(n[1]), time.Duration(n[2])*time.Millisecond, time.UnixMilli(n[3])
+		return tk, nil
 	case Full, RateWait:
 		wait, err := intAt("limit_take", rest, 0)
 		tk.Wait = time.Duration(wait) * time.Millisecond

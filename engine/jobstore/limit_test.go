@@ -65,8 +65,9 @@ func TestLimitSlotsAreLeasesWithTokens(t *testing.T) {
 	}
 }
 
-// GCRA: a rate of 10 per second with burst 1 lets one start per 100 ms; a push-back (an upstream's
-// 429) makes the key's next starts wait for it, with or without a rate, and expires.
+// GCRA: a rate of 10 per second with burst 1 lets one start per 100 ms; a caller that waits
+// reserves the next start (and the one after it is 100 ms later); a push-back (an upstream's 429)
+// makes the key's next starts wait for it, with or without a rate, and expires.
 func TestLimitRateAndPushBack(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
@@ -85,6 +86,11 @@ func TestLimitRateAndPushBack(t *testing.T) {
 	}
 	if ttl := s.rdb.PTTL(bg, k.Arrival).Val(); ttl <= 0 || ttl > 2*time.Second {
 		t.Fatalf("arrival time TTL %s", ttl)
+	}
+	a.MaxWait = 150 * time.Millisecond
+	r1, r2 := take(t, s, k, "o3", a), take(t, s, k, "o4", a)
+	if r1.State != Taken || r1.Wait <= 0 || r1.Wait > 100*time.Millisecond || r2.State != RateWait || r2.Wait < r1.Wait+50*time.Millisecond {
+		t.Fatalf("reserved start %+v, next %+v", r1, r2)
 	}
 
 	p := s.LimitKeys("t", "pushed")

@@ -5,11 +5,15 @@
 -- (unix ms in Redis's clock; also set by limit_release's push-back)
 -- ARGV[1] owner (the delivery's lease owner), ARGV[2] slot TTL ms, ARGV[3] concurrency (0: none),
 -- ARGV[4] emission interval ms (period / rate; 0: no rate limit), ARGV[5] burst tolerance ms
--- ((burst - 1) * interval), ARGV[6] TTL ms of the fence counter
--- returns {"ok", token, holders}: the slot is the owner's (a retried call by the same owner gets the
---         same token, and nothing is drawn or spent again); token 0 when there is no concurrency limit;
+-- ((burst - 1) * interval), ARGV[6] TTL ms of the fence counter, ARGV[7] the longest wait ms the
+-- caller takes for a start of the rate (it reserves that start and waits before it runs)
+-- returns {"ok", token, holders, wait ms, at}: the slot is the owner's and its start is reserved
+--         for at (unix ms, Redis's clock), wait ms from now (a retried call by the same owner
+--         gets the same token, nothing drawn or reserved again, wait 0); token 0 when there is no
+--         concurrency limit;
 --         {"full", ms until the earliest holder expires, holders}: no slot, nothing written but the prune;
---         {"rate", ms until a start conforms}: over the rate (or pushed back), nothing written.
+--         {"rate", ms until a start conforms}: over the rate (or pushed back) by more than the
+--         caller waits, nothing written.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local owner, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -20,7 +24,7 @@ if n > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   if redis.call('ZSCORE', KEYS[1], owner) then
     redis.call('ZADD', KEYS[1], now + ttl, owner)
-    return {'ok', tonumber(redis.call('GET', KEYS[2]) or '0'), redis.call('ZCARD', KEYS[1])}
+    return {'ok', tonumber(redis.call('GET', KEYS[2]) or '0'), redis.call('ZCARD', KEYS[1]), 0, now}
   end
   held = redis.call('ZCARD', KEYS[1])
   if held >= n then
@@ -30,7 +34,8 @@ if n > 0 then
 end
 
 local tat = tonumber(redis.call('GET', KEYS[3]) or '0')
-if tat - tau > now then return {'rate', tat - tau - now} end
+local wait = math.max(0, tat - tau - now)
+if wait > tonumber(ARGV[7]) or (wait > 0 and interval == 0) then return {'rate', wait} end
 if interval > 0 then
   local next_tat = math.max(tat, now) + interval
   redis.call('SET', KEYS[3], string.format('%d', next_tat), 'PX', next_tat - now + 1000)
@@ -45,4 +50,4 @@ if n > 0 then
   if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
   held = held + 1
 end
-return {'ok', token, held}
+return {'ok', token, held, wait, now + wait}
