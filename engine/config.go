@@ -103,6 +103,10 @@ type TaskConfig struct {
 	// RateLimitMaxAge bounds how long a job may keep bouncing on rate limits, measured from its
 	// creation; past it a rate limit spends an attempt like a transient error (default 1h).
 	RateLimitMaxAge time.Duration
+	// StartWithin is the default deadline of the type's jobs, from their creation: a job that has
+	// not started within it (retries included) expires instead of running late. Spec.StartBy
+	// replaces it for one job (default 0: no deadline).
+	StartWithin time.Duration
 	// Limit bounds the type's jobs per key (concurrency, rate) across every process; the zero
 	// value limits nothing. See Limit.
 	Limit Limit

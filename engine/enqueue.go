@@ -35,6 +35,10 @@ var ErrNotAccepted = errors.New("engine: job not accepted before the deadline")
 // policy without a resource).
 var ErrInvalidSpec = errors.New("engine: invalid job spec")
 
+// ErrStartBy: the spec's start_by (or the type's StartWithin) is not after the first delivery's
+// start, so the job could never start in time; it wraps ErrInvalidSpec.
+var ErrStartBy = fmt.Errorf("%w: start_by is not after the first delivery's start", ErrInvalidSpec)
+
 // ErrOutcomeUnknown: the confirmation was sent but its answer did not arrive (Redis stalled or the
 // connection broke): the job may stand. A retry with the same Idempotency-Key, or of a request
 // with a dedup policy, finds it if it does.
@@ -63,6 +67,10 @@ type Spec struct {
 	Headers map[string]string
 	// ProcessIn delays the first delivery.
 	ProcessIn time.Duration
+	// StartBy is the job's deadline: a job that has not started by then (retries included: every
+	// start is checked) ends expired instead of running late. Zero: the type's StartWithin from
+	// now, if it has one. It must be later than the first delivery's start.
+	StartBy time.Time
 	// Finally adds commands to send once the request's outcome is known, in the same round trip
 	// as the dedup marker's confirmation (a new job) or the duplicate's timeline event (one per
 	// node on a cluster); e.g. storing an HTTP idempotency answer. Their errors are the caller's
@@ -97,6 +105,9 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		return Enqueued{}, err
 	}
 	now := s.now()
+	if spec.StartBy, err = deadlineOf(tc, spec, now); err != nil {
+		return Enqueued{}, err
+	}
 	id := spec.JobID
 	if id == "" {
 		resource := spec.Resource
@@ -180,6 +191,19 @@ func checkSpec(spec Spec) (string, error) {
 	return string(d.Policy) + ":" + d.Key, nil
 }
 
+// deadlineOf is the job's start_by (zero none): the spec's, else the type's StartWithin from now.
+// One that the first delivery cannot meet is ErrInvalidSpec.
+func deadlineOf(tc TaskConfig, spec Spec, now time.Time) (time.Time, error) {
+	startBy := spec.StartBy
+	if startBy.IsZero() && tc.StartWithin > 0 {
+		startBy = now.Add(tc.StartWithin)
+	}
+	if !startBy.IsZero() && !startBy.After(now.Add(firstDelay(spec))) {
+		return time.Time{}, fmt.Errorf("%w (start_by %s)", ErrStartBy, startBy.UTC().Format(time.RFC3339Nano))
+	}
+	return startBy, nil
+}
+
 // keysOr are the keys of job id, or zero keys when the id is malformed (never for ids the store
 // handed out).
 func keysOr(s *Stack, id string) jobstore.Keys {
@@ -200,7 +224,8 @@ func (s *Stack) abandon(ctx context.Context, keys jobstore.Keys, id string) {
 }
 
 // confirm makes the job's record permanent (for its retention), its dedup marker last its TTL,
-// and sends the caller's Finally commands, in one pipeline.
+// puts it in the tenant's list and the expiry index, and sends the caller's Finally commands, in
+// one pipeline.
 func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id string, spec Spec) error {
 	ttl := time.Duration(0)
 	if d := spec.Dedup; d != nil && d.Policy != Throttle {
@@ -209,6 +234,7 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id string, spec
 	pipe := s.rdb.Pipeline()
 	c := s.store.QueueConfirm(ctx, pipe, keys, id, ttl, s.store.WriteDeadline(ctx))
 	s.store.QueueIndex(ctx, pipe, spec.Tenant, id, s.now()) // the tenant's list (GET /jobs)
+	s.store.QueueExpiry(ctx, pipe, id, s.store.ExpiryDue(s.now(), spec.StartBy))
 	// One node runs a pipeline in order: a Finally command that checks the same deadline runs
 	// only if the confirmation could. A cluster sends each node its part at once, so there the
 	// caller's commands wait for the confirmation's answer (one more round trip).
@@ -288,7 +314,7 @@ func (s *Stack) create(ctx context.Context, keys jobstore.Keys, id string, tc Ta
 	claim := jobstore.ClaimTTL(ctx, claimTTL)
 	j := jobstore.NewJob{
 		ID: id, Type: spec.Type, Queue: tc.Queue, Tenant: spec.Tenant, Resource: spec.Resource, MaxAttempts: tc.MaxAttempts,
-		Payload: spec.Payload, OpKey: spec.OpKey, Dedup: dedup, Now: now,
+		Payload: spec.Payload, OpKey: spec.OpKey, Dedup: dedup, Now: now, StartBy: spec.StartBy,
 		Deadline: s.store.WriteDeadline(ctx), ClaimTTL: claim, MarkerTTL: claim,
 	}
 	if d := spec.Dedup; d != nil {

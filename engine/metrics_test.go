@@ -42,6 +42,7 @@ func TestEveryLabelValueIsKnown(t *testing.T) {
 		"retries": {mapValues(classNames)}, "bounces": {bounceReasons}, "rescues": {rescueOutcomes},
 		"dedup":       {mapKeys(dedupResults), allDedupResults()},
 		"reconciled":  {repairKinds},
+		"expired":     {expiredReasons},
 		"staleWrites": {}, "invalid": {}, "staleDeliveries": {}, "deadLettered": {}, "alreadyApplied": {}, "queueWait": {},
 	}
 	// indirect are label arguments that are not literals, and the list their source is checked against.

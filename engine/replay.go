@@ -78,6 +78,8 @@ func (s *Stack) takeReplay(ctx context.Context, keys jobstore.Keys, id string, n
 	switch state {
 	case jobstore.Replayed:
 		s.Stats.Replayed.Add(1)
+		// Waiting again: back in the expiry index (best effort), so it cannot vanish unseen.
+		_ = s.store.Reindex(ctx, id, s.store.ExpiryDue(s.now(), time.Time{}))
 		return nil
 	case jobstore.ReplayGone:
 		return fmt.Errorf("%w: %s", ErrJobNotFound, id)

@@ -50,7 +50,8 @@ func (r *Rescuer) Run(ctx context.Context) {
 	}
 }
 
-// Pass looks at every active delivery once and returns how many jobs it rescued (or failed).
+// Pass looks at every active delivery once and returns how many jobs it rescued (or failed); then
+// it runs the deadline sweep (Stack.ExpireDue), whose errors it returns too.
 func (r *Rescuer) Pass(ctx context.Context) (int, error) {
 	queues, err := r.insp.Queues()
 	if err != nil {
@@ -72,6 +73,9 @@ func (r *Rescuer) Pass(ctx context.Context) (int, error) {
 				break
 			}
 		}
+	}
+	if _, err := r.s.ExpireDue(ctx); err != nil {
+		return rescued, err
 	}
 	return rescued, nil
 }

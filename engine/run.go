@@ -83,7 +83,7 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 			st.State = jobstore.Stale
 		}
 		if st.State != jobstore.Run {
-			if st.State == jobstore.Applied || st.State == jobstore.Exhausted {
+			if st.State == jobstore.Applied || st.State == jobstore.Exhausted || st.State == jobstore.StartExpired {
 				defer s.ended(jobID) // the start script ended it
 			}
 			return s.notRun(st, tc, log)
@@ -150,6 +150,10 @@ func (s *Stack) notRun(st jobstore.Started, tc TaskConfig, log zerolog.Logger) e
 		s.m.staleDeliveries.WithLabelValues(tc.Type).Inc()
 		log.Info().Str("event", "stale_delivery").Str("state", string(st.State)).Str("status", st.Status).
 			Str("current", st.Current).Msg("delivery acknowledged without running")
+		return nil
+	case jobstore.StartExpired:
+		s.countExpired(tc.Type, jobstore.ExpiredStartBy)
+		log.Info().Str("event", "expired").Str("reason", jobstore.ExpiredStartBy).Msg("not started by its start_by; expired, not run")
 		return nil
 	case jobstore.Unconfirmed:
 		return s.bounce(tc.Type, "unconfirmed", 0, errors.New("the job's enqueue is not confirmed yet"))

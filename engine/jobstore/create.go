@@ -18,7 +18,9 @@ type NewJob struct {
 	Dedup, Policy string
 	// NotBefore is the earliest start (a debounce); zero none.
 	NotBefore time.Time
-	Now       time.Time
+	// StartBy is the job's deadline: not started by then, it expires; zero none.
+	StartBy time.Time
+	Now     time.Time
 	// Deadline is WriteDeadline of the request (0 none); ClaimTTL how long the record lives
 	// unconfirmed; MarkerTTL how long a new marker lives before its confirmation (the window for
 	// throttle).
@@ -49,9 +51,12 @@ const (
 func (s *Store) Create(ctx context.Context, k Keys, j NewJob) (CreateState, string, error) {
 	delivery := DeliveryID(j.ID, 1)
 	ev := s.eventJSON(Event{Event: "enqueued", Delivery: delivery}, j.Now)
-	notBefore := int64(0)
+	notBefore, startBy := int64(0), int64(0)
 	if !j.NotBefore.IsZero() {
 		notBefore = j.NotBefore.UnixMilli()
+	}
+	if !j.StartBy.IsZero() {
+		startBy = j.StartBy.UnixMilli()
 	}
 	now := j.Now.UnixMilli()
 	res, err := createScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline, k.Marker, k.Pending},
@@ -59,7 +64,7 @@ func (s *Store) Create(ctx context.Context, k Keys, j NewJob) (CreateState, stri
 		FieldJobID, j.ID, FieldType, j.Type, FieldQueue, j.Queue, FieldTenant, j.Tenant, FieldResource, j.Resource,
 		FieldStatus, string(StatusQueued), FieldAttempt, 0, FieldMaxAttempts, j.MaxAttempts, FieldDeliveries, 1,
 		FieldDelivery, delivery, FieldCreatedAt, now, FieldUpdatedAt, now, FieldPayload, string(j.Payload),
-		FieldOpKey, j.OpKey, FieldDedup, j.Dedup, FieldNotBefore, notBefore,
+		FieldOpKey, j.OpKey, FieldDedup, j.Dedup, FieldNotBefore, notBefore, FieldStartBy, startBy,
 	).Result()
 	if err != nil {
 		return "", "", fmt.Errorf("jobstore: create job: %w", err)

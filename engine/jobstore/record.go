@@ -44,12 +44,14 @@ const (
 	FieldProgressNote  = "progress_note"
 	FieldProgressToken = "progress_token"
 	FieldProgressAt    = "progress_at"
+	// FieldStartBy is the job's deadline (unix ms, 0 none): not started by then, it expires.
+	FieldStartBy = "start_by"
 )
 
 // recordFields lists every field above.
 var recordFields = []string{FieldJobID, FieldType, FieldQueue, FieldTenant, FieldResource, FieldStatus,
 	FieldAttempt, FieldMaxAttempts, FieldDeliveries, FieldDelivery, FieldConfirmed, FieldCreatedAt,
-	FieldUpdatedAt, FieldStartedAt, FieldHeartbeatAt, FieldFinishedAt, FieldNotBefore, FieldPayload,
+	FieldUpdatedAt, FieldStartedAt, FieldHeartbeatAt, FieldFinishedAt, FieldNotBefore, FieldStartBy, FieldPayload,
 	FieldOpKey, FieldDedup, FieldWorkerID, FieldLeaseOwner, FieldFencing, FieldLastError, FieldResult,
 	FieldCheckpoint, FieldCheckpointAt, FieldProgress, FieldProgressNote, FieldProgressToken, FieldProgressAt}
 
@@ -66,15 +68,26 @@ const (
 	StatusRevoked    Status = "revoked"
 	// StatusCancelled: cancelled by its tenant or an operator before it ended (Store.Cancel).
 	StatusCancelled Status = "cancelled"
+	// StatusExpired: it waited (queued, scheduled or retrying) past its start_by, or so long that
+	// its record would have outlived the retention; it never runs (scripts/expire.lua, start.lua).
+	StatusExpired Status = "expired"
 )
 
 // Statuses lists every status, for metrics that must exist at zero.
-var Statuses = []Status{StatusQueued, StatusProcessing, StatusRetrying, StatusDone, StatusFailed, StatusRevoked, StatusCancelled}
+var Statuses = []Status{StatusQueued, StatusProcessing, StatusRetrying, StatusDone, StatusFailed, StatusRevoked, StatusCancelled, StatusExpired}
 
 // Terminal reports whether the job has ended (until a replay).
 func (s Status) Terminal() bool {
-	return s == StatusDone || s == StatusFailed || s == StatusRevoked || s == StatusCancelled
+	return s == StatusDone || s == StatusFailed || s == StatusRevoked || s == StatusCancelled || s == StatusExpired
 }
+
+// The reasons a job expires (the expired event's detail starts with one; last_error too).
+const (
+	// ExpiredStartBy: it had not started by its start_by.
+	ExpiredStartBy = "start_by"
+	// ExpiredRetention: it waited so long that its record was about to run out (JOB_RETENTION).
+	ExpiredRetention = "retention"
+)
 
 // Record is a job record, typed. Times are zero when not set.
 type Record struct {
@@ -98,6 +111,8 @@ type Record struct {
 	Progress     int
 	ProgressNote string
 	ProgressAt   time.Time
+	// StartBy is the job's deadline: not started by then, it expires (zero none).
+	StartBy time.Time
 }
 
 // ParseRecord reads a record from its hash's fields (HGETALL).
@@ -111,7 +126,7 @@ func ParseRecord(f map[string]string) Record {
 		OpKey: f[FieldOpKey], Dedup: f[FieldDedup], WorkerID: f[FieldWorkerID], LeaseOwner: f[FieldLeaseOwner],
 		FencingToken: int64(atoi(f[FieldFencing])), LastError: f[FieldLastError], Result: f[FieldResult],
 		CheckpointAt: stamp(f[FieldCheckpointAt]), Progress: atoi(f[FieldProgress]), ProgressNote: f[FieldProgressNote],
-		ProgressAt: stamp(f[FieldProgressAt]),
+		ProgressAt: stamp(f[FieldProgressAt]), StartBy: stamp(f[FieldStartBy]),
 	}
 	if p, ok := f[FieldPayload]; ok {
 		r.Payload = []byte(p)

@@ -45,6 +45,8 @@ const (
 	Unconfirmed StartState = "unconfirmed"
 	// Untaken: a replay's delivery the failed job's record has not taken yet: ask again.
 	Untaken StartState = "untaken"
+	// StartExpired: the job waited past its start_by; the start made it expired: acknowledge.
+	StartExpired StartState = "expired"
 )
 
 // Started is the start script's answer.
@@ -89,7 +91,7 @@ func (s *Store) Start(ctx context.Context, k Keys, a StartArgs) (Started, error)
 	case Stale:
 		st.Current, err = stringAt("start", rest, 0)
 		return st, err
-	case Gone, Applied, Exhausted, Unconfirmed, Untaken:
+	case Gone, Applied, Exhausted, Unconfirmed, Untaken, StartExpired:
 		return st, nil
 	}
 	return Started{}, replyError("start", res)

@@ -49,10 +49,11 @@ var (
 	cancelScript   = script("cancel.lua")
 	listScript     = script("list.lua")
 	timelineScript = script("timeline.lua")
+	expireScript   = script("expire.lua")
 	// allScripts are loaded by the test that checks every script compiles in a real Redis.
 	allScripts = []*redis.Script{createScript, confirmScript, pendingScript, abandonScript, replaceScript,
 		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript, cancelScript, listScript,
-		timelineScript}
+		timelineScript, expireScript}
 )
 
 const defaultTimeline = 100

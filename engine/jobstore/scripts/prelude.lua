@@ -9,6 +9,11 @@
 --   creation first ('{"seq":n,...'): n is the last kept event's plus one (its index in a list
 --   written before positions were, the list's length), so positions survive the cap's trim.
 -- event(t): the JSON of an event table (at, event, delivery, token, attempt, worker, detail).
+-- job_expire(record, timeline, marker, rec, now, reason, why, cap, ttl_ms, worker): end a waiting
+--   job as expired (reason start_by or retention; why becomes last_error): a dedup marker naming
+--   it is released (any policy: the job will not run), record and timeline kept for ttl_ms, event
+--   expired. rec holds the record's job_id, status, delivery and attempt; marker is the record's
+--   key when the job has none.
 local function past_deadline(ms)
   ms = tonumber(ms)
   if ms == 0 then return false end
@@ -39,4 +44,11 @@ local function timeline_push(key, cap, ttl_ms, json)
 end
 local function event(t)
   return cjson.encode(t)
+end
+local function job_expire(record, timeline, marker, rec, now, reason, why, cap, ttl_ms, worker)
+  if marker ~= record and redis.call('GET', marker) == rec.job_id then redis.call('DEL', marker) end
+  redis.call('HSET', record, 'status', 'expired', 'finished_at', now, 'updated_at', now, 'last_error', why)
+  redis.call('PEXPIRE', record, ttl_ms)
+  timeline_push(timeline, cap, ttl_ms, event({at = tonumber(now), event = 'expired', delivery = rec.delivery,
+    attempt = tonumber(rec.attempt or '0'), worker = worker, detail = reason .. ': ' .. why .. ' (was ' .. rec.status .. ')'}))
 end

@@ -1,5 +1,6 @@
 -- replay: a failed job takes the new delivery the caller has already enqueued (delayed, so that it
--- cannot start before this runs): status queued, attempts reset, delivery number n. Run after the
+-- cannot start before this runs): status queued, attempts reset, delivery number n, no start_by
+-- (an operator's replay is the decision to run it now, deadline or not). Run after the
 -- enqueue, so a replay that fails or gives up leaves the job failed, and the new delivery, finding
 -- it failed, is acknowledged without running.
 -- KEYS[1] job record, KEYS[2] job timeline
@@ -18,7 +19,7 @@ local n = tonumber(ARGV[5])
 if tonumber(rec.deliveries or '0') >= n then return {'moved'} end
 local delivery = rec.job_id .. '.d' .. n
 redis.call('HSET', KEYS[1], 'status', 'queued', 'attempt', 0, 'deliveries', n, 'delivery', delivery,
-  'updated_at', ARGV[2], 'last_error', '', 'finished_at', '')
+  'updated_at', ARGV[2], 'last_error', '', 'finished_at', '', 'start_by', 0)
 timeline_push(KEYS[2], ARGV[4], ARGV[3], event({at = tonumber(ARGV[2]), event = 'replayed', delivery = delivery}))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {'ok'}

@@ -9,7 +9,8 @@
 -- cleared: "start" (until_started, replace), "done" (until_done) or ""
 -- returns {"run", token, attempt, payload, checkpoint, created_at}: the handler runs (a retried call by the same
 --         owner returns the same token and attempt);
---         {"gone"} no record; {"terminal", status} (done, failed, revoked, cancelled);
+--         {"gone"} no record; {"terminal", status} (done, failed, revoked, cancelled, expired);
+--         {"expired"}: the job waited past its start_by; it is expired now (nothing run);
 --         {"stale", current delivery}: acknowledge;
 --         {"busy", remaining lease ms}: bounce, nothing spent;
 --         {"applied"}: the operation was applied before, the job is done;
@@ -21,7 +22,7 @@
 --         then the record runs out): nothing written, try again shortly.
 local now = ARGV[4]
 local rec = record_get(KEYS[1], {'status', 'delivery', 'deliveries', 'attempt', 'max_attempts', 'payload', 'checkpoint',
-  'created_at', 'resource', 'not_before', 'job_id', 'confirmed'})
+  'created_at', 'resource', 'not_before', 'job_id', 'confirmed', 'start_by'})
 local function push(name, token, attempt, detail)
   timeline_push(KEYS[4], ARGV[6], ARGV[8], event({at = tonumber(now), event = name, delivery = ARGV[1],
     token = token, attempt = attempt, worker = ARGV[5], detail = detail}))
@@ -46,11 +47,19 @@ if rec.status == 'failed' and (tonumber(string.match(ARGV[1], '%.d(%d+)$')) or 0
   -- A replay's delivery the record has not taken yet (it is enqueued first): ask again shortly.
   return {'untaken'}
 end
-if rec.status == 'done' or rec.status == 'failed' or rec.status == 'revoked' or rec.status == 'cancelled' then
+if rec.status == 'done' or rec.status == 'failed' or rec.status == 'revoked' or rec.status == 'cancelled' or
+  rec.status == 'expired' then
   return {'terminal', rec.status} -- a cancelled job's delivery that could not be deleted ends here
 end
 if rec.delivery ~= ARGV[1] then return {'stale', rec.delivery or ''} end
 if rec.confirmed == '0' then return {'unconfirmed'} end
+-- Deadline: a waiting job past its start_by ends expired instead of starting late (a processing
+-- one started in time: a retried call, or asynq's redelivery of a lost run).
+if (rec.status == 'queued' or rec.status == 'retrying') and tonumber(rec.start_by or '0') > 0 and
+  tonumber(now) > tonumber(rec.start_by) then
+  job_expire(KEYS[1], KEYS[4], KEYS[6], rec, now, 'start_by', 'not started by its start_by', ARGV[6], ARGV[8], ARGV[5])
+  return {'expired'}
+end
 
 local not_before = tonumber(rec.not_before or '0')
 if lease_holder(KEYS[2]) ~= ARGV[2] and not_before > tonumber(now) then
