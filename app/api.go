@@ -38,6 +38,7 @@ const localTenant = "tenant"
 
 func (a *api) routes(f *fiber.App) {
 	guard, limit := a.authenticate, a.limiter.handler()
+	openAPIRoute(f) // no token: the description is public
 	for _, t := range a.tasks {
 		f.Post("/jobs/"+t.Config.Type, guard, limit, a.enqueue(t))
 	}

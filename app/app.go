@@ -147,7 +147,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	if cfg.AdminAddr != "" {
 		a.admin = newFiber(cfg, a.log, hm)
 		adminRoutes(a.admin, pr, reg, nil)
-		a.admin.Use(notFound)
+		a.admin.Use(fallback(a.admin))
 	} else {
 		var guard fiber.Handler
 		if len(cfg.APITokens) > 0 {
@@ -189,7 +189,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 			LogLevel:        asynqLevel(cfg.LogLevel),
 		}))
 	}
-	a.http.Use(notFound)
+	a.http.Use(fallback(a.http)) // 405 for a known path's wrong method, else 404
 
 	a.ln, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

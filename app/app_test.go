@@ -73,8 +73,9 @@ func get(t *testing.T, url string, header ...string) (*http.Response, string) {
 // testClient opens a connection per request and follows no redirects. Without keep-alive no
 // connection the transport dialed ahead (and never used) outlives the app that accepted it: such a
 // connection holds a server goroutine until the app's read timeout, past its shutdown.
+// Its transport checks every exchange against openapi.json (openapi_check_test.go).
 var testClient = &http.Client{
-	Transport:     &http.Transport{DisableKeepAlives: true},
+	Transport:     checkingTransport{next: &http.Transport{DisableKeepAlives: true}},
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 

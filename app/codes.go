@@ -16,6 +16,7 @@ const (
 	CodeOperatorRequired      = "operator_required"
 	CodeCrossOrigin           = "cross_origin"
 	CodeNotFound              = "not_found"
+	CodeMethodNotAllowed      = "method_not_allowed"
 	CodeRequestTimeout        = "request_timeout"
 	CodeIdempotencyInFlight   = "idempotency_key_in_flight"
 	CodeJobNotFailed          = "job_not_failed"
@@ -62,6 +63,7 @@ var ProblemCodes = []ProblemCode{
 	{CodeOperatorRequired, http.StatusForbidden, "the route is for operators and the token is a tenant's", "use a token of OPERATOR_TOKENS"},
 	{CodeCrossOrigin, http.StatusForbidden, "the monitoring UI refused a change sent from another origin's page", "make changes from the UI's own pages"},
 	{CodeNotFound, http.StatusNotFound, "no such job, schedule, read-model entry or route (another tenant's job too)", "do not retry"},
+	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, "the path exists, but not for this method; `Allow` lists its methods", "use a method of `Allow`"},
 	{CodeRequestTimeout, http.StatusRequestTimeout, "the request was not received within the server's read timeout", "send it again, whole"},
 	{CodeIdempotencyInFlight, http.StatusConflict, "a request with this Idempotency-Key is still being processed", "retry later with the same key to get its answer"},
 	{CodeJobNotFailed, http.StatusConflict, "only a failed job can be retried", "do not retry; read the job's status"},
@@ -96,6 +98,7 @@ var codeForStatus = map[int]string{
 	http.StatusUnauthorized:                CodeUnauthorized,
 	http.StatusForbidden:                   CodeForbiddenTenant,
 	http.StatusNotFound:                    CodeNotFound,
+	http.StatusMethodNotAllowed:            CodeMethodNotAllowed,
 	http.StatusRequestTimeout:              CodeRequestTimeout,
 	http.StatusGone:                        CodeJobUnrunnable,
 	http.StatusRequestEntityTooLarge:       CodeBodyTooLarge,

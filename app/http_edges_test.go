@@ -66,9 +66,12 @@ func TestMetricsAfterMixedKeepAliveTraffic(t *testing.T) {
 	for range 2 { // a scrape that works once must keep working
 		s := scrape(t, r)
 		promtoolCheck(t, string(s))
-		// The 404 fallback counts under one fixed route label; a route handler's 404 under its pattern.
-		if got, want := s.value(t, "jobguard_http_requests_total", map[string]string{"route": "unmatched", "code": "404"}), 6*conns*rounds; got != float64(want) {
+		// The 404/405 fallback counts under one fixed route label; a route handler's 404 under its pattern.
+		if got, want := s.value(t, "jobguard_http_requests_total", map[string]string{"route": "unmatched", "code": "404"}), conns*rounds; got != float64(want) {
 			t.Errorf("jobguard_http_requests_total{route=unmatched,code=404} = %v, want %d", got, want)
+		}
+		if got, want := s.value(t, "jobguard_http_requests_total", map[string]string{"route": "unmatched", "code": "405"}), 5*conns*rounds; got != float64(want) {
+			t.Errorf("jobguard_http_requests_total{route=unmatched,code=405} = %v, want %d", got, want)
 		}
 		if got, want := s.value(t, "jobguard_http_requests_total", map[string]string{"route": "/jobs/:id", "code": "404"}), conns*rounds; got != float64(want) {
 			t.Errorf("jobguard_http_requests_total{route=/jobs/:id,code=404} = %v, want %d", got, want)

@@ -55,6 +55,7 @@ func TestEveryErrorKindHasItsCodeAndType(t *testing.T) {
 		{fmt.Errorf("ui: %w", web.ErrCrossOrigin), 403, CodeCrossOrigin},
 		{fmt.Errorf("view: %w", engine.ErrJobNotFound), 404, CodeNotFound},
 		{tasks.NotFound("no stock for sku s"), 404, CodeNotFound},
+		{&HTTPError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed, Detail: "DELETE is not a method of /jobs"}, 405, CodeMethodNotAllowed},
 		{unread(fiber.ErrRequestTimeout), 408, CodeRequestTimeout},
 		{&HTTPError{Status: http.StatusConflict, Code: CodeIdempotencyInFlight, Detail: "in flight"}, 409, CodeIdempotencyInFlight},
 		{fmt.Errorf("replay: %w", engine.ErrNotFailed), 409, CodeJobNotFailed},

@@ -40,7 +40,19 @@ func (k *keepAlive) roundTrip(method, raw string) (*http.Response, string, error
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return resp, string(b), err
+	if err != nil {
+		return resp, string(b), err
+	}
+	// A request that is valid HTTP is checked against openapi.json as testClient's are; one that
+	// is not tests the parser and is exempt.
+	if req, perr := http.ReadRequest(bufio.NewReader(strings.NewReader(raw))); perr == nil {
+		req.URL.Host = k.conn.RemoteAddr().String()
+		reqBody, _ := io.ReadAll(req.Body)
+		if cerr := checkExchange(req, reqBody, resp, b, false); cerr != nil {
+			return resp, string(b), fmt.Errorf("openapi.json: %s %s answered %d %.300s: %w", req.Method, req.URL.RequestURI(), resp.StatusCode, b, cerr)
+		}
+	}
+	return resp, string(b), nil
 }
 
 func rawRequest(method, path, body string, header ...string) string {

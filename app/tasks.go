@@ -18,7 +18,7 @@ import (
 // read-model routes. It names no task type.
 
 // appPaths are the path prefixes the app serves itself; no task route may start with one.
-var appPaths = []string{"/jobs", "/monitoring", "/metrics", "/healthz", "/readyz"}
+var appPaths = []string{"/jobs", "/monitoring", "/metrics", "/healthz", "/readyz", "/schedules", "/openapi.json"}
 
 // taskSettings reads the settings of every task in list, after the app's own variables: an unset
 // or empty variable has its default. A setting that repeats a variable of the app is an error.

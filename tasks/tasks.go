@@ -65,7 +65,7 @@ type Route struct {
 	// Method is http.MethodGet (HEAD follows it): a route reads, it never writes.
 	Method string
 	// Path is Fiber-style; each ":name" segment is a parameter, e.g. "/cache/:tenant/:resource".
-	// Paths under /jobs, /monitoring, /metrics, /healthz and /readyz are the app's.
+	// Paths under /jobs, /monitoring, /metrics, /healthz, /readyz, /schedules and /openapi.json are the app's.
 	Path string
 	// Tenant is the parameter that holds the tenant: with API_TOKENS it must be the token's tenant
 	// (403 otherwise), and with the API open it names the rate limit's budget.
