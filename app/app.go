@@ -261,6 +261,14 @@ func (a *App) Run(ctx context.Context) error {
 		warn := func(err error) { a.log.Warn().Err(err).Msg("rescue pass failed") }
 		go a.worker.rescue(rescueCtx, a.stack.NewRescuer(a.inspector, a.client, a.cfg.RescueInterval), warn)
 	}
+	// Every worker reconciles records with deliveries, like the rescuer; it stops with the rescuer.
+	reconcileDone := make(chan struct{})
+	if a.server != nil {
+		r := a.stack.NewReconciler(a.inspector, a.client, engine.ReconcilerConfig{Interval: a.cfg.ReconcileInterval})
+		go func() { defer close(reconcileDone); r.Run(rescueCtx) }()
+	} else {
+		close(reconcileDone)
+	}
 	httpErr := make(chan error, 2)
 	go func() { httpErr <- a.http.Listener(a.ln) }()
 	if a.admin != nil {
@@ -278,6 +286,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 
 	stopRescue()
+	<-reconcileDone
 	<-schedDone
 	<-relayDone
 	var wg sync.WaitGroup

@@ -95,6 +95,9 @@ type Config struct {
 	// RescueInterval (RESCUE_INTERVAL) is how often each worker looks for jobs of dead workers.
 	// Default 2s.
 	RescueInterval time.Duration
+	// ReconcileInterval (RECONCILE_INTERVAL) is how often each worker compares job records with
+	// asynq's deliveries and repairs drift (engine.Reconciler). Default 15s.
+	ReconcileInterval time.Duration
 	// BodyLimit (BODY_LIMIT) is the largest request body accepted, in bytes. Default 65536.
 	BodyLimit int
 	// DatabaseURL (DATABASE_URL) is an optional PostgreSQL (postgres://...): tasks that keep their
@@ -156,6 +159,7 @@ var Variables = []Variable{
 	{Name: "API_TOKENS", Help: "token1:tenantA,token2:tenantB (tokens of at least 16 characters); empty: the API is open (development only)"},
 	{Name: "BODY_LIMIT", Default: "65536", Help: "largest request body in bytes (1024-16777216); larger is 413"},
 	{Name: "RESCUE_INTERVAL", Default: "2s", Help: "how often each worker looks for jobs of dead workers (100ms-1m)"},
+	{Name: "RECONCILE_INTERVAL", Default: "15s", Help: "how often each worker repairs drift between job records and asynq's deliveries: a lost or archived delivery of a job that has not ended, a delivery whose job is gone (100ms-1h)"},
 	{Name: "REQUEST_TIMEOUT", Default: "5s", Help: "deadline of every HTTP request (500ms-1m); one that reaches it answers 503"},
 	{Name: "DATABASE_URL", Help: "a PostgreSQL (postgres://...) for the tasks that keep their effects in SQL, fenced; empty: Redis only"},
 	{Name: "DATABASE_MIGRATE", Default: "false", Help: "apply pending PostgreSQL schema steps at start-up; false: start-up fails until `jobguard migrate` ran"},
@@ -183,6 +187,7 @@ func Defaults() Config {
 		LogFormat:            LogJSON,
 		BodyLimit:            64 << 10,
 		RescueInterval:       2 * time.Second,
+		ReconcileInterval:    15 * time.Second,
 		RequestTimeout:       5 * time.Second,
 		RateLimit:            100,
 		RateLimitBurst:       200,
@@ -235,6 +240,7 @@ func FromLookupTasks(lookup func(string) (string, bool), list []tasks.Task) (Con
 	p.fn("API_TOKENS", func(v string) (err error) { c.APITokens, err = parseTokens(v); return err })
 	p.integer("BODY_LIMIT", &c.BodyLimit)
 	p.duration("RESCUE_INTERVAL", &c.RescueInterval)
+	p.duration("RECONCILE_INTERVAL", &c.ReconcileInterval)
 	p.duration("REQUEST_TIMEOUT", &c.RequestTimeout)
 	p.str("DATABASE_URL", &c.DatabaseURL)
 	p.fn("DATABASE_MIGRATE", func(v string) (err error) { c.DatabaseMigrate, err = strconv.ParseBool(v); return err })
@@ -330,6 +336,9 @@ func (c Config) Validate() error {
 	}
 	if c.RescueInterval < 100*time.Millisecond || c.RescueInterval > time.Minute {
 		return bad("RESCUE_INTERVAL", "%s is not between 100ms and 1m", c.RescueInterval)
+	}
+	if c.ReconcileInterval < 100*time.Millisecond || c.ReconcileInterval > time.Hour {
+		return bad("RECONCILE_INTERVAL", "%s is not between 100ms and 1h", c.ReconcileInterval)
 	}
 	if c.BodyLimit < 1024 || c.BodyLimit > 16<<20 {
 		return bad("BODY_LIMIT", "%d is not between 1024 and 16777216", c.BodyLimit)
