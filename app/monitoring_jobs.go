@@ -73,7 +73,7 @@ func (m monitoringJobs) List(ctx context.Context, q web.JobQuery) (web.JobPage, 
 	}
 	out := web.JobPage{Next: p.Next}
 	for _, l := range p.Jobs {
-		out.Jobs = append(out.Jobs, web.JobRow{ID: l.JobID, Type: l.Type, Queue: l.Queue, Status: string(l.Status),
+		out.Jobs = append(out.Jobs, web.JobRow{ID: l.JobID, Tenant: l.Tenant, Type: l.Type, Queue: l.Queue, Status: string(l.Status),
 			Attempt: l.Attempt, CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt})
 	}
 	return out, nil

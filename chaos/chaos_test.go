@@ -67,6 +67,8 @@ type run struct {
 	// accepted orders: "tenant/order" -> sku and quantity
 	orders   sync.Map
 	accepted sync.Map // job ids the API accepted
+
+	cancels cancels // what the run cancelled and the answers
 }
 
 type order struct {
@@ -274,7 +276,7 @@ func (r *run) recovery(held map[string]string, since time.Time) {
 				s, _ := recs[id][0].(string)
 				d, _ := recs[id][1].(string)
 				switch {
-				case s == "done" || s == "failed" || s == "revoked":
+				case isEnded(s):
 					ended++
 				case d != "" && d != delivery:
 					redelivered++
@@ -296,17 +298,28 @@ func (r *run) recovery(held map[string]string, since time.Time) {
 	}()
 }
 
+// isEnded reports whether a job status is an end: done, failed, revoked, cancelled or expired.
+func isEnded(status string) bool {
+	switch status {
+	case "done", "failed", "revoked", "cancelled", "expired":
+		return true
+	}
+	return false
+}
+
 func (r *run) kill() {
 	w, held := r.busyWorker(true)
 	_ = w.cmd.Process.Signal(syscall.SIGKILL)
 	r.recovery(held, time.Now())
+	r.cancelHeld(held) // cancels racing the rescue
 	r.kills.Add(1)
 	r.startWorker()
 }
 
 func (r *run) pause() {
-	w, _ := r.busyWorker(false)
+	w, held := r.busyWorker(false)
 	_ = w.cmd.Process.Signal(syscall.SIGSTOP)
+	r.cancelHeld(held) // their handlers are paused: nothing they write after the 200 may land
 	time.Sleep(2*leaseTTL + time.Second)
 	_ = w.cmd.Process.Signal(syscall.SIGCONT)
 	r.pauses.Add(1)
@@ -348,7 +361,12 @@ var hotResources = []string{"home", "catalog", "search"}
 
 func (r *run) rebuildBurst() {
 	for _, res := range hotResources {
-		go r.submit("/jobs/rebuild-cache", fmt.Sprintf(`{"tenant_id":"t1","resource_id":%q}`, res), "")
+		go func() {
+			// A quarter of the rebuilds may be cancelled while they run.
+			if id, code := r.submit("/jobs/rebuild-cache", fmt.Sprintf(`{"tenant_id":"t1","resource_id":%q}`, res), ""); code < 300 && rand.IntN(4) == 0 {
+				r.cancellable(id, cancelTarget{rebuild: res})
+			}
+		}()
 	}
 }
 
@@ -362,13 +380,15 @@ func (r *run) watchCache(stop <-chan struct{}, resources []string) {
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
+		unwritten := r.cancels.unwrittenNow() // cancelled rebuilds answered before this poll
 		for _, res := range resources {
 			resp, err := client.Get("http://" + r.api.addr + "/cache/t1/" + res)
 			if err != nil {
 				continue
 			}
 			var e struct {
-				FencingToken int64 `json:"fencing_token"`
+				FencingToken int64  `json:"fencing_token"`
+				JobID        string `json:"job_id"`
 			}
 			derr := json.NewDecoder(resp.Body).Decode(&e)
 			resp.Body.Close()
@@ -378,6 +398,7 @@ func (r *run) watchCache(stop <-chan struct{}, resources []string) {
 			if e.FencingToken < last[res] {
 				r.tokenWentBack.Add(1)
 			}
+			r.cancels.sawCache(e.JobID, unwritten)
 			last[res] = max(last[res], e.FencingToken)
 		}
 	}
@@ -429,6 +450,7 @@ func TestChaos(t *testing.T) {
 	}))
 	defer up.Close()
 	r := &run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), proxy: px, up: up, env: []string{scheduleEnv}}
+	r.cancels.init()
 	r.api = r.start("api", srv.Addr)
 	for i := 0; i < 3; i++ {
 		r.startWorker()
@@ -465,6 +487,8 @@ func TestChaos(t *testing.T) {
 	stopWatch := make(chan struct{})
 	hot := hotResources
 	go r.watchCache(stopWatch, hot)
+	cancelsDone := make(chan struct{})
+	go func() { defer close(cancelsDone); r.cancelRunning(stopWatch, int(duration/time.Second)) }()
 
 	// Workload: orders (a third submitted more than once) and bursts of rebuilds.
 	nOrders := int(duration / (100 * time.Millisecond))
@@ -488,8 +512,18 @@ func TestChaos(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if _, code := r.submit("/jobs/reserve-stock", body, key); code >= 200 && code < 300 {
+			jobID, code := r.submit("/jobs/reserve-stock", body, key)
+			if code >= 200 && code < 300 {
 				r.orders.Store(o.tenant+"/"+id, o)
+				// Orders submitted once only may be cancelled: a tenth of all at once (mostly
+				// queued), others while they run (cancelRunning).
+				if i%3 != 0 && i%4 != 1 {
+					r.cancellable(jobID, cancelTarget{order: o.tenant + "/" + id, tenant: o.tenant, sku: o.sku, orderID: id})
+					if i%5 == 2 {
+						time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+						r.cancel(jobID)
+					}
+				}
 			}
 			r.submissions.Add(1)
 			for d := 0; d < dups; d++ {
@@ -551,7 +585,7 @@ func TestChaos(t *testing.T) {
 	for {
 		open := 0
 		for _, f := range r.jobRecords("status") {
-			if s, _ := f[0].(string); s != "done" && s != "failed" && s != "revoked" {
+			if s, _ := f[0].(string); !isEnded(s) {
 				open++
 			}
 		}
@@ -559,12 +593,13 @@ func TestChaos(t *testing.T) {
 			break
 		}
 		if time.Now().After(quiet) {
-			t.Errorf("invariant: %d jobs still not done or failed 3 minutes after the workload", open)
+			t.Errorf("invariant: %d jobs still not ended 3 minutes after the workload", open)
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	close(stopWatch)
+	<-cancelsDone
 	sf := r.checkSchedule(tickStart, pausedAt)
 	r.check(append(hot, tickResource), sf, time.Since(wall))
 }
@@ -614,7 +649,7 @@ func (r *run) check(hot []string, sf scheduleFigures, wall time.Duration) {
 	}
 	// Every accepted job exists and ended; none stuck.
 	recs := r.jobRecords("status", "type", "resource", "fencing_token")
-	lost, failed, jobs := 0, 0, 0
+	lost, failed, jobs, cancelledN, expired := 0, 0, 0, 0, 0
 	r.accepted.Range(func(k, _ any) bool {
 		jobs++
 		f, ok := recs[k.(string)]
@@ -626,25 +661,44 @@ func (r *run) check(hot []string, sf scheduleFigures, wall time.Duration) {
 		case "done":
 		case "failed":
 			failed++
+		case "cancelled":
+			cancelledN++
+			r.cancels.mu.Lock()
+			if t := r.cancels.targets[k.(string)]; t == nil || !t.cancelled {
+				t := r.t
+				t.Errorf("invariant: job %s is cancelled, and the run did not cancel it", k)
+			}
+			r.cancels.mu.Unlock()
+		case "expired":
+			expired++
 		default:
 			lost++
 		}
 		return true
 	})
+	cf := r.checkCancels(recs)
 	if lost > 0 {
 		t.Errorf("invariant: %d accepted jobs lost or stuck", lost)
 	}
-	// Each cache entry holds the highest-token completed rebuild, and its token never went back.
+	// Each cache entry holds the highest-token completed rebuild, or that of a rebuild cancelled
+	// after it wrote (a higher token than every completed one's), and its token never went back.
 	for _, res := range hot {
 		var best int64
+		cancelledTokens := map[int64]bool{}
 		for _, f := range recs {
-			if f[0] == "done" && f[1] == "rebuild-cache" && f[2] == "t1:"+res {
-				tok, _ := strconv.ParseInt(f[3].(string), 10, 64)
-				best = max(best, tok)
+			if f[1] == "rebuild-cache" && f[2] == "t1:"+res {
+				ts, _ := f[3].(string) // none for a job cancelled before it ran
+				tok, _ := strconv.ParseInt(ts, 10, 64)
+				switch f[0] {
+				case "done":
+					best = max(best, tok)
+				case "cancelled":
+					cancelledTokens[tok] = true
+				}
 			}
 		}
 		tok, _ := r.rdb.HGet(ctx, locksKey("t1:"+res, "cache"), "token").Int64()
-		if best > 0 && tok != best {
+		if best > 0 && tok != best && !(tok > best && cancelledTokens[tok]) {
 			t.Errorf("invariant: cache t1/%s holds token %d, the highest completed rebuild has %d", res, tok, best)
 		}
 	}
@@ -683,7 +737,12 @@ chaos figures (%s)
 | orders accepted | %d |
 | duplicate submissions | %d of %d |
 | conflicting resubmissions (same order id, other sku or quantity): refused 409 / accepted | %d of %d / %d |
-| jobs failed (dead letter) | %d |
+| jobs failed (dead letter) / cancelled / expired | %d / %d / %d |
+| cancels answered 200 (by the status the job had) | %d (%s) |
+| cancels answered 409 (the job had ended) / other answers | %d / %d |
+| cancelled orders: applied before the 200 / not applied / applied after the 200 | %d / %d / %d |
+| jobs cancelled with a 200 that ended otherwise | %d |
+| cancelled rebuilds / their cache write seen landing after the 200 | %d / %d |
 | worker kills (kill -9) | %d |
 | worker pauses (SIGSTOP past the lease) | %d |
 | worker SIGTERMs | %d |
@@ -702,7 +761,9 @@ chaos figures (%s)
 | after a kill: its jobs ended, p50 / max | %s / %s (%d measured) |
 | wall time | %s |
 `, os.Getenv("CHAOS"), jobs, countOrders(&r.orders), r.duplicates.Load(), r.submissions.Load(),
-		r.conflictsRefused.Load(), r.conflicts.Load(), r.conflictsAccepted.Load(), failed,
+		r.conflictsRefused.Load(), r.conflicts.Load(), r.conflictsAccepted.Load(), failed, cancelledN, expired,
+		cf.answered200, cf.was, cf.ended409, cf.other, cf.appliedBefore, cf.notApplied, cf.appliedAfter, cf.notCancelled,
+		cf.rebuildsCancelled, cf.lateCacheWrites,
 		r.kills.Load(), r.pauses.Load(), r.sigterms.Load(), r.restarts.Load(), r.netFaults.Load(),
 		r.leaderKills.Load(), r.leaderPauses.Load(), r.leaderCuts.Load(), r.stalls.Load(), sf, sf.tail.Round(100*time.Millisecond),
 		stale, rescued, lost+lostOrders, doubles, persistent, resumedP50, resumedMax, nResumed, finishedP50, finishedMax, nFinished,
@@ -714,6 +775,7 @@ chaos figures (%s)
 		t.Errorf("invariant: %d conflicting resubmissions of an accepted order were accepted", n)
 	}
 	r.scheduleInvariants(sf)
+	r.cancelInvariants(cf)
 }
 
 // percentiles gives the p50 and max of ds, rounded, and how many there are.

@@ -20,7 +20,11 @@ import (
 //	POST {state}_tasks/{id}:archive, POST {state}_tasks:batch_archive, POST {state}_tasks:archive_all
 //	    for state pending, scheduled and retry: the job is cancelled, its delivery removed;
 //	POST archived_tasks/{id}:run, POST archived_tasks:batch_run, POST archived_tasks:run_all
-//	    the job is replayed (the rules of POST /jobs/{id}/retry), its dead letter removed.
+//	    the job is replayed (the rules of POST /jobs/{id}/retry), its dead letter removed;
+//	POST active_tasks/{id}:cancel, POST active_tasks:batch_cancel, POST active_tasks:cancel_all
+//	    the running job is cancelled (asynq's own cancel would only interrupt the run, which the
+//	    engine then retries): its fence is raised and its handler's context ends with
+//	    engine.ErrCancelled at the keeper's next renewal.
 //
 // all under {root}/api/queues/{qname}/. A task that is not a jobguard delivery, or a delivery that
 // is not its job's current one (a leftover the engine refuses at its start anyway), gets asynq's
@@ -65,6 +69,8 @@ func parseAction(method, rest string) (taskAction, bool) {
 			a.verb, seg = "archive", strings.TrimSuffix(seg, ":archive")
 		case method == fiber.MethodPost && strings.HasSuffix(seg, ":run"):
 			a.verb, seg = "run", strings.TrimSuffix(seg, ":run")
+		case method == fiber.MethodPost && strings.HasSuffix(seg, ":cancel"):
+			a.verb, seg = "cancel", strings.TrimSuffix(seg, ":cancel")
 		default:
 			return taskAction{}, false
 		}
@@ -79,11 +85,11 @@ func parseAction(method, rest string) (taskAction, bool) {
 		}
 		a.state = state
 		switch {
-		case method == fiber.MethodPost && (op == "batch_delete" || op == "batch_archive" || op == "batch_run"):
+		case method == fiber.MethodPost && (op == "batch_delete" || op == "batch_archive" || op == "batch_run" || op == "batch_cancel"):
 			a.scope, a.verb = "batch", strings.TrimPrefix(op, "batch_")
 		case method == fiber.MethodDelete && op == "delete_all":
 			a.scope, a.verb = "all", "delete"
-		case method == fiber.MethodPost && (op == "archive_all" || op == "run_all"):
+		case method == fiber.MethodPost && (op == "archive_all" || op == "run_all" || op == "cancel_all"):
 			a.scope, a.verb = "all", strings.TrimSuffix(op, "_all")
 		default:
 			return taskAction{}, false
@@ -92,7 +98,7 @@ func parseAction(method, rest string) (taskAction, bool) {
 	switch {
 	case cancelStates[a.state] && (a.verb == "delete" || a.verb == "archive"):
 		return a, true
-	case a.state == "archived" && a.verb == "run":
+	case a.state == "archived" && a.verb == "run", a.state == "active" && a.verb == "cancel":
 		return a, true
 	}
 	return taskAction{}, false
@@ -196,6 +202,10 @@ type (
 		PendingIDs []string `json:"pending_ids"`
 		ErrorIDs   []string `json:"error_ids"`
 	}
+	batchCancelled struct {
+		CanceledIDs []string `json:"canceled_ids"`
+		ErrorIDs    []string `json:"error_ids"`
+	}
 	allDeleted struct {
 		Deleted int `json:"deleted"`
 	}
@@ -241,6 +251,8 @@ func (a *actions) do(ctx context.Context, act taskAction, ids []string) (any, er
 			return allDeleted{n}, nil
 		case "archive":
 			return allArchived{n}, nil
+		case "cancel":
+			return nil, nil // asynqmon's cancel_all answers 204
 		}
 		return allRun{n}, nil
 	}
@@ -261,6 +273,8 @@ func (a *actions) do(ctx context.Context, act taskAction, ids []string) (any, er
 		return batchDeleted{DeletedIDs: ok, FailedIDs: failed}, nil
 	case "archive":
 		return batchArchived{ArchivedIDs: ok, ErrorIDs: failed}, nil
+	case "cancel":
+		return batchCancelled{CanceledIDs: ok, ErrorIDs: failed}, nil
 	}
 	return batchRun{PendingIDs: ok, ErrorIDs: failed}, nil
 }
@@ -273,7 +287,7 @@ const listPage = 500
 func (a *actions) listAll(act taskAction) ([]*asynq.TaskInfo, error) {
 	list := map[string]func(string, ...asynq.ListOption) ([]*asynq.TaskInfo, error){
 		"pending": a.insp.ListPendingTasks, "scheduled": a.insp.ListScheduledTasks,
-		"retry": a.insp.ListRetryTasks, "archived": a.insp.ListArchivedTasks,
+		"retry": a.insp.ListRetryTasks, "archived": a.insp.ListArchivedTasks, "active": a.insp.ListActiveTasks,
 	}[act.state]
 	var all []*asynq.TaskInfo
 	for page := 1; ; page++ {
@@ -307,15 +321,24 @@ func (a *actions) one(ctx context.Context, act taskAction, info *asynq.TaskInfo)
 	if err != nil {
 		return true, err
 	}
+	if act.verb == "cancel" && j != nil && (j.Ended || j.Delivery != info.ID) {
+		// A run of a job that has ended (or moved on) is refused its writes by the fence and
+		// ends by itself; asynq's cancel would end it as a failure and archive the delivery.
+		return true, nil
+	}
 	if j == nil || j.Ended || j.Delivery != info.ID {
 		return false, nil // a leftover: the engine refuses it at its start anyway
 	}
-	why := "its delivery was deleted in the monitoring UI"
-	if act.verb == "archive" {
-		why = "its delivery was archived in the monitoring UI"
-	}
+	why := map[string]string{
+		"delete":  "its delivery was deleted in the monitoring UI",
+		"archive": "its delivery was archived in the monitoring UI",
+		"cancel":  "its running delivery was cancelled in the monitoring UI",
+	}[act.verb]
 	if err := a.jobs.Cancel(ctx, jobID, "monitoring UI", why); err != nil {
 		return true, err
+	}
+	if act.verb == "cancel" {
+		return true, nil // the run ends when its handler returns; asynq then drops the delivery
 	}
 	// A cancelled job is not a dead letter: its delivery goes, whichever the verb.
 	return true, a.forget(act.queue, info.ID)
@@ -328,6 +351,8 @@ func (a *actions) asynqAction(act taskAction, id string) error {
 		return a.insp.RunTask(act.queue, id)
 	case "archive":
 		return a.insp.ArchiveTask(act.queue, id)
+	case "cancel":
+		return a.insp.CancelProcessing(id)
 	}
 	return a.insp.DeleteTask(act.queue, id)
 }

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/jobguard/jobguard/app"
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/internal/testsupport"
 )
 
@@ -254,5 +257,87 @@ func TestUIReadOnlyRefusesJobActions(t *testing.T) {
 	code, page := b.do(t, http.MethodGet, "/monitoring/jobs/"+id, "")
 	if code != http.StatusOK || strings.Contains(page, `id="cancel"`) || !strings.Contains(page, "Read-only") {
 		t.Fatalf("job page in read-only mode: %d, cancel button shown %v", code, strings.Contains(page, `id="cancel"`))
+	}
+}
+
+// Pending deliveries (no worker): batch_archive and delete_all cancel their jobs and remove the
+// deliveries; a plain pending task is deleted as asynq deletes it.
+func TestUIPendingDeliveries(t *testing.T) {
+	t.Parallel()
+	b := startAppAs(t, app.RoleAPI, nil)
+	j1, _ := b.submit(t, "t1", "p-1", 0)
+	j2, _ := b.submit(t, "t1", "p-2", 0)
+	j3, _ := b.submit(t, "t1", "p-3", 0)
+	d1 := b.job(t, j1).delivery()
+	if st := b.taskState(t, "default", d1); st != "pending" {
+		t.Fatalf("delivery %s is %s, want pending", d1, st)
+	}
+	if _, err := b.plain.Enqueue(asynq.NewTask("plain", nil), asynq.TaskID("plain-p"), asynq.Queue("default")); err != nil {
+		t.Fatal(err)
+	}
+	code, out := b.do(t, http.MethodPost, ui+"default/pending_tasks:batch_archive", `{"task_ids":["`+d1+`"]}`)
+	if code != http.StatusOK || strings.TrimSpace(out) != `{"archived_ids":["`+d1+`"],"error_ids":[]}` {
+		t.Fatalf("batch_archive: %d %s", code, out)
+	}
+	if st, ds := b.job(t, j1).Status, b.taskState(t, "default", d1); st != "cancelled" || ds != "gone" {
+		t.Fatalf("after batch_archive: job %s, delivery %s", st, ds)
+	}
+	code, out = b.do(t, http.MethodDelete, ui+"default/pending_tasks:delete_all", "")
+	if code != http.StatusOK || strings.TrimSpace(out) != `{"deleted":3}` {
+		t.Fatalf("delete_all: %d %s", code, out)
+	}
+	for _, id := range []string{j2, j3} {
+		if v := b.job(t, id); v.Status != "cancelled" || b.taskState(t, "default", v.delivery()) != "gone" {
+			t.Fatalf("job %s after delete_all: %s", id, v.Status)
+		}
+	}
+	if st := b.taskState(t, "default", "plain-p"); st != "gone" {
+		t.Fatalf("plain task after delete_all: %s", st)
+	}
+}
+
+// Cancel in the UI of a running delivery cancels its job (asynq's own cancel would only interrupt
+// the run, which the engine retries): the record says cancelled at once and the handler's context
+// ends with engine.ErrCancelled; cancel_all does it for every running job of the queue.
+func TestUICancelOfARunningDeliveryCancelsTheJob(t *testing.T) {
+	t.Parallel()
+	b := startApp(t, map[string]string{"LEASE_TTL": "3s"})
+	running := func(id string) string {
+		t.Helper()
+		v := b.waitStatus(t, id, "processing")
+		testsupport.Eventually(t, 10*time.Second, "asynq has the delivery active", func() bool {
+			return b.taskState(t, "default", v.delivery()) == "active"
+		})
+		return v.delivery()
+	}
+	j1, _ := b.submit(t, "t1", "block-1", 0)
+	d1 := running(j1)
+	if code, out := b.do(t, http.MethodPost, ui+"default/active_tasks/"+d1+":cancel", ""); code != http.StatusNoContent {
+		t.Fatalf("UI cancel: %d %s", code, out)
+	}
+	if st := b.job(t, j1).Status; st != "cancelled" {
+		t.Fatalf("after the UI cancel: %s", st)
+	}
+	j2, _ := b.submit(t, "t1", "block-2", 0)
+	j3, _ := b.submit(t, "t1", "block-3", 0)
+	d2, d3 := running(j2), running(j3)
+	if code, out := b.do(t, http.MethodPost, ui+"default/active_tasks:cancel_all", ""); code != http.StatusNoContent {
+		t.Fatalf("UI cancel_all: %d %s", code, out)
+	}
+	for i, id := range []string{j1, j2, j3} {
+		if st := b.job(t, id).Status; st != "cancelled" {
+			t.Fatalf("job %s: %s", id, st)
+		}
+		testsupport.Eventually(t, 15*time.Second, "the handler of "+id+" sees ErrCancelled", func() bool {
+			return errors.Is(b.probe.cause(id), engine.ErrCancelled)
+		})
+		// The run is acknowledged, not failed: no dead letter of a cancelled job.
+		d := []string{d1, d2, d3}[i]
+		testsupport.Eventually(t, 10*time.Second, "asynq drops the delivery "+d, func() bool {
+			return b.taskState(t, "default", d) == "gone"
+		})
+		if n := b.probe.ran(id); n != 1 || b.job(t, id).Status != "cancelled" {
+			t.Fatalf("job %s ran %d times, is %s", id, n, b.job(t, id).Status)
+		}
 	}
 }

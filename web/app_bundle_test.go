@@ -28,11 +28,19 @@ import (
 
 const probeType = "ui-probe"
 
-// probe is the probe task type's state: runs per job id, and whether its handler fails for good.
+// probe is the probe task type's state: runs per job id, whether its handler fails for good, and
+// the cause that ended each run of a job named block-* (which runs until its context ends).
 type probe struct {
 	mu      sync.Mutex
 	runs    map[string]int
+	causes  map[string]error
 	failing atomic.Bool
+}
+
+func (p *probe) cause(id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.causes[id]
 }
 
 func (p *probe) ran(id string) int {
@@ -71,6 +79,15 @@ func (p *probe) task() tasks.Task {
 				p.mu.Lock()
 				p.runs[j.ID]++
 				p.mu.Unlock()
+				var r probeRequest
+				_ = json.Unmarshal(j.Payload, &r)
+				if strings.HasPrefix(r.Name, "block") {
+					<-ctx.Done()
+					p.mu.Lock()
+					p.causes[j.ID] = context.Cause(ctx)
+					p.mu.Unlock()
+					return context.Cause(ctx)
+				}
 				if p.failing.Load() {
 					return engine.Permanent(errors.New("probe told to fail"))
 				}
@@ -91,17 +108,23 @@ type bundle struct {
 // startApp runs the app (role all: API, UI and a worker) on its own Redis database until the test ends.
 func startApp(t *testing.T, env map[string]string) *bundle {
 	t.Helper()
+	return startAppAs(t, app.RoleAll, env)
+}
+
+// startAppAs is startApp in another role (app.RoleAPI: no worker, deliveries stay pending).
+func startAppAs(t *testing.T, role app.Role, env map[string]string) *bundle {
+	t.Helper()
 	db := redistest.NewDB(t)
 	full := map[string]string{"REDIS_URL": db.URL(), "HTTP_ADDR": "127.0.0.1:0", "SHUTDOWN_TIMEOUT": "2s", "LOG_LEVEL": "warn"}
 	for k, v := range env {
 		full[k] = v
 	}
-	p := &probe{runs: map[string]int{}}
+	p := &probe{runs: map[string]int{}, causes: map[string]error{}}
 	cfg, err := app.FromLookupTasks(func(k string) (string, bool) { v, ok := full[k]; return v, ok }, []tasks.Task{p.task()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.New(context.Background(), cfg, app.RoleAll, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	a, err := app.New(context.Background(), cfg, role, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
 	if err != nil {
 		t.Fatal(err)
 	}

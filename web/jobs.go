@@ -14,7 +14,7 @@ type Jobs interface {
 	JobOf(headers map[string]string) string
 	// Job reads a job's view; nil (and no error) when it has no record.
 	Job(ctx context.Context, id string) (*Job, error)
-	// List reads one page of a tenant's jobs, newest first.
+	// List reads one page of a tenant's jobs (or every tenant's), newest first.
 	List(ctx context.Context, q JobQuery) (JobPage, error)
 	// Cancel cancels a job that has not ended (its error maps to a status in the app's error
 	// handler: no such job 404, ended 409). by and why go on the timeline.
@@ -61,7 +61,8 @@ type Event struct {
 	Attempt                 int
 }
 
-// JobQuery asks for a page of a tenant's jobs; Status and Type filter ("" all).
+// JobQuery asks for a page of a tenant's jobs (Tenant "": every tenant's); Status and Type filter
+// ("" all).
 type JobQuery struct {
 	Tenant, Status, Type, Cursor string
 	Limit                        int
@@ -75,9 +76,9 @@ type JobPage struct {
 
 // JobRow is one job of a list.
 type JobRow struct {
-	ID, Type, Queue, Status string
-	Attempt                 int
-	CreatedAt, UpdatedAt    time.Time
+	ID, Tenant, Type, Queue, Status string
+	Attempt                         int
+	CreatedAt, UpdatedAt            time.Time
 }
 
 // Schedules is the scheduler's overview.

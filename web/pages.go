@@ -107,7 +107,8 @@ func (p *pages) change(c *fiber.Ctx, id, op string) error {
 	return c.Redirect(p.root+"/jobs/"+url.PathEscape(id), fiber.StatusSeeOther)
 }
 
-// list is {root}/jobs: ?id= goes to that job's page; ?tenant= lists that tenant's jobs.
+// list is {root}/jobs: ?id= goes to that job's page; otherwise a page of the jobs of ?tenant= (of
+// every tenant without it), filtered by ?status= and ?type=.
 func (p *pages) list(ctx context.Context, c *fiber.Ctx) error {
 	if id := strings.TrimSpace(c.Query("id")); id != "" {
 		return c.Redirect(p.root+"/jobs/"+url.PathEscape(id), fiber.StatusSeeOther)
@@ -117,23 +118,19 @@ func (p *pages) list(ctx context.Context, c *fiber.Ctx) error {
 	if n, err := strconv.Atoi(c.Query("limit")); err == nil && n > 0 {
 		q.Limit = min(n, maxPageRows)
 	}
-	data := map[string]any{"Root": p.root, "Query": q}
-	if q.Tenant != "" {
-		page, err := p.jobs.List(ctx, q)
-		if err != nil {
-			return err
-		}
-		data["Page"] = page
-		if page.Next != "" {
-			next := url.Values{"tenant": {q.Tenant}, "cursor": {page.Next}, "limit": {strconv.Itoa(q.Limit)}}
-			if q.Status != "" {
-				next.Set("status", q.Status)
+	page, err := p.jobs.List(ctx, q)
+	if err != nil {
+		return err
+	}
+	data := map[string]any{"Root": p.root, "Query": q, "Page": page}
+	if page.Next != "" {
+		next := url.Values{"cursor": {page.Next}, "limit": {strconv.Itoa(q.Limit)}}
+		for k, v := range map[string]string{"tenant": q.Tenant, "status": q.Status, "type": q.Type} {
+			if v != "" {
+				next.Set(k, v)
 			}
-			if q.Type != "" {
-				next.Set("type", q.Type)
-			}
-			data["Next"] = p.root + "/jobs?" + next.Encode()
 		}
+		data["Next"] = p.root + "/jobs?" + next.Encode()
 	}
 	return render(c, fiber.StatusOK, "jobs.html", data)
 }

@@ -118,6 +118,16 @@ func TestJobsPage(t *testing.T) {
 	if _, page = b.do(t, http.MethodGet, "/monitoring/jobs?tenant=t1&status=done", ""); !strings.Contains(page, "no jobs on this page") {
 		t.Fatal("status filter: done jobs listed")
 	}
+	// Without a tenant: every tenant's jobs, newest first.
+	other, _ := b.submit(t, "t2", "l-other", time.Hour)
+	_, page = b.do(t, http.MethodGet, "/monitoring/jobs", "")
+	listed = regexp.MustCompile(`<a href="/monitoring/jobs/([^"]+)">`).FindAllStringSubmatch(page, -1)
+	if len(listed) != 4 || listed[0][1] != other || !strings.Contains(page, "<td>t2</td>") {
+		t.Fatalf("every tenant's jobs: listed %v", listed)
+	}
+	if _, page = b.do(t, http.MethodGet, "/monitoring/jobs?tenant=t1", ""); strings.Contains(page, other) {
+		t.Fatal("t1's list shows t2's job")
+	}
 
 	code, page = b.do(t, http.MethodGet, "/monitoring/jobs/"+ids[0], "")
 	d := b.job(t, ids[0]).delivery()

@@ -1,0 +1,92 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/redistest"
+)
+
+// knownLateCacheWrite: a cancel's 200 does not stop a running rebuild's cache write (see
+// TestCancelledRebuildWritesNothing). While true, TestChaos prints those writes without failing.
+const knownLateCacheWrite = true
+
+// TestCancelledRebuildWritesNothing: a rebuild is cancelled while its handler waits for the source;
+// the source then answers at once. Nothing the handler writes after the cancel's 200 may land, so
+// the cache entry must never hold the cancelled job's value.
+//
+// It fails today: the cancel raises the fence recorded in the job record (the run's finish and
+// effects are refused) and deletes the lease, but the handler's cache write is a
+// locking.FencedScript on the cache entry's own fence record, which the cancel does not raise; the
+// handler learns of the cancel only at the keeper's next renewal (up to a third of LEASE_TTL), and
+// its write, sent before, lands (README, "Cancel", names it a limit; issue 14 asks that nothing the
+// handler writes after the 200 lands). CHAOS=short JOBGUARD_KNOWN_DEFECTS=1 runs it (about 30 s).
+func TestCancelledRebuildWritesNothing(t *testing.T) {
+	if os.Getenv("CHAOS") == "" {
+		t.Skip("set CHAOS=short (it builds and runs the binary)")
+	}
+	if knownLateCacheWrite && os.Getenv("JOBGUARD_KNOWN_DEFECTS") == "" {
+		t.Skip("known defect: a cancelled rebuild's cache write lands after the cancel's 200; JOBGUARD_KNOWN_DEFECTS=1 runs it")
+	}
+	bin := filepath.Join(t.TempDir(), "jobguard")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/jobguard").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	srv := redistest.Start(t)
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var calls atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if calls.Add(1) == 1 {
+			asked <- struct{}{}
+			<-release
+		}
+		fmt.Fprint(w, "fresh")
+	}))
+	defer up.Close()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	r := &run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), up: up}
+	r.cancels.init()
+	r.api = r.start("api", srv.Addr)
+	r.start("worker", srv.Addr)
+
+	id, code := r.submit("/jobs/rebuild-cache", `{"tenant_id":"t1","resource_id":"cancelled"}`, "")
+	if code != http.StatusAccepted && code != http.StatusOK {
+		t.Fatalf("submit: %d", code)
+	}
+	select {
+	case <-asked: // the handler runs and waits for the source
+	case <-time.After(30 * time.Second):
+		t.Fatal("the rebuild did not ask its source within 30 s")
+	}
+	r.cancellable(id, cancelTarget{rebuild: "cancelled"})
+	r.cancel(id)
+	close(release) // the source answers; the handler writes at once
+	if f := r.checkCancels(r.jobRecords("status")); f.answered200 != 1 || f.was != "processing 1" {
+		t.Fatalf("cancel: %d answered 200 (%s), want the running job's", f.answered200, f.was)
+	}
+	// The cache entry must stay unbuilt: poll it for longer than the handler can take.
+	deadline := time.Now().Add(3*leaseTTL + 2*time.Second)
+	for time.Now().Before(deadline) {
+		if got := r.cacheJob("cancelled"); got == id {
+			b, _ := json.Marshal(r.rdb.HGetAll(t.Context(), "jobguard:{"+engine.ResourceTag("t1:cancelled")+"}:cache").Val())
+			t.Fatalf("the cancelled rebuild %s wrote the cache after its cancel was answered 200: %s", id, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
