@@ -165,6 +165,7 @@ var Variables = []Variable{
 	{Name: "DATABASE_MIGRATE", Default: "false", Help: "apply pending PostgreSQL schema steps at start-up; false: start-up fails until `jobguard migrate` ran"},
 	{Name: "RATE_LIMIT", Default: "100", Help: "API requests per second each tenant may send on average, across all API processes (0 turns it off)"},
 	{Name: "RATE_LIMIT_BURST", Default: "200", Help: "requests an idle tenant may send at once (1-1000000)"},
+	{Name: "TASK_LIMITS", Help: "limits per key of task types, over their code's: type=concurrency:N,rate:R/1s,burst:B;type2=... (the key each counts by is the task's: the tenant for the examples); empty: the code's"},
 	{Name: "SCHEDULES", Help: `periodic jobs: a JSON array of {"name","spec","type","payload","timezone","overlap","catchup"}; empty: none`},
 	{Name: "OPERATOR_TOKENS", Help: "bearer tokens of the operator routes (/schedules), comma-separated, at least 16 characters each"},
 	{Name: "HEALTHCHECK_URL", Help: "what jobguard healthcheck asks; empty: http://127.0.0.1:<port of ADMIN_ADDR, else HTTP_ADDR>/readyz", Reader: "healthcheck"},
@@ -246,6 +247,7 @@ func FromLookupTasks(lookup func(string) (string, bool), list []tasks.Task) (Con
 	p.fn("DATABASE_MIGRATE", func(v string) (err error) { c.DatabaseMigrate, err = strconv.ParseBool(v); return err })
 	p.integer("RATE_LIMIT", &c.RateLimit)
 	p.integer("RATE_LIMIT_BURST", &c.RateLimitBurst)
+	p.fn("TASK_LIMITS", func(v string) (err error) { c.Tasks, err = applyTaskLimits(v, c.Tasks); return err })
 	p.fn("SCHEDULES", func(v string) (err error) { c.Schedules, err = parseSchedules(v); return err })
 	p.fn("OPERATOR_TOKENS", func(v string) (err error) { c.OperatorTokens, err = parseOperatorTokens(v); return err })
 	c.TaskSettings = p.taskSettings(c.Tasks) // after every variable of the app's own

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,24 @@ type Limit struct {
 	Per  time.Duration
 	// Burst is how many of the Rate may start back to back (default 1: starts evenly spaced).
 	Burst int
+}
+
+// String says the limit in words ("concurrency 3, rate 10 per 1s, burst 2"; "none").
+func (l Limit) String() string {
+	var parts []string
+	if l.Concurrency > 0 {
+		parts = append(parts, fmt.Sprintf("concurrency %d", l.Concurrency))
+	}
+	if l.Rate > 0 {
+		parts = append(parts, fmt.Sprintf("rate %d per %s", l.Rate, l.Per))
+		if l.Burst > 1 {
+			parts = append(parts, fmt.Sprintf("burst %d", l.Burst))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (l Limit) on() bool { return l.Concurrency > 0 || l.Rate > 0 }

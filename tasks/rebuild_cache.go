@@ -67,7 +67,9 @@ const SettingSourceURL = "REBUILD_SOURCE_URL"
 
 var rebuildCache = Task{
 	Config: engine.TaskConfig{Type: TypeRebuildCache, Queue: "default", MaxAttempts: 6,
-		Backoff: engine.Backoff{Base: 2 * time.Second, Max: 2 * time.Minute}},
+		Backoff: engine.Backoff{Base: 2 * time.Second, Max: 2 * time.Minute},
+		// Limits count per tenant; none by default (TASK_LIMITS sets them per deployment).
+		Limit: engine.Limit{Key: func(s engine.Spec) string { return s.Tenant }}},
 	Request: func() Request { return &RebuildCachePayload{} },
 	Settings: []Setting{{Name: SettingSourceURL, Validate: validateSourceURL,
 		Help: "where rebuild-cache fetches its source (an http(s) URL); empty: the value is computed locally"}},

@@ -79,7 +79,9 @@ func (p ReserveStockPayload) Spec() engine.Spec {
 
 var reserveStock = Task{
 	// Applied-order records are live data: they never expire (AppliedTTL 0).
-	Config:  engine.TaskConfig{Type: TypeReserveStock, Queue: "critical", MaxAttempts: 8},
+	Config: engine.TaskConfig{Type: TypeReserveStock, Queue: "critical", MaxAttempts: 8,
+		// Limits count per tenant; none by default (TASK_LIMITS sets them per deployment).
+		Limit: engine.Limit{Key: func(s engine.Spec) string { return s.Tenant }}},
 	Request: func() Request { return &ReserveStockPayload{} },
 	Routes: []Route{{Method: http.MethodGet, Path: "/stock/:tenant/:sku", Tenant: "tenant",
 		Params: map[string]func(string) error{"tenant": idParam("tenant"), "sku": idParam("sku")},
