@@ -77,13 +77,12 @@ func (l Limit) interval() time.Duration {
 
 func (l Limit) tolerance() time.Duration { return time.Duration(l.Burst-1) * l.interval() }
 
-// keyOf is the limit key of spec's jobs, and whether they are limited.
+// keyOf is the limit key of spec's jobs, and whether they carry one. A type with a Key carries
+// it even while it limits nothing here: the workers' own limits (TASK_LIMITS) decide, whatever
+// the enqueuing process was configured with.
 func (l Limit) keyOf(spec Spec) (string, bool) {
-	if !l.on() {
-		return "", false
-	}
 	if l.Key == nil {
-		return "*", true
+		return "*", l.on()
 	}
 	k := l.Key(spec)
 	return k, k != ""
@@ -160,9 +159,14 @@ func newLimiter(s *Stack) *limiter {
 	}
 }
 
-// register makes the type's limit series exist (at zero when it has none).
+// register makes the type's limit series exist (at zero when it has none). A limit Redis cannot
+// keep (negative, or a rate of more than one start per millisecond) panics, as a bad
+// registration does.
 func (l *limiter) register(tc TaskConfig) {
 	lim := tc.Limit
+	if lim.Concurrency < 0 || lim.Rate < 0 || (lim.Rate > 0 && lim.interval() < time.Millisecond) {
+		panic(fmt.Sprintf("engine: task type %q: limit %+v: negative, or more than one start per millisecond", tc.Type, lim))
+	}
 	perSecond := 0.0
 	if lim.Rate > 0 {
 		perSecond = float64(lim.Rate) / lim.Per.Seconds()

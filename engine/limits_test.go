@@ -248,3 +248,30 @@ func TestRateLimitedPushesTheKeyBack(t *testing.T) {
 	}
 	t.Logf("next start of the key %s after the push-back (%s); another key's %s", waited.Round(time.Millisecond), after, otherWaited.Round(time.Millisecond))
 }
+
+// The limit key travels with every job of a type that has a Key, limited here or not (the
+// workers' own limits decide); a type without Key or limit carries none.
+func TestLimitKeyHeader(t *testing.T) {
+	t.Parallel()
+	keyed := TaskConfig{Limit: Limit{Key: func(s Spec) string { return s.Tenant }}}
+	if h := limitHeaders(keyed, Spec{Tenant: "a", Headers: map[string]string{"x": "1"}}); h[HeaderLimitKey] != "a" || h["x"] != "1" {
+		t.Fatalf("keyed: %v", h)
+	}
+	if h := limitHeaders(keyed, Spec{Tenant: ""}); h[HeaderLimitKey] != "" {
+		t.Fatalf("a job whose key is empty carries one: %v", h)
+	}
+	if h := limitHeaders(TaskConfig{}, Spec{Tenant: "a"}); h[HeaderLimitKey] != "" {
+		t.Fatalf("unlimited: %v", h)
+	}
+	if h := limitHeaders(TaskConfig{Limit: Limit{Concurrency: 2}}, Spec{}); h[HeaderLimitKey] != "*" {
+		t.Fatalf("one key for the type: %v", h)
+	}
+	s := New(redistest.NewDB(t).Client, Config{})
+	defer s.Close()
+	defer func() {
+		if recover() == nil {
+			t.Error("a rate of more than one start per millisecond was registered")
+		}
+	}()
+	s.Register(TaskConfig{Type: "fast", Limit: Limit{Rate: 5000}}, nil)
+}
