@@ -275,3 +275,34 @@ func TestLimitKeyHeader(t *testing.T) {
 	}()
 	s.Register(TaskConfig{Type: "fast", Limit: Limit{Rate: 5000}}, nil)
 }
+
+// A replayed job keeps its limit: the replay's delivery carries the job's limit key, so its run
+// takes a slot of its tenant like the first one did.
+func TestAReplayedJobKeepsItsLimit(t *testing.T) {
+	t.Parallel()
+	var tokens []int64
+	var mu sync.Mutex
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "lim-replay", MaxAttempts: 1, Limit: Limit{Concurrency: 1, Key: func(sp Spec) string { return sp.Tenant }}},
+			func(ctx context.Context, j *Job) error {
+				mu.Lock()
+				defer mu.Unlock()
+				tokens = append(tokens, j.LimitToken())
+				if len(tokens) == 1 {
+					return Permanent(errors.New("first run fails"))
+				}
+				return nil
+			})
+	})
+	id := h.enqueue(Spec{Type: "lim-replay", Tenant: "a"})
+	h.waitStatus(id, "failed", 10*time.Second)
+	if err := h.stack.Replay(bg, h.client, id); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(id, "done", 15*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(tokens) != 2 || tokens[0] == 0 || tokens[1] <= tokens[0] {
+		t.Fatalf("slot tokens of the runs %v: the replay's run held no slot of its key", tokens)
+	}
+}

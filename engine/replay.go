@@ -48,6 +48,8 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 		return fmt.Errorf("%w: type %q is no longer registered", ErrUnrunnable, info.Type)
 	}
 	n := info.Deliveries
+	// The job's limit key, as its first delivery carried it (Limit.Key sees what the record keeps).
+	headers := limitHeaders(tc, Spec{Type: info.Type, Tenant: info.Tenant, Resource: info.Resource, Payload: info.Payload, OpKey: info.OpKey})
 	for try := 0; try < 3; try++ {
 		n++
 		// The delivery may start once replayDelay has passed: the record must take it before then.
@@ -57,7 +59,7 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 		if d := s.store.WriteDeadline(ctx); d != 0 {
 			by = min(by, d)
 		}
-		err = s.deliver(ctx, client, tc, id, DeliveryID(id, n), info.OpKey, info.Dedup, nil, replayDelay)
+		err = s.deliver(ctx, client, tc, id, DeliveryID(id, n), info.OpKey, info.Dedup, headers, replayDelay)
 		if errors.Is(err, asynq.ErrTaskIDConflict) {
 			continue // an earlier replay's delivery that the record never took: take the next number
 		}

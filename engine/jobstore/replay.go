@@ -17,16 +17,21 @@ type ReplayInfo struct {
 	Type, OpKey, Dedup string
 	Status             Status
 	Deliveries         int
+	// Tenant, Resource and Payload are the job's, for the limit key of its new delivery.
+	Tenant, Resource string
+	Payload          []byte
 }
 
 // ReplayInfo reads the fields a replay needs, in one round trip.
 func (s *Store) ReplayInfo(ctx context.Context, k Keys) (ReplayInfo, error) {
-	v, err := s.rdb.HMGet(ctx, k.Record, FieldType, FieldOpKey, FieldDedup, FieldStatus, FieldDeliveries).Result()
+	v, err := s.rdb.HMGet(ctx, k.Record, FieldType, FieldOpKey, FieldDedup, FieldStatus, FieldDeliveries,
+		FieldTenant, FieldResource, FieldPayload).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return ReplayInfo{}, fmt.Errorf("jobstore: read job: %w", err)
 	}
 	str := func(i int) string { s, _ := v[i].(string); return s }
-	info := ReplayInfo{Type: str(0), OpKey: str(1), Dedup: str(2), Status: Status(str(3)), Deliveries: atoi(str(4))}
+	info := ReplayInfo{Type: str(0), OpKey: str(1), Dedup: str(2), Status: Status(str(3)), Deliveries: atoi(str(4)),
+		Tenant: str(5), Resource: str(6), Payload: []byte(str(7))}
 	if info.Type == "" {
 		return ReplayInfo{}, ErrNotFound
 	}
