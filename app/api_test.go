@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -377,7 +378,11 @@ func FuzzEnqueue(f *testing.F) {
 		if err != nil {
 			return // the request could not even be written (invalid header bytes)
 		}
+		respBody, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if err := checkExchange(req, []byte(body), resp, respBody, false); err != nil {
+			t.Fatalf("%s %q: openapi.json: %v", path, body, err)
+		}
 		if resp.StatusCode >= 500 {
 			t.Fatalf("%s %q: %d", path, body, resp.StatusCode)
 		}
