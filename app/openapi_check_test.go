@@ -27,7 +27,8 @@ import (
 // Every HTTP exchange of this package's tests goes through checkExchange: the request and the
 // answer are validated against openapi.json (kin-openapi, JSON Schema 2020-12 for 3.1), and a
 // mismatch fails the test. testClient's transport does it for every request sent through do/get/
-// post; keepAlive.roundTrip for the raw-TCP requests that parse as HTTP. Exempt: the monitoring UI
+// post (an event stream's events as the test reads them); keepAlive.roundTrip for the raw-TCP
+// requests that parse as HTTP; FuzzEnqueue for its a.http.Test requests. Exempt: the monitoring UI
 // (/monitoring, not part of the API), raw requests that are not valid HTTP (they test the parser),
 // and the routes of task types that only tests register (describeTestTasks).
 
@@ -388,5 +389,47 @@ func (t checkingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		_ = resp.Body.Close()
 		return nil, fmt.Errorf("openapi.json: %s %s answered %d %.300s: %w", req.Method, req.URL.RequestURI(), resp.StatusCode, body, err)
 	}
+	if stream && resp.StatusCode == http.StatusOK {
+		c, _ := openAPI() // checkExchange loaded it
+		resp.Body = &eventsChecker{ReadCloser: resp.Body, c: c}
+	}
 	return resp, nil
+}
+
+// eventsChecker checks a server-sent event stream as the test reads it: each event's data must be
+// an Event, the data of `event: end` an EventEnd (openapi.json's components). A mismatch is the
+// read's error.
+type eventsChecker struct {
+	io.ReadCloser
+	c       *openAPIChecker
+	partial []byte // the last line, not ended yet
+	end     bool   // the event being read is `event: end`
+}
+
+func (e *eventsChecker) Read(p []byte) (int, error) {
+	n, err := e.ReadCloser.Read(p)
+	e.partial = append(e.partial, p[:n]...)
+	for {
+		i := bytes.IndexByte(e.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(e.partial[:i])
+		e.partial = e.partial[i+1:]
+		switch {
+		case line == "":
+			e.end = false
+		case line == "event: end":
+			e.end = true
+		case strings.HasPrefix(line, "data: "):
+			schema := "#/components/schemas/Event"
+			if e.end {
+				schema = "#/components/schemas/EventEnd"
+			}
+			if cerr := e.c.checkBody(schema, []byte(strings.TrimPrefix(line, "data: "))); cerr != nil {
+				return n, fmt.Errorf("openapi.json: event stream: %w", cerr)
+			}
+		}
+	}
+	return n, err
 }

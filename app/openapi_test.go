@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -151,6 +152,15 @@ func TestOpenAPICheckerRefusesDrift(t *testing.T) {
 	resp.Header.Set("Content-Type", ProblemContentType)
 	if err := checkExchange(req, nil, resp, body, false); err == nil {
 		t.Error("a problem with an unknown code passed")
+	}
+	c, _ := openAPI()
+	good := "id: 0\ndata: {\"at\":1,\"event\":\"enqueued\"}\n\nevent: end\ndata: {\"status\":\"done\"}\n\n"
+	if _, err := io.ReadAll(&eventsChecker{ReadCloser: io.NopCloser(strings.NewReader(good)), c: c}); err != nil {
+		t.Errorf("a valid event stream: %v", err)
+	}
+	bad := "event: end\ndata: {\"status\":\"finished\"}\n\n"
+	if _, err := io.ReadAll(&eventsChecker{ReadCloser: io.NopCloser(strings.NewReader(bad)), c: c}); err == nil {
+		t.Error("an end event with an unknown status passed")
 	}
 	post, _ := http.NewRequest(http.MethodPost, "http://jobguard.test/jobs/rebuild-cache", bytes.NewReader([]byte(`{"tenant_id":"t1"}`)))
 	post.Header.Set("Content-Type", "application/json")
