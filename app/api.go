@@ -87,7 +87,7 @@ type jobAnswer struct {
 
 func (a *api) enqueue(t tasks.Task) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		req, err := acceptRequest(c, t.Request())
+		req, startBy, err := acceptJobRequest(c, t.Request())
 		if err != nil {
 			return err
 		}
@@ -118,6 +118,9 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 		}
 		spec := req.Spec()
 		spec.Headers = traceHeaders(c)
+		if !startBy.IsZero() {
+			spec.StartBy = startBy
+		}
 		if cl != nil {
 			// The answer is stored in the same round trip as the new job's dedup confirmation, or
 			// as the duplicate's timeline event.
@@ -141,6 +144,9 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 			if errors.Is(err, engine.ErrOutcomeUnknown) {
 				return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Err: err,
 					Detail: "Redis did not answer in time: the job may have been queued; retry with the same Idempotency-Key to learn its outcome"}
+			}
+			if errors.Is(err, engine.ErrStartBy) {
+				return BadField("start_by", "start_by is before the job's first delivery may start")
 			}
 			if errors.Is(err, engine.ErrDedupPending) {
 				c.Set(fiber.HeaderRetryAfter, "1")
@@ -187,7 +193,15 @@ func answerFor(res engine.Enqueued) answer {
 // acceptRequest is a request body as every write route takes it: decoded strictly, validated, and
 // for the token's tenant only (403).
 func acceptRequest(c *fiber.Ctx, empty tasks.Request) (tasks.Request, error) {
-	req, err := decodeStrict(c, empty)
+	if err := requireJSON(c); err != nil {
+		return nil, err
+	}
+	return acceptBody(c, c.Body(), empty)
+}
+
+// acceptBody is acceptRequest of body (the request's, or what of it is the task's).
+func acceptBody(c *fiber.Ctx, body []byte, empty tasks.Request) (tasks.Request, error) {
+	req, err := decodeStrict(body, empty)
 	if err != nil {
 		return nil, err
 	}
@@ -200,14 +214,19 @@ func acceptRequest(c *fiber.Ctx, empty tasks.Request) (tasks.Request, error) {
 	return req, nil
 }
 
-// decodeStrict reads a JSON body into req: application/json only, one object, no unknown fields,
-// every type as declared; errors name the field.
-func decodeStrict(c *fiber.Ctx, req tasks.Request) (tasks.Request, error) {
+// requireJSON answers 415 unless the request's body is application/json.
+func requireJSON(c *fiber.Ctx) error {
 	ct := c.Get(fiber.HeaderContentType)
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != fiber.MIMEApplicationJSON {
-		return nil, &HTTPError{Status: http.StatusUnsupportedMediaType, Field: "Content-Type", Detail: fmt.Sprintf("the body must be application/json, not %q", ct)}
+		return &HTTPError{Status: http.StatusUnsupportedMediaType, Field: "Content-Type", Detail: fmt.Sprintf("the body must be application/json, not %q", ct)}
 	}
-	if err := decodeJSON(c.Body(), req); err != nil {
+	return nil
+}
+
+// decodeStrict reads a JSON body into req: one object, no unknown fields, every type as declared;
+// errors name the field.
+func decodeStrict(body []byte, req tasks.Request) (tasks.Request, error) {
+	if err := decodeJSON(body, req); err != nil {
 		return nil, err
 	}
 	return req, nil
@@ -235,6 +254,7 @@ type jobView struct {
 	UpdatedAt   *time.Time     `json:"updated_at,omitempty"`
 	HeartbeatAt *time.Time     `json:"heartbeat_at,omitempty"`
 	FinishedAt  *time.Time     `json:"finished_at,omitempty"`
+	StartBy     *time.Time     `json:"start_by,omitempty"`
 	LastError   string         `json:"last_error,omitempty"`
 	Result      string         `json:"result,omitempty"`
 	Lease       leaseView      `json:"lease"`
@@ -298,7 +318,7 @@ func newJobView(v engine.View) jobView {
 		Status: string(r.Status), Attempt: int64(r.Attempt), MaxAttempts: int64(r.MaxAttempts), WorkerID: r.WorkerID,
 		LeaseOwner: r.LeaseOwner, Fencing: r.FencingToken, LastError: r.LastError, Result: r.Result,
 		CreatedAt: stamp(r.CreatedAt), StartedAt: stamp(r.StartedAt), UpdatedAt: stamp(r.UpdatedAt),
-		HeartbeatAt: stamp(r.HeartbeatAt), FinishedAt: stamp(r.FinishedAt),
+		HeartbeatAt: stamp(r.HeartbeatAt), FinishedAt: stamp(r.FinishedAt), StartBy: stamp(r.StartBy),
 		Lease:    leaseView{Owner: v.Lease.Owner, RemainingMS: v.Lease.Remaining.Milliseconds(), CurrentFence: v.Lease.Fence},
 		Timeline: v.Timeline,
 	}
