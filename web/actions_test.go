@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -312,6 +313,15 @@ func TestUICancelOfARunningDeliveryCancelsTheJob(t *testing.T) {
 	}
 	j1, _ := b.submit(t, "t1", "block-1", 0)
 	d1 := running(j1)
+	// The jobs page shows the run's progress and live lease: an owner, its remaining TTL, fence 1.
+	var page string
+	testsupport.Eventually(t, 10*time.Second, "the page shows the run's progress", func() bool {
+		_, page = b.do(t, http.MethodGet, "/monitoring/jobs/"+j1, "")
+		return strings.Contains(page, `value="40"></progress> 40% · halfway`)
+	})
+	if !regexp.MustCompile(`<table id="lease">.*\n<tr><td class="mono">[^<]+:[0-9a-f]+</td><td>[0-9.]+m?s</td><td>1</td></tr>`).MatchString(page) {
+		t.Fatalf("job page of a running job shows no live lease:\n%s", page)
+	}
 	if code, out := b.do(t, http.MethodPost, ui+"default/active_tasks/"+d1+":cancel", ""); code != http.StatusNoContent {
 		t.Fatalf("UI cancel: %d %s", code, out)
 	}

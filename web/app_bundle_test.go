@@ -29,7 +29,8 @@ import (
 const probeType = "ui-probe"
 
 // probe is the probe task type's state: runs per job id, whether its handler fails for good, and
-// the cause that ended each run of a job named block-* (which runs until its context ends).
+// the cause that ended each run of a job named block-* (which reports 40% progress, then runs
+// until its context ends).
 type probe struct {
 	mu      sync.Mutex
 	runs    map[string]int
@@ -82,6 +83,9 @@ func (p *probe) task() tasks.Task {
 				var r probeRequest
 				_ = json.Unmarshal(j.Payload, &r)
 				if strings.HasPrefix(r.Name, "block") {
+					if err := j.Progress(ctx, 40, "halfway"); err != nil {
+						return err
+					}
 					<-ctx.Done()
 					p.mu.Lock()
 					p.causes[j.ID] = context.Cause(ctx)
