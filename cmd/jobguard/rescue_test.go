@@ -170,3 +170,137 @@ func TestPausedWorkerIsFencedOut(t *testing.T) {
 		t.Fatalf("timeline %s", timeline)
 	}
 }
+
+// holdingUpstream is a rebuild source whose every request waits until released (or its caller
+// gives up), counting the requests: a handler run is a request.
+type holdingUpstream struct {
+	*httptest.Server
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func newHoldingUpstream(t testing.TB) *holdingUpstream {
+	u := &holdingUpstream{release: make(chan struct{})}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := u.calls.Add(1)
+		select {
+		case <-u.release:
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprintf(w, "value-%d", n)
+	}))
+	t.Cleanup(func() {
+		select {
+		case <-u.release:
+		default:
+			close(u.release)
+		}
+		u.CloseClientConnections()
+		u.Close()
+	})
+	return u
+}
+
+type timelineView struct {
+	Status   string `json:"status"`
+	Timeline []struct {
+		Event string `json:"event"`
+	} `json:"timeline"`
+}
+
+func (p *proc) timeline(t testing.TB, id string) (timelineView, []string) {
+	_, body := p.get(t, "/jobs/"+id)
+	var v timelineView
+	_ = json.Unmarshal([]byte(body), &v)
+	var names []string
+	for _, e := range v.Timeline {
+		names = append(names, e.Event)
+	}
+	return v, names
+}
+
+// A cancel of a job whose worker was killed -9 mid-run, answered before the rescue (the rescuer
+// then leaves it), after it (the rescue's delivery is deleted, or its run fenced out), or while the
+// rescued delivery runs on the other worker (its run fenced out and its context cancelled): one
+// outcome, cancelled, no run of the handler starts after the answer, and none writes. The source
+// holds every request, so no run can finish before the cancel.
+func TestCancelDuringAKillRescue(t *testing.T) {
+	t.Parallel()
+	for _, when := range []string{"before the rescue", "after the rescue", "during the rescued run"} {
+		t.Run(when, func(t *testing.T) {
+			t.Parallel()
+			src := newHoldingUpstream(t)
+			url := redistest.NewDB(t).URL()
+			env := []string{"REDIS_URL=" + url, "LEASE_TTL=2s", "RESCUE_INTERVAL=500ms", "REBUILD_SOURCE_URL=" + src.URL, "WORKER_CONCURRENCY=2"}
+			api := startProc(t, []string{"api"}, env...)
+			workers := []*proc{startProc(t, []string{"worker"}, env...), startProc(t, []string{"worker"}, env...)}
+			id := enqueueRebuild(t, api)
+			deadline := time.Now().Add(15 * time.Second)
+			for src.calls.Load() == 0 || api.job(t, id).Status != "processing" {
+				if time.Now().After(deadline) {
+					t.Fatal("no worker picked the job up")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			dead, _ := holder(t, api, workers, id)
+			if err := dead.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if when == "after the rescue" {
+				deadline := time.Now().Add(10 * time.Second)
+				for _, events := api.timeline(t, id); !strings.Contains(strings.Join(events, ","), "rescued"); _, events = api.timeline(t, id) {
+					if time.Now().After(deadline) {
+						t.Fatalf("not rescued within 10s: %v", events)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			if when == "during the rescued run" {
+				deadline := time.Now().Add(10 * time.Second)
+				for src.calls.Load() < 2 {
+					if time.Now().After(deadline) {
+						t.Fatal("the rescued delivery did not start within 10s")
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			code, out, errOut := jobsCmd(t, url, "cancel", id, "--reason", "kill test")
+			runs := src.calls.Load() // the runs that started before the answer
+			if code != 0 {
+				t.Fatalf("cancel: exit %d %q %q", code, out, errOut)
+			}
+			t.Logf("%s: %s", when, strings.TrimSpace(out))
+			// Past a rescue's reach (lease TTL, rescue interval) and a lost run's renewal: the job
+			// stays cancelled and no handler run starts.
+			watch := time.Now().Add(2*2*time.Second + time.Second)
+			for time.Now().Before(watch) {
+				if s := api.job(t, id); s.Status != "cancelled" || src.calls.Load() != runs {
+					t.Fatalf("after the cancel: %+v, %d runs (were %d at the answer)", s, src.calls.Load(), runs)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			close(src.release) // a run still waiting on the source returns: it must write nothing
+			v, events := api.timeline(t, id)
+			ends := 0
+			for _, e := range events {
+				switch e {
+				case "done", "failed", "cancelled", "revoked", "expired":
+					ends++
+				}
+			}
+			if v.Status != "cancelled" || ends != 1 || events[len(events)-1] == "done" {
+				t.Fatalf("%s, timeline %v", v.Status, events)
+			}
+			if when == "before the rescue" && (runs != 1 || strings.Contains(strings.Join(events, ","), "rescued")) {
+				t.Fatalf("cancelled before the rescue, yet %d runs, timeline %v", runs, events)
+			}
+			if when == "during the rescued run" && (runs != 2 || !strings.Contains(out, "was processing")) {
+				t.Fatalf("cancelled during the rescued run: %d runs, %q", runs, out)
+			}
+			if code, body := api.get(t, "/cache/t1/home"); code != 404 {
+				t.Fatalf("a cancelled run wrote the cache: %d %s", code, body)
+			}
+		})
+	}
+}
