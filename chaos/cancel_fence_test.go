@@ -60,8 +60,7 @@ func TestCancelledRebuildWritesNothing(t *testing.T) {
 			close(release)
 		}
 	}()
-	r := &run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), up: up}
-	r.cancels.init()
+	r := newRun(&run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), up: up})
 	r.api = r.start("api", srv.Addr)
 	r.start("worker", srv.Addr)
 

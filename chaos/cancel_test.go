@@ -48,6 +48,13 @@ type cancels struct {
 	unwritten, late map[string]bool
 }
 
+// newRun is a run with its cancel part ready; every test builds its run through it, so that no
+// mode can forget the maps (the failover mode once did and panicked in CI).
+func newRun(r *run) *run {
+	r.cancels.init()
+	return r
+}
+
 func (c *cancels) init() {
 	c.targets = map[string]*cancelTarget{}
 	c.was = map[string]int{}

@@ -449,8 +449,7 @@ func TestChaos(t *testing.T) {
 		}
 	}))
 	defer up.Close()
-	r := &run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), proxy: px, up: up, env: []string{scheduleEnv}}
-	r.cancels.init()
+	r := newRun(&run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), proxy: px, up: up, env: []string{scheduleEnv}})
 	r.api = r.start("api", srv.Addr)
 	for i := 0; i < 3; i++ {
 		r.startWorker()

@@ -81,7 +81,7 @@ func failoverRun(t *testing.T, bin, mode string, kills int, minority bool) {
 		fmt.Fprintf(w, "v%d", rand.Int64())
 	}))
 	defer up.Close()
-	r := &failoverRunState{run: &run{t: t, bin: bin, up: up}}
+	r := &failoverRunState{run: newRun(&run{t: t, bin: bin, up: up})}
 	var topo topology
 	var pxR, pxS *faultproxy.Proxy
 	var rep *redistest.Replicated
