@@ -111,7 +111,9 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 
 	worker := startApp(t, RoleWorker, env)
 	waitJob(t, api, heldID, "processing")
-	// While "held" runs, a newer token takes its record: its finish must be rejected as stale.
+	// While "held" runs, a newer token is drawn and takes its record: the run's cache write is then
+	// refused (the counter moved past its token), its retry's finish is rejected as stale, and
+	// asynq's retry of the delivery draws a token above the newer one and completes the job.
 	locks := locking.New(db.Client, locking.WithPrefix("jobguard"))
 	tag := engine.ResourceTag("t1:held")
 	newer := db.Client.Incr(context.Background(), locks.FenceKey(tag)).Val()
@@ -123,7 +125,7 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 	var w scraped
 	testsupport.Eventually(t, 20*time.Second, "all runs concluded", func() bool {
 		w = scrape(t, worker)
-		return w.value(t, "jobguard_job_transitions_total", map[string]string{"status": "done"}) >= 3 &&
+		return w.value(t, "jobguard_job_transitions_total", map[string]string{"status": "done"}) >= 4 &&
 			w.value(t, "jobguard_dead_lettered_total", nil) >= 1 &&
 			w.value(t, "jobguard_stale_writes_rejected_total", nil) >= 1
 	})
@@ -138,13 +140,13 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 		{a, "jobguard_http_idempotency_total", map[string]string{"result": "new"}, 1},
 		{a, "jobguard_http_idempotency_total", map[string]string{"result": "replayed"}, 1},
 		{a, "jobguard_http_requests_total", map[string]string{"route": "/jobs/rebuild-cache", "code": "202"}, 5},
-		{w, "jobguard_job_transitions_total", map[string]string{"type": "rebuild-cache", "status": "done"}, 2},
+		{w, "jobguard_job_transitions_total", map[string]string{"type": "rebuild-cache", "status": "done"}, 3},
 		{w, "jobguard_job_transitions_total", map[string]string{"type": "reserve-stock", "status": "done"}, 1},
-		{w, "jobguard_retries_total", map[string]string{"type": "rebuild-cache", "class": "transient"}, 1},
+		{w, "jobguard_retries_total", map[string]string{"type": "rebuild-cache", "class": "transient"}, 2},
 		{w, "jobguard_dead_lettered_total", map[string]string{"type": "rebuild-cache"}, 1},
 		{w, "jobguard_stale_writes_rejected_total", map[string]string{"type": "rebuild-cache"}, 1},
-		{w, "jobguard_lease_events_total", map[string]string{"event": "acquired"}, 6},
-		{w, "jobguard_job_run_duration_seconds", map[string]string{"type": "rebuild-cache"}, 5},
+		{w, "jobguard_lease_events_total", map[string]string{"event": "acquired"}, 7},
+		{w, "jobguard_job_run_duration_seconds", map[string]string{"type": "rebuild-cache"}, 6},
 		{w, "jobguard_zombie_handlers", nil, 0},
 		{w, "jobguard_running_handlers", nil, 0},
 	} {

@@ -16,26 +16,18 @@ import (
 	"github.com/jobguard/jobguard/internal/redistest"
 )
 
-// knownLateCacheWrite: a cancel's 200 does not stop a running rebuild's cache write (see
-// TestCancelledRebuildWritesNothing). While true, TestChaos prints those writes without failing.
-const knownLateCacheWrite = true
-
 // TestCancelledRebuildWritesNothing: a rebuild is cancelled while its handler waits for the source;
 // the source then answers at once. Nothing the handler writes after the cancel's 200 may land, so
 // the cache entry must never hold the cancelled job's value.
 //
-// It fails today: the cancel raises the fence recorded in the job record (the run's finish and
-// effects are refused) and deletes the lease, but the handler's cache write is a
-// locking.FencedScript on the cache entry's own fence record, which the cancel does not raise; the
-// handler learns of the cancel only at the keeper's next renewal (up to a third of LEASE_TTL), and
-// its write, sent before, lands (README, "Cancel", names it a limit; issue 14 asks that nothing the
-// handler writes after the 200 lands). CHAOS=short JOBGUARD_KNOWN_DEFECTS=1 runs it (about 30 s).
+// It failed before a lease's fence carried the resource's fence counter: the cancel raised the
+// fence of the job record only, and the handler's cache write (a locking.FencedScript on the cache
+// entry's own fence record) landed, sent before the keeper's next renewal told the handler. Now the
+// fence prelude refuses a token below the counter, which the cancel's token moved past. CHAOS=short
+// runs it (about 10 s).
 func TestCancelledRebuildWritesNothing(t *testing.T) {
 	if os.Getenv("CHAOS") == "" {
 		t.Skip("set CHAOS=short (it builds and runs the binary)")
-	}
-	if knownLateCacheWrite && os.Getenv("JOBGUARD_KNOWN_DEFECTS") == "" {
-		t.Skip("known defect: a cancelled rebuild's cache write lands after the cancel's 200; JOBGUARD_KNOWN_DEFECTS=1 runs it")
 	}
 	bin := filepath.Join(t.TempDir(), "jobguard")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/jobguard").CombinedOutput(); err != nil {
@@ -76,7 +68,7 @@ func TestCancelledRebuildWritesNothing(t *testing.T) {
 	r.cancellable(id, cancelTarget{rebuild: "cancelled"})
 	r.cancel(id)
 	close(release) // the source answers; the handler writes at once
-	if f := r.checkCancels(r.jobRecords("status")); f.answered200 != 1 || f.was != "processing 1" {
+	if f := r.checkCancels(r.jobRecords("status")); f.answered200 != 1 || f.was != "rebuild processing 1" {
 		t.Fatalf("cancel: %d answered 200 (%s), want the running job's", f.answered200, f.was)
 	}
 	// The cache entry must stay unbuilt: poll it for longer than the handler can take.

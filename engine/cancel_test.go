@@ -122,13 +122,17 @@ func TestCancelRetryingJob(t *testing.T) {
 
 // A running job whose handler ignores its context: the cancel answers at once, the handler's
 // context ends with ErrCancelled within a third of the lease TTL (plus a tick), and everything the
-// handler writes to the record afterwards is refused by the fence; its finish is stale and the job
-// stays cancelled. Its dedup marker is released, so the same request makes a new job.
+// handler writes afterwards is refused by the fence, to the record and to targets of its own that no
+// run wrote before (the resource's fence counter moved past its token); its finish is stale and the
+// job stays cancelled. Its dedup marker is released, so the same request makes a new job.
 func TestCancelRunningJobFencesLateWrites(t *testing.T) {
 	t.Parallel()
 	const ttl = 3 * time.Second
 	started, release := make(chan struct{}), make(chan struct{})
-	type late struct{ checkpoint, hset error }
+	type late struct {
+		checkpoint, hset, own, value error
+		ownKeys                      []string
+	}
 	noticed := make(chan error, 1)
 	got := make(chan late, 1)
 	var runs atomic.Int32
@@ -144,6 +148,9 @@ func TestCancelRunningJobFencesLateWrites(t *testing.T) {
 			var l late
 			l.checkpoint = j.SaveCheckpoint(context.Background(), []byte("late"))
 			l.hset = j.Locks().SetFields(context.Background(), j.Fence(), j.keys.Record, time.Hour, jobstore.FieldResult, "late")
+			l.own = j.Locks().SetFields(context.Background(), j.Fence(), j.Key("state"), time.Hour, "by", "cancelled run")
+			l.value = j.Locks().SetValue(context.Background(), j.Fence(), j.Key("value"), "late", time.Hour)
+			l.ownKeys = []string{j.Key("state"), j.Key("value"), locking.FenceRecordKey(j.Key("value"))}
 			got <- l
 			return nil
 		})
@@ -174,6 +181,13 @@ func TestCancelRunningJobFencesLateWrites(t *testing.T) {
 	l := <-got
 	if !errors.Is(l.checkpoint, locking.ErrStaleToken) || !errors.Is(l.hset, locking.ErrStaleToken) {
 		t.Fatalf("late writes: checkpoint %v, SetFields %v; want both refused as stale", l.checkpoint, l.hset)
+	}
+	// Without the counter in the fence, these two landed: their targets' records had no token yet.
+	if !errors.Is(l.own, locking.ErrStaleToken) || !errors.Is(l.value, locking.ErrStaleToken) {
+		t.Fatalf("late writes to the handler's own targets: SetFields %v, SetValue %v; want both refused as stale", l.own, l.value)
+	}
+	if n := h.stack.rdb.Exists(bg, l.ownKeys...).Val(); n != 0 {
+		t.Fatalf("%d of the handler's own targets exist after its late writes", n)
 	}
 	eventually(t, 5*time.Second, "the late finish to be refused", func() bool {
 		v, _ := h.stack.Get(bg, id)

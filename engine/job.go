@@ -119,9 +119,9 @@ func (j *Job) age() time.Duration {
 type Effect struct{ script *locking.FencedScript }
 
 // NewEffect builds an effect from a Lua body. In the body, KEYS[1] is the fence record of the
-// target (a hash), KEYS[2] the applied-operation record, KEYS[3..#KEYS-1] the caller's keys and
-// KEYS[#KEYS] the job record (the frame checks the job's fence there: a cancelled run applies
-// nothing); ARGV[1..4] are reserved (token, owner, job id, applied TTL) and the caller's arguments
+// target (a hash), KEYS[2] the applied-operation record, KEYS[3..#KEYS-2] the caller's keys,
+// KEYS[#KEYS-1] the job record (the frame checks the job's fence there: a cancelled run applies
+// nothing) and KEYS[#KEYS] the resource's fence counter (the fence prelude's); ARGV[1..4] are reserved (token, owner, job id, applied TTL) and the caller's arguments
 // start at ARGV[5]. The body's return value is returned by Apply.
 func NewEffect(body string) *Effect {
 	return &Effect{script: locking.NewFencedScript(jobstore.EffectFrame(body))}

@@ -18,7 +18,9 @@
 //     renewal that got an error instead of an answer is ErrRenewFailed, which wraps ErrLeaseLost.
 //   - A fenced write (FencedScript, SetFields, SetValue) stores the highest token, and its owner,
 //     that wrote the target, and rejects a lower token, or the same token from another owner, with
-//     ErrStaleToken, in the same script that writes. Token and owner (Lease.Fence) can be carried
+//     ErrStaleToken, in the same script that writes. A lease's fence (Lease.Fence) also carries the
+//     resource's fence counter: its writes are refused once a newer token was drawn for the
+//     resource, on every target, before the newer holder writes any. Token and owner (Lease.Fence) can be carried
 //     to other stores, e.g. SQL "UPDATE ... WHERE fence_token < $1".
 //   - Every key of one resource shares a hash tag ({resource}), so each script touches one slot
 //     and runs unchanged on Redis Cluster.

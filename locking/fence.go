@@ -3,6 +3,7 @@ package locking
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +36,9 @@ const (
 // body runs. In the body, KEYS are the caller's keys (KEYS[1] being the fence record, a hash the
 // body may also use as its target), ARGV[1] and ARGV[2] are the token and owner, and the caller's
 // arguments start at ARGV[3]; the protocol's functions (see NewProtocolScript) are in scope. All
-// keys must share the resource's hash tag (Client.Key).
+// keys must share the resource's hash tag (Client.Key). Run appends one key of the prelude's after
+// the caller's (the fence's Counter, or KEYS[1] again when it has none): a body indexes its keys
+// from KEYS[1] and counts them up to #KEYS-1.
 type FencedScript struct {
 	script *redis.Script
 }
@@ -47,7 +50,12 @@ func NewFencedScript(body string) *FencedScript {
 
 // Run runs the script for fence f. A stale fence gets a *StaleError and nothing is written.
 func (s *FencedScript) Run(ctx context.Context, rdb redis.Scripter, f Fence, keys []string, args ...any) *redis.Cmd {
-	cmd := s.script.Run(ctx, rdb, keys, append([]any{f.Token, f.Owner}, args...)...)
+	counter := f.Counter
+	if counter == "" && len(keys) > 0 {
+		counter = keys[0] // the prelude reads "no counter" from KEYS[#KEYS] == KEYS[1]
+	}
+	all := append(slices.Clip(keys), counter) // never into the caller's array
+	cmd := s.script.Run(ctx, rdb, all, append([]any{f.Token, f.Owner}, args...)...)
 	if err := cmd.Err(); err != nil {
 		if cur, ok := staleToken(err); ok {
 			cmd.SetErr(&StaleError{Token: f.Token, Current: cur})

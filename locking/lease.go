@@ -23,10 +23,17 @@ func (e *HeldError) Error() string {
 // Is makes errors.Is(err, ErrNotAcquired) true.
 func (e *HeldError) Is(target error) bool { return target == ErrNotAcquired }
 
-// Fence is what a fenced write carries: the lease's token and owner.
+// Fence is what a fenced write carries: the lease's token and owner, and the key of the
+// resource's fence counter.
 type Fence struct {
 	Token int64
 	Owner string
+	// Counter, when set, is the resource's fence counter (Client.FenceKey): a fenced write is then
+	// also refused once the counter has moved past Token, i.e. once anyone drew a newer token for
+	// the resource (a later lease, or a job's cancel), even if that newer token has not written
+	// this target yet. A fence from Lease.Fence always has it; "" checks the target's record only
+	// (a token carried in from elsewhere).
+	Counter string
 }
 
 // Lease is one acquisition of a resource. Its methods are safe for concurrent use.
@@ -65,7 +72,9 @@ func (l *Lease) renewArgs() ([]string, []any) {
 }
 
 // Fence returns the token and owner that fenced writes under this lease carry.
-func (l *Lease) Fence() Fence { return Fence{Token: l.Token, Owner: l.Owner} }
+func (l *Lease) Fence() Fence {
+	return Fence{Token: l.Token, Owner: l.Owner, Counter: l.c.FenceKey(l.Resource)}
+}
 
 // ValidFor is how much longer the lease may be trusted: TTL minus the safety margin since the last
 // successful acquire or renew was sent, and 0 once it was lost.

@@ -13,8 +13,8 @@ import (
 	"github.com/jobguard/jobguard/internal/redistest"
 )
 
-// model is what Redis must agree with: who holds each resource, the last token drawn, and the fence
-// each target was last written with.
+// model is what Redis must agree with: who holds each resource, the last token drawn (a write by a
+// lower token is refused), and the fence each target was last written with.
 type model struct {
 	holder    map[string]string
 	fence     map[string]int64
@@ -76,7 +76,9 @@ func checkModel(t *testing.T, rdb redis.UniversalClient, ops []byte) {
 			}
 			l := leases[b%len(leases)]
 			w, ok := m.written[l.Resource], m.hasWriter[l.Resource]
-			allowed := !ok || l.Token > w.Token || l.Token == w.Token && l.Owner == w.Owner
+			// A lease's fence carries the resource's counter: once a newer token was drawn, its
+			// writes are refused even where that newer token has not written yet.
+			allowed := l.Token >= m.fence[l.Resource] && (!ok || l.Token > w.Token || l.Token == w.Token && l.Owner == w.Owner)
 			err := c.SetFields(bg(), l.Fence(), c.Key(l.Resource, "target"), 0, "v", step)
 			if allowed != (err == nil) || !allowed && !errors.Is(err, ErrStaleToken) {
 				t.Fatalf("%s: write by token %d on %s (last %d, allowed %v): %v", step, l.Token, l.Resource, w.Token, allowed, err)

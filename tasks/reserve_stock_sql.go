@@ -46,7 +46,7 @@ func fenceResource(p ReserveStockPayload) string { return TypeReserveStock + ":"
 // engine.ErrAlreadyApplied when the order was applied before, a *sqlfence.StaleError when a newer
 // run owns the SKU (nothing written either way).
 func applySQL(ctx context.Context, db *pgxpool.Pool, job *engine.Job, p ReserveStockPayload) (int64, error) {
-	f := sqlfence.Fence(job.Fence())
+	f := sqlfence.Fence{Token: job.Fence().Token, Owner: job.Fence().Owner}
 	var total int64
 	var stale *sqlfence.StaleError
 	err := sqlfence.InTx(ctx, db, fenceResource(p), f, func(tx pgx.Tx) error {

@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/redistest"
+)
+
+// BenchmarkRetainedJobMemory runs jobs to the end and reports the Redis bytes each finished job
+// keeps for JOB_RETENTION: MEMORY USAGE of its record and timeline, its share of the list indexes,
+// and the whole used_memory growth per job (which also counts what asynq keeps and the keys of
+// the resources: lease, fence). It asserts nothing about size; the figures back the README.
+func BenchmarkRetainedJobMemory(b *testing.B) {
+	n := max(b.N, 1000)
+	db := redistest.NewDB(b)
+	before := usedMemory(b, db.Client)
+	drainJobs(b, db, n)
+	after := usedMemory(b, db.Client)
+
+	kinds := map[string]int64{}
+	keys := db.Client.Keys(bg, "*").Val()
+	for _, k := range keys {
+		kinds[keyKind(k)] += db.Client.MemoryUsage(bg, k, 0).Val()
+	}
+	if testing.Verbose() {
+		for i, k := range keys {
+			if i < 8 || !strings.Contains(k, ":job:") && !strings.Contains(k, "fence") {
+				b.Logf("%s %d B ttl %v", k, db.Client.MemoryUsage(bg, k, 0).Val(), db.Client.TTL(bg, k).Val())
+			}
+		}
+	}
+	for kind, bytes := range kinds {
+		b.ReportMetric(float64(bytes)/float64(n), kind+"-B/job")
+	}
+	b.ReportMetric(float64(after-before)/float64(n), "used_memory-B/job")
+	b.ReportMetric(float64(len(keys))/float64(n), "keys/job")
+}
+
+// drainJobs enqueues n no-op jobs, each on its own resource, and runs them all to done.
+func drainJobs(b *testing.B, db redistest.DB, n int) {
+	s := New(db.Client, Config{Concurrency: benchConcurrency})
+	s.Register(TaskConfig{Type: "noop"}, func(context.Context, *Job) error { return nil })
+	client := asynq.NewClientFromRedisClient(db.Client)
+	for i := 0; i < n; i++ {
+		if _, err := s.Enqueue(bg, client, Spec{Type: "noop", Tenant: "t" + strconv.Itoa(i%10), Resource: fmt.Sprintf("r%d", i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	srv := asynq.NewServerFromRedisClient(db.Client, s.ServerConfig(asynq.Config{Concurrency: benchConcurrency}))
+	if err := srv.Start(s.Mux()); err != nil {
+		b.Fatal(err)
+	}
+	for s.Stats.Succeeded.Load() < int64(n) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.BeginShutdown()
+	srv.Shutdown()
+	s.Close()
+}
+
+// keyKind groups keys by what they are: "record", "timeline", "index", "fence", "asynq", ...
+func keyKind(k string) string {
+	switch {
+	case strings.HasPrefix(k, "asynq:"):
+		return "asynq"
+	case strings.HasSuffix(k, ":timeline"):
+		return "timeline"
+	case strings.Contains(k, ":job:"):
+		return "record"
+	}
+	i := strings.LastIndex(k, "}")
+	name := k[i+1:]
+	name = strings.TrimPrefix(name, ":")
+	if j := strings.IndexAny(name, ":"); j >= 0 {
+		name = name[:j]
+	}
+	if name == "" {
+		name = "other"
+	}
+	return name
+}
+
+func usedMemory(b *testing.B, rdb *redis.Client) int64 {
+	info := rdb.Info(bg, "memory").Val()
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	b.Fatal("no used_memory in INFO")
+	return 0
+}
