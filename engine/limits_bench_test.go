@@ -49,7 +49,7 @@ func benchLimitNeverReached(b *testing.B, work time.Duration) {
 		}
 		setup.Close()
 		var stack *Stack
-		r := drain(b, db, n, func(rdb *redis.Client) (asynq.Handler, func(asynq.Config) asynq.Config) {
+		r := drain(b, db, n, benchConcurrency, func(rdb *redis.Client) (asynq.Handler, func(asynq.Config) asynq.Config) {
 			stack = New(rdb, Config{Concurrency: benchConcurrency})
 			stack.Register(tc, func(context.Context, *Job) error { time.Sleep(work); return nil })
 			return stack.Mux(), stack.ServerConfig
