@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,10 +18,10 @@ import (
 
 // cost is what one chunk of tasks cost one side, per task: Redis round trips, CPU of the Go
 // process and of redis-server (getrusage and INFO cpu deltas over the drain, so CPU time rather
-// than wall time: a loaded machine slows both sides but charges each only its own work), and the
-// Redis calls by command (INFO commandstats, reset before the chunk).
+// than wall time: a loaded machine slows both sides but charges each only its own work), the Go
+// heap allocations, and the Redis calls by command (INFO commandstats, reset before the chunk).
 type cost struct {
-	perSecond, roundTrips, goCPU, redisCPU float64
+	perSecond, roundTrips, goCPU, redisCPU, allocs float64
 	calls, usec                            map[string]float64 // per task, by command
 	scripts                                map[string]float64 // µs per task, by script (SLOWLOG)
 }
@@ -29,6 +30,7 @@ type cost struct {
 type meter struct {
 	rdb             *redis.Client
 	goCPU, redisCPU float64
+	mallocs         uint64
 	start           time.Time
 }
 
@@ -51,13 +53,14 @@ func startMeter(rdb *redis.Client) (*meter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &meter{rdb: rdb, goCPU: processCPU(), redisCPU: r, start: time.Now()}, nil
+	return &meter{rdb: rdb, goCPU: processCPU(), redisCPU: r, mallocs: mallocs(), start: time.Now()}, nil
 }
 
 // stop turns the readings into the cost per task of n tasks.
 func (m *meter) stop(n int, trips int64) (cost, error) {
 	elapsed := time.Since(m.start)
 	goCPU := processCPU() - m.goCPU
+	allocs := mallocs() - m.mallocs
 	r, err := redisCPU(m.rdb)
 	if err != nil {
 		return cost{}, err
@@ -77,7 +80,7 @@ func (m *meter) stop(n int, trips int64) (cost, error) {
 		return v
 	}
 	return cost{perSecond: float64(n) / elapsed.Seconds(), roundTrips: float64(trips) / float64(n),
-		goCPU: goCPU * 1e6 / float64(n), redisCPU: (r - m.redisCPU) * 1e6 / float64(n),
+		goCPU: goCPU * 1e6 / float64(n), allocs: float64(allocs) / float64(n), redisCPU: (r - m.redisCPU) * 1e6 / float64(n),
 		calls: perTask(calls), usec: perTask(usec), scripts: perTask(scripts)}, nil
 }
 
@@ -118,6 +121,13 @@ func processCPU() float64 {
 		return 0
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// mallocs is how many heap objects this process has allocated.
+func mallocs() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
 }
 
 // redisCPU is redis-server's used_cpu_user + used_cpu_sys, in seconds.
@@ -191,6 +201,7 @@ func (s sides) table(w io.Writer, title string, names [2]string) {
 	row("Redis round trips", func(c cost) float64 { return c.roundTrips })
 	row("Go CPU µs", func(c cost) float64 { return c.goCPU })
 	row("Redis CPU µs", func(c cost) float64 { return c.redisCPU })
+	row("Go heap allocations", func(c cost) float64 { return c.allocs })
 	cmds := map[string]bool{}
 	for _, side := range s {
 		for _, c := range side {
