@@ -26,22 +26,40 @@ func TraceHeaders(ctx context.Context) map[string]string {
 	return h
 }
 
-// startRunSpan starts the consumer span of one delivery, continuing the trace in its headers.
+// startRunSpan starts the consumer span of one delivery, continuing the trace in its headers. The
+// attributes are set only on a recording span: with no provider configured the span is a no-op,
+// and building them cost allocations on every task.
 func startRunSpan(ctx context.Context, t *asynq.Task, jobID, delivery string) (context.Context, trace.Span) {
-	ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(t.Headers()))
-	return tracer().Start(ctx, "jobguard.run "+t.Type(), trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
+	if h := t.Headers(); len(h) > 0 {
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(h))
+	}
+	ctx, span := tracer().Start(ctx, "jobguard.run", runSpanKind)
+	if span.IsRecording() {
+		span.SetName("jobguard.run " + t.Type())
+		span.SetAttributes(
 			attribute.String("messaging.system", "asynq"),
 			attribute.String("jobguard.job_id", jobID),
 			attribute.String("jobguard.delivery", delivery),
 			attribute.String("jobguard.type", t.Type()),
-		))
+		)
+	}
+	return ctx, span
 }
+
+// The span options every run and script span takes, built once.
+var (
+	runSpanKind    = trace.WithSpanKind(trace.SpanKindConsumer)
+	scriptSpanKind = trace.WithSpanKind(trace.SpanKindClient)
+	redisSystem    = attribute.String("db.system", "redis")
+)
 
 // scriptSpan wraps one of the stack's scripts (lease + start, finish + release, fenced writes).
 func scriptSpan(ctx context.Context, name string) (context.Context, trace.Span) {
-	return tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("db.system", "redis")))
+	ctx, span := tracer().Start(ctx, name, scriptSpanKind)
+	if span.IsRecording() {
+		span.SetAttributes(redisSystem)
+	}
+	return ctx, span
 }
 
 func endSpan(span trace.Span, err error) {
