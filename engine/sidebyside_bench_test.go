@@ -22,8 +22,8 @@ import (
 // heap allocations, and the Redis calls by command (INFO commandstats, reset before the chunk).
 type cost struct {
 	perSecond, roundTrips, goCPU, redisCPU, allocs float64
-	calls, usec                            map[string]float64 // per task, by command
-	scripts                                map[string]float64 // µs per task, by script (SLOWLOG)
+	calls, usec                                    map[string]float64 // per task, by command
+	scripts                                        map[string]float64 // µs per task, by script (SLOWLOG)
 }
 
 // meter takes the CPU and command readings around a drain.
