@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -103,4 +105,14 @@ func (m monitoringJobs) Schedules(ctx context.Context) (web.Schedules, error) {
 		out.Entries = append(out.Entries, e)
 	}
 	return out, nil
+}
+
+// PauseSchedule is the schedules page's pause and resume: an unknown schedule is 404 (field
+// name), as on POST /schedules/{name}/pause.
+func (m monitoringJobs) PauseSchedule(ctx context.Context, name string, paused bool) error {
+	err := m.sched.SetPaused(ctx, name, paused)
+	if errors.Is(err, schedule.ErrUnknown) {
+		return &HTTPError{Status: http.StatusNotFound, Field: "name", Detail: "no schedule is called " + fmt.Sprintf("%q", name)}
+	}
+	return err
 }

@@ -233,11 +233,13 @@ func TestUIPlainTaskPassesThrough(t *testing.T) {
 	}
 }
 
-// Read-only mode refuses the wrapped actions (asynqmon's 405) and the jobs page's buttons: the
-// job stays queued with its delivery.
+// Read-only mode refuses the wrapped actions (asynqmon's 405) and the jobs and schedules pages'
+// buttons: the job stays queued with its delivery, the schedule unpaused, and neither page shows
+// a button.
 func TestUIReadOnlyRefusesJobActions(t *testing.T) {
 	t.Parallel()
-	b := startApp(t, map[string]string{"MONITORING_READONLY": "true"})
+	b := startApp(t, map[string]string{"MONITORING_READONLY": "true",
+		"SCHEDULES": `[{"name":"ro-daily","spec":"@daily","type":"ui-probe","payload":{"tenant_id":"t1","name":"d"}}]`})
 	id, _ := b.submit(t, "t1", "ro-1", time.Hour)
 	d := b.job(t, id).delivery()
 	for _, c := range []struct{ method, path, body string }{
@@ -247,6 +249,8 @@ func TestUIReadOnlyRefusesJobActions(t *testing.T) {
 		{http.MethodDelete, ui + "default/scheduled_tasks:delete_all", ""},
 		{http.MethodPost, "/monitoring/jobs/" + id + "/cancel", ""},
 		{http.MethodPost, "/monitoring/jobs/" + id + "/retry", ""},
+		{http.MethodPost, "/monitoring/schedules/ro-daily/pause", ""},
+		{http.MethodPost, "/monitoring/schedules/ro-daily/resume", ""},
 	} {
 		if code, out := b.do(t, c.method, c.path, c.body); code != http.StatusMethodNotAllowed {
 			t.Fatalf("%s %s in read-only mode: %d %s", c.method, c.path, code, out)
@@ -258,6 +262,13 @@ func TestUIReadOnlyRefusesJobActions(t *testing.T) {
 	code, page := b.do(t, http.MethodGet, "/monitoring/jobs/"+id, "")
 	if code != http.StatusOK || strings.Contains(page, `id="cancel"`) || !strings.Contains(page, "Read-only") {
 		t.Fatalf("job page in read-only mode: %d, cancel button shown %v", code, strings.Contains(page, `id="cancel"`))
+	}
+	code, page = b.do(t, http.MethodGet, "/monitoring/schedules", "")
+	if code != http.StatusOK || !strings.Contains(page, "ro-daily") || strings.Contains(page, "<button") || !strings.Contains(page, "Read-only") {
+		t.Fatalf("schedules page in read-only mode: %d\n%s", code, page)
+	}
+	if code, out := b.do(t, http.MethodGet, "/schedules", ""); code != http.StatusOK || !strings.Contains(out, `"paused":false`) {
+		t.Fatalf("after the refused pause, GET /schedules: %d %s", code, out)
 	}
 }
 

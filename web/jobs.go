@@ -23,6 +23,9 @@ type Jobs interface {
 	Replay(ctx context.Context, id string) error
 	// Schedules reads the scheduler's overview.
 	Schedules(ctx context.Context) (Schedules, error)
+	// PauseSchedule pauses (paused true) or resumes a schedule, as POST /schedules/{name}/pause
+	// and /resume do (no such schedule: an error the app's error handler answers 404).
+	PauseSchedule(ctx context.Context, name string, paused bool) error
 }
 
 // Job is a job as the jobs page shows it.

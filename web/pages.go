@@ -18,8 +18,8 @@ import (
 
 // jobguard's own monitoring pages, beside asynqmon and behind the same credentials and origin
 // check: {root}/jobs (search by id, a tenant's jobs by status and type), {root}/jobs/{id} (record,
-// live lease, progress, deliveries, timeline, cancel and retry) and {root}/schedules. Rendered on
-// the server with html/template; no script.
+// live lease, progress, deliveries, timeline, cancel and retry) and {root}/schedules (pause and
+// resume). Rendered on the server with html/template; no script.
 
 //go:embed templates/*.html
 var templateFiles embed.FS
@@ -53,6 +53,8 @@ func (p *pages) serve(c *fiber.Ctx) (handled bool, err error) {
 	switch {
 	case path == p.root+"/schedules":
 		return true, p.get(c, p.schedules)
+	case strings.HasPrefix(path, p.root+"/schedules/"):
+		return true, p.pauseSchedule(c, strings.TrimPrefix(path, p.root+"/schedules/"))
 	case path == p.root+"/jobs" || path == p.root+"/jobs/":
 		return true, p.get(c, p.list)
 	}
@@ -105,6 +107,28 @@ func (p *pages) change(c *fiber.Ctx, id, op string) error {
 		return err
 	}
 	return c.Redirect(p.root+"/jobs/"+url.PathEscape(id), fiber.StatusSeeOther)
+}
+
+// pauseSchedule is POST {root}/schedules/{name}/pause|resume: done, the browser is sent back to
+// the schedules page (303); an unknown schedule is the app's 404.
+func (p *pages) pauseSchedule(c *fiber.Ctx, rest string) error {
+	name, op, _ := strings.Cut(rest, "/")
+	name, err := url.PathUnescape(name)
+	if err != nil || name == "" || (op != "pause" && op != "resume") {
+		return fiber.ErrNotFound
+	}
+	if c.Method() != fiber.MethodPost {
+		return fiber.ErrMethodNotAllowed
+	}
+	if p.readOnly {
+		return ErrReadOnly
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), p.timeout)
+	defer cancel()
+	if err := p.jobs.PauseSchedule(ctx, name, op == "pause"); err != nil {
+		return err
+	}
+	return c.Redirect(p.root+"/schedules", fiber.StatusSeeOther)
 }
 
 // list is {root}/jobs: ?id= goes to that job's page; otherwise a page of the jobs of ?tenant= (of
@@ -177,7 +201,7 @@ func (p *pages) schedules(ctx context.Context, c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return render(c, fiber.StatusOK, "schedules.html", map[string]any{"Root": p.root, "Schedules": s})
+	return render(c, fiber.StatusOK, "schedules.html", map[string]any{"Root": p.root, "Schedules": s, "ReadOnly": p.readOnly})
 }
 
 // pageCSP lets the pages load nothing (they have no script) and post forms only to themselves.

@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -168,24 +170,110 @@ func TestJobsPage(t *testing.T) {
 }
 
 // The schedules page lists each schedule with its spec and next tick, and the leader once a
-// worker holds the scheduler's lease.
+// worker holds the scheduler's lease; behind the UI's basic auth, its Pause and Resume buttons'
+// POSTs pause and resume the schedule (as the API sees it) and send the browser back (303); an
+// unknown schedule is 404, a GET of a button's URL 405, a cross-origin POST 403.
 func TestSchedulesPage(t *testing.T) {
 	t.Parallel()
 	b := startApp(t, map[string]string{
-		"SCHEDULES": `[{"name":"nightly-probe","spec":"0 30 2 * * *","type":"ui-probe","timezone":"Europe/Berlin","payload":{"tenant_id":"t1","name":"n"}}]`,
+		"SCHEDULES":       `[{"name":"nightly-probe","spec":"0 30 2 * * *","type":"ui-probe","timezone":"Europe/Berlin","payload":{"tenant_id":"t1","name":"n"}}]`,
+		"MONITORING_USER": "admin", "MONITORING_PASSWORD": "s3cret",
 	})
+	auth := []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:s3cret"))}
 	var page string
 	testsupport.Eventually(t, 20*time.Second, "the schedules page names the leader", func() bool {
 		var code int
-		code, page = b.do(t, http.MethodGet, "/monitoring/schedules", "")
+		code, page = b.do(t, http.MethodGet, "/monitoring/schedules", "", auth...)
 		return code == http.StatusOK && strings.Contains(page, `id="leader"`)
 	})
-	for _, want := range []string{"nightly-probe", "0 30 2 * * *", "Europe/Berlin", "ui-probe"} {
+	for _, want := range []string{"nightly-probe", "0 30 2 * * *", "Europe/Berlin", "ui-probe",
+		`<form class="inline" method="post" action="/monitoring/schedules/nightly-probe/pause"><button type="submit" class="pause">`} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("schedules page lacks %q:\n%s", want, page)
 		}
 	}
 	if !regexp.MustCompile(`<td>\d{4}-\d\d-\d\d 0[01]:30:00\.000Z</td>`).MatchString(page) {
 		t.Fatalf("no next tick at 02:30 Berlin (00:30 or 01:30 UTC):\n%s", page)
+	}
+	paused := func() bool {
+		t.Helper()
+		code, out := b.do(t, http.MethodGet, "/schedules", "")
+		var ov struct {
+			Schedules []struct {
+				Paused bool `json:"paused"`
+			} `json:"schedules"`
+		}
+		if err := json.Unmarshal([]byte(out), &ov); err != nil || code != http.StatusOK || len(ov.Schedules) != 1 {
+			t.Fatalf("GET /schedules: %d %s", code, out)
+		}
+		return ov.Schedules[0].Paused
+	}
+	if code, _ := b.do(t, http.MethodPost, "/monitoring/schedules/nightly-probe/pause", ""); code != http.StatusUnauthorized || paused() {
+		t.Fatalf("pause without the UI's credentials: %d, paused %v", code, paused())
+	}
+	if code, _ := b.do(t, http.MethodPost, "/monitoring/schedules/nightly-probe/pause", "", append(auth, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example")...); code != http.StatusForbidden || paused() {
+		t.Fatalf("cross-origin pause: %d, paused %v", code, paused())
+	}
+	if code, _ := b.do(t, http.MethodGet, "/monitoring/schedules/nightly-probe/pause", "", auth...); code != http.StatusMethodNotAllowed {
+		t.Fatalf("GET of the pause URL: %d", code)
+	}
+	if code, out := b.do(t, http.MethodPost, "/monitoring/schedules/nope/pause", "", auth...); code != http.StatusNotFound || !strings.Contains(out, `"field":"name"`) {
+		t.Fatalf("pause of an unknown schedule: %d %s", code, out)
+	}
+	if code, out := b.do(t, http.MethodPost, "/monitoring/schedules/nightly-probe/pause", "", auth...); code != http.StatusSeeOther || !paused() {
+		t.Fatalf("pause: %d %s, paused %v", code, out, paused())
+	}
+	_, page = b.do(t, http.MethodGet, "/monitoring/schedules", "", auth...)
+	if !strings.Contains(page, `<td class="paused">paused</td>`) || !strings.Contains(page, `action="/monitoring/schedules/nightly-probe/resume"`) || strings.Contains(page, `class="pause"`) {
+		t.Fatalf("schedules page after the pause:\n%s", page)
+	}
+	if code, out := b.do(t, http.MethodPost, "/monitoring/schedules/nightly-probe/resume", "", auth...); code != http.StatusSeeOther || paused() {
+		t.Fatalf("resume: %d %s, paused %v", code, out, paused())
+	}
+}
+
+// In a browser: the schedules page's Pause button pauses the schedule and the page shows it
+// paused with a Resume button, which resumes it.
+func TestBrowserSchedulesPagePausesAndResumes(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	b := startApp(t, map[string]string{
+		"SCHEDULES": `[{"name":"probe-daily","spec":"@daily","type":"ui-probe","payload":{"tenant_id":"t1","name":"d"}}]`,
+	})
+	state := `(() => { const r = [...document.querySelectorAll("#schedules tr")].find(r => r.querySelector("td.name")?.textContent === "probe-daily");
+		if (!r) return ""; return r.querySelector("td.paused").textContent + "|" + (r.querySelector("button")?.className ?? ""); })()`
+	// wait polls the page for state want; a click that navigates replaces the page the expression
+	// runs in, so a poll that loses its page is tried again.
+	wait := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			v, err := chromedp.Run(ctx, chromedp.Poll[bool](`(`+state+`) === "`+want+`"`, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(2*time.Second)))
+			if err == nil && v {
+				return
+			}
+			if time.Now().After(deadline) {
+				text, _ := chromedp.Run(ctx, chromedp.Evaluate[string]("document.body.innerText"))
+				t.Fatalf("browser: schedule state never %q: %v\npage text: %.2000s", want, err, text)
+			}
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(b.base+"/monitoring/schedules")); err != nil {
+		t.Fatal(err)
+	}
+	wait("|pause")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#schedules button.pause"))); err != nil {
+		t.Fatal(err)
+	}
+	wait("paused|resume")
+	if code, out := b.do(t, http.MethodGet, "/schedules", ""); code != http.StatusOK || !strings.Contains(out, `"paused":true`) {
+		t.Fatalf("after the Pause button, GET /schedules: %d %s", code, out)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#schedules button.resume"))); err != nil {
+		t.Fatal(err)
+	}
+	wait("|pause")
+	if code, out := b.do(t, http.MethodGet, "/schedules", ""); code != http.StatusOK || !strings.Contains(out, `"paused":false`) {
+		t.Fatalf("after the Resume button, GET /schedules: %d %s", code, out)
 	}
 }
