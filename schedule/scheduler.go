@@ -198,10 +198,15 @@ func (s *Scheduler) step(ctx context.Context, f locking.Fence, p *plan, st state
 	if first.IsZero() || first.After(now) {
 		return nil
 	}
+	// Ticks are counted once the cursor has moved past them: a step that fails before is done
+	// again, and must not count them twice.
 	if st.paused {
 		n := len(p.Ticks(st.cursor, now, maxWalk))
+		if err := s.write(ctx, f, p, fieldCursor, now.UnixMilli()); err != nil {
+			return err
+		}
 		s.count(p.Name, OutcomePaused, n)
-		return s.write(ctx, f, p, fieldCursor, now.UnixMilli())
+		return nil
 	}
 	// Missed ticks (older than the grace) keep only the last MaxCatchUp; the rest are counted.
 	horizon := now.Add(-s.cfg.Grace)
@@ -227,17 +232,23 @@ func (s *Scheduler) step(ctx context.Context, f locking.Fence, p *plan, st state
 	case All:
 		due = missed
 	}
-	if dropped := nMissed - len(due); dropped > 0 {
-		s.count(p.Name, OutcomeMissed, dropped)
+	// The dropped ones count as missed when the cursor passes them: at once when no missed tick
+	// is caught up, else with the first caught-up tick's write.
+	dropped := nMissed - len(due)
+	if dropped > 0 && len(due) == 0 {
 		last := horizon
 		if len(missed) > 0 {
 			last = missed[len(missed)-1]
 		}
-		if len(due) == 0 {
-			if err := s.write(ctx, f, p, fieldCursor, last.UnixMilli()); err != nil {
-				return err
-			}
+		if err := s.write(ctx, f, p, fieldCursor, last.UnixMilli()); err != nil {
+			return err
 		}
+		s.count(p.Name, OutcomeMissed, dropped)
+		dropped = 0
+	}
+	passed := func() {
+		s.count(p.Name, OutcomeMissed, dropped)
+		dropped = 0
 	}
 	for ; !t.IsZero() && !t.After(now); t = p.Next(t) {
 		due = append(due, t)
@@ -257,10 +268,11 @@ func (s *Scheduler) step(ctx context.Context, f locking.Fence, p *plan, st state
 					return err
 				}
 			} else if running {
-				s.count(p.Name, OutcomeSkippedOverlap, 1)
 				if err := s.write(ctx, f, p, fieldCursor, tick.UnixMilli()); err != nil {
 					return err
 				}
+				s.count(p.Name, OutcomeSkippedOverlap, 1)
+				passed()
 				continue
 			}
 		}
@@ -279,6 +291,7 @@ func (s *Scheduler) step(ctx context.Context, f locking.Fence, p *plan, st state
 		if err != nil {
 			return err
 		}
+		passed()
 	}
 	return nil
 }

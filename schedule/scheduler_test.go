@@ -591,3 +591,37 @@ func TestOverlapReplace(t *testing.T) {
 		t.Fatalf("first job: %v %v; replaced %d", v.Record.Status, err, in.sch.Stats.Replaced.Load())
 	}
 }
+
+// TestMissedCountedOnce: a catch-up step that fails (its job not built) and is done again counts
+// the missed ticks once, when the cursor passes them.
+func TestMissedCountedOnce(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 500e6, time.UTC)
+	clock := newFakeClock(t0)
+	b := newBundle(t, Config{Clock: clock, Grace: 3 * time.Second, Poll: time.Hour}, Spec{Name: "m", Cron: "@every 1s", Type: typ, CatchUp: Latest, Overlap: Allow})
+	build := b.cfg.Build
+	var failing atomic.Bool
+	b.cfg.Build = func(s Spec) (engine.Spec, error) {
+		if failing.Load() {
+			return engine.Spec{}, errors.New("test: build refused")
+		}
+		return build(s)
+	}
+	s := b.idle("w")
+	ctx, f, p := context.Background(), lockingFence(1, "w"), s.plans[0]
+	if err := s.step(ctx, f, p, state{}, clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(t0.Add(time.Minute)) // 60 ticks: 57 older than the grace, the latest of them caught up
+	failing.Store(true)
+	if err := s.step(ctx, f, p, parseState(b.raw("m")), clock.Now()); err == nil {
+		t.Fatal("the step built a job with Build failing")
+	}
+	failing.Store(false)
+	if err := s.step(ctx, f, p, parseState(b.raw("m")), clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n, jobs := s.Stats.Missed.Load(), len(b.jobs("m")); n != 56 || jobs != 4 {
+		t.Fatalf("missed %d, jobs %d; want 56 missed (once), 4 jobs (the latest missed and 3 in the grace)", n, jobs)
+	}
+}
