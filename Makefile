@@ -2,7 +2,7 @@
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: run test deps vet staticcheck deploy-check actionlint unit bench bench-recovery chaos chaos-long chaos-failover chaos-failover-short
+.PHONY: run test deps vet staticcheck deploy-check actionlint unit bench bench-recovery chaos chaos-long chaos-failover chaos-failover-short schedule-soak
 
 run:
 	$(GO) run ./cmd/jobguard
@@ -41,6 +41,12 @@ bench: deps
 ## bench-recovery: kill -9 recovery, bare asynq against jobguard (about 5 minutes).
 bench-recovery: deps
 	$(GO) test -run '^$$' -bench RecoveryAfterKill -benchtime 1x -timeout 30m ./cmd/jobguard/
+
+## schedule-soak: the three-scheduler test of schedule/ for 5 minutes of @every 1s ticks (make test
+## runs one round of its faults, about 25 s); SCHEDULE_SOAK=15m make schedule-soak for longer.
+SCHEDULE_SOAK ?= 5m
+schedule-soak: deps
+	SCHEDULE_SOAK=$(SCHEDULE_SOAK) $(GO) test -race -count=1 -v -run '^TestOneJobPerTickAcrossLeaders$$' -timeout 60m ./schedule/
 
 ## chaos: the fault-injection suite, short variant (about 2 minutes); CI runs it after make test.
 chaos: deps

@@ -208,8 +208,27 @@ func (s *Scheduler) step(ctx context.Context, f locking.Fence, p *plan, st state
 		s.count(p.Name, OutcomePaused, n)
 		return nil
 	}
-	// Missed ticks (older than the grace) keep only the last MaxCatchUp; the rest are counted.
 	horizon := now.Add(-s.cfg.Grace)
+	if !first.After(horizon) {
+		// A leader that stopped between a tick's job and its cursor write left the job one tick
+		// past the cursor: that tick was dealt with, not missed.
+		id, ok, err := s.created(ctx, p, first)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if err := s.write(ctx, f, p, fieldCursor, first.UnixMilli(), fieldLastAt, first.UnixMilli(), fieldLastJob, id); err != nil {
+				return err
+			}
+			s.remember(ctx, p.Name, id, first)
+			s.Stats.Existed.Add(1)
+			st.lastJob = id
+			if first = p.Next(first); first.IsZero() || first.After(now) {
+				return nil
+			}
+		}
+	}
+	// Missed ticks (older than the grace) keep only the last MaxCatchUp; the rest are counted.
 	var missed []time.Time
 	nMissed := 0
 	t := first
@@ -294,6 +313,23 @@ func (s *Scheduler) step(ctx context.Context, f locking.Fence, p *plan, st state
 		passed()
 	}
 	return nil
+}
+
+// created reports whether tick's job exists, confirmed, and its id.
+func (s *Scheduler) created(ctx context.Context, p *plan, tick time.Time) (string, bool, error) {
+	spec, err := s.cfg.Build(p.Spec)
+	if err != nil {
+		return "", false, fmt.Errorf("schedule %q: build job: %w", p.Name, err)
+	}
+	id := TickJobID(p.Name, spec.Resource, tick)
+	v, err := s.stack.Get(ctx, id)
+	switch {
+	case errors.Is(err, engine.ErrJobNotFound):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("schedule %q: tick %s: %w", p.Name, tick.UTC().Format(time.RFC3339), err)
+	}
+	return id, v.Record.Confirmed, nil
 }
 
 // running reports whether job id has not ended (an expired record has).
