@@ -49,6 +49,8 @@ type pool struct {
 	downs int // windows with every process down
 	// downAt is, for each of them, the last tick each schedule had dealt with when all went down.
 	downAt []map[string]time.Time
+	// downTimes are when they went down and came back.
+	downTimes [][2]time.Time
 	// starts are the schedules' first cursors.
 	starts map[string]time.Time
 }
@@ -91,12 +93,18 @@ func (p *pool) leader(what string, not ...*instance) *instance {
 	return l
 }
 
-// advance waits until the first schedule's cursor has moved n ticks past where it is now.
+// advance waits until every schedule has dealt with the tick n seconds from now (a schedule a
+// leader steps after another's catch-up may lag it by seconds).
 func (p *pool) advance(what string, n int) {
 	p.t.Helper()
-	from := p.b.cursor(leaderSpecs[0].Name)
-	testsupport.Eventually(p.t, 15*time.Second, what, func() bool {
-		return p.b.cursor(leaderSpecs[0].Name).Sub(from) >= time.Duration(n)*time.Second
+	target := time.Now().Truncate(time.Second).Add(time.Duration(n) * time.Second)
+	testsupport.Eventually(p.t, 20*time.Second, what, func() bool {
+		for _, sp := range leaderSpecs {
+			if p.b.cursor(sp.Name).Before(target) {
+				return false
+			}
+		}
+		return true
 	})
 }
 
@@ -139,6 +147,7 @@ func (p *pool) cutOff() {
 // allDown kills (-9) every process, keeps them down until at least three ticks of each schedule
 // are older than the grace, and starts three new ones.
 func (p *pool) allDown() {
+	down := time.Now()
 	for _, in := range p.live {
 		in.gate.kill()
 		in.stop()
@@ -146,22 +155,27 @@ func (p *pool) allDown() {
 	p.live = nil
 	p.downs++
 	// Where each schedule stood: the last tick dealt with (a leader killed in the middle of a step
-	// may have dealt with a tick of one schedule and not yet of the next).
-	at := map[string]time.Time{}
-	for _, sp := range leaderSpecs {
-		at[sp.Name] = p.b.cursor(sp.Name)
-		if jobs := p.b.jobs(sp.Name); len(jobs) > 0 && jobs[len(jobs)-1].After(at[sp.Name]) {
-			at[sp.Name] = jobs[len(jobs)-1]
+	// may have dealt with a tick of one schedule and not yet of the next). Read again once the
+	// claim of a job the kill interrupted ran out (it counts as a job until then).
+	stood := func() map[string]time.Time {
+		at := map[string]time.Time{}
+		for _, sp := range leaderSpecs {
+			at[sp.Name] = p.b.cursor(sp.Name)
+			if jobs := p.b.jobs(sp.Name); len(jobs) > 0 && jobs[len(jobs)-1].After(at[sp.Name]) {
+				at[sp.Name] = jobs[len(jobs)-1]
+			}
 		}
+		return at
 	}
-	p.downAt = append(p.downAt, at)
 	var last time.Time // the most advanced schedule (one may lag: its tick's claim left by a leader cut off)
-	for _, c := range at {
+	for _, c := range stood() {
 		if c.After(last) {
 			last = c
 		}
 	}
 	time.Sleep(time.Until(last.Add(leaderGrace + 3500*time.Millisecond)))
+	p.downAt = append(p.downAt, stood())
+	p.downTimes = append(p.downTimes, [2]time.Time{down, time.Now()})
 	for range 3 {
 		p.spawn()
 	}
@@ -241,6 +255,25 @@ func (p *pool) window(name string, start time.Time) window {
 	return w
 }
 
+// describeDowns describes the all-down windows for a failure: where each schedule stood, when the
+// processes went down and came back, and each schedule's jobs around it.
+func (p *pool) describeDowns(ws map[CatchUp]window) string {
+	var out []string
+	for i, at := range p.downAt {
+		out = append(out, fmt.Sprintf("window %d: down %s, up %s", i+1, p.downTimes[i][0].Format("15:04:05.000"), p.downTimes[i][1].Format("15:04:05.000")))
+		for _, w := range ws {
+			var jobs []string
+			for _, t := range w.ticks {
+				if t.After(at[w.name].Add(-3*time.Second)) && t.Before(p.downTimes[i][1].Add(5*time.Second)) && w.jobs[t.UnixMilli()] {
+					jobs = append(jobs, t.Format("15:04:05"))
+				}
+			}
+			out = append(out, fmt.Sprintf("  %s: at %s, jobs %v", w.name, at[w.name].Format("15:04:05.000"), jobs))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // gaps are the runs of consecutive ticks of w without a job.
 func (w window) gaps() [][]time.Time {
 	var out [][]time.Time
@@ -295,20 +328,20 @@ func (p *pool) check(when string, final bool) {
 	}
 	noneGaps, latestGaps := none.gaps(), latest.gaps()
 	if n := len(noneGaps); n > p.downs || final && n != p.downs || len(latestGaps) != n {
-		t.Fatalf("%s: %d and %d gaps (%s, %s) for %d windows with every process down: %v, %v", when, n, len(latestGaps), none.name, latest.name, p.downs, noneGaps, latestGaps)
+		t.Fatalf("%s: %d and %d gaps (%s, %s) for %d windows with every process down: %v, %v; %s", when, n, len(latestGaps), none.name, latest.name, p.downs, noneGaps, latestGaps, p.describeDowns(ws))
 	}
 	missedNone, missedLatest := 0, 0
 	for i, g := range noneGaps {
 		last := g[len(g)-1]
 		if first := p.downAt[i][none.name].Add(time.Second); !g[0].Equal(first) || len(g) < 3 || last.Equal(none.ticks[len(none.ticks)-1]) {
-			t.Fatalf("%s: %s: ticks without a job %v, want from %s, at least 3, and a job after them", when, none.name, g, first)
+			t.Fatalf("%s: %s: ticks without a job %v, want from %s, at least 3, and a job after them; %s", when, none.name, g, first, p.describeDowns(ws))
 		}
 		var want []time.Time
 		for at := p.downAt[i][latest.name].Add(time.Second); at.Before(last); at = at.Add(time.Second) {
 			want = append(want, at)
 		}
 		if fmt.Sprint(latestGaps[i]) != fmt.Sprint(want) {
-			t.Fatalf("%s: %s: ticks without a job %v, want %v (from its last tick dealt with to the tick before %s)", when, latest.name, latestGaps[i], want, last)
+			t.Fatalf("%s: %s: ticks without a job %v, want %v (from its last tick dealt with to the tick before %s); %s", when, latest.name, latestGaps[i], want, last, p.describeDowns(ws))
 		}
 		missedNone += len(g)
 		missedLatest += len(want)
