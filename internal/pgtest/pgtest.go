@@ -29,6 +29,7 @@ import (
 type Server struct {
 	Port int
 	dir  string
+	bin  string
 	cmd  *exec.Cmd
 }
 
@@ -105,27 +106,59 @@ func start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Port: port, dir: dir}
-	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", dir,
+	s := &Server{Port: port, dir: dir, bin: bin}
+	if err := s.launch(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// launch starts postgres on the server's data directory and port and waits until it answers.
+func (s *Server) launch() error {
+	s.cmd = exec.Command(filepath.Join(s.bin, "postgres"), "-D", filepath.Join(s.dir, "data"), "-p", strconv.Itoa(s.Port), "-k", s.dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=200")
-	if err := asServer(s.cmd, dir); err != nil {
-		return nil, err
+	if err := asServer(s.cmd, s.dir); err != nil {
+		return err
 	}
 	if s.cmd.SysProcAttr == nil {
 		s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	}
-	log, _ := os.Create(filepath.Join(dir, "postgres.log"))
+	log, _ := os.OpenFile(filepath.Join(s.dir, "postgres.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("pgtest: start postgres: %w", err)
+		return fmt.Errorf("pgtest: start postgres: %w", err)
 	}
 	if err := s.waitReady(15 * time.Second); err != nil {
-		s.Stop()
-		b, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
-		return nil, fmt.Errorf("pgtest: %w; log: %s", err, b)
+		b, _ := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
+		return fmt.Errorf("pgtest: %w; log: %s", err, b)
 	}
-	return s, nil
+	return nil
+}
+
+// StartServer starts a PostgreSQL of the test's own rather than the package's shared one (for a
+// test that restarts it), stopped when the test ends.
+func StartServer(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := start()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// Restart stops the server with an immediate shutdown (SIGQUIT: no checkpoint, the backends
+// dropped, crash recovery at the next start, as after a crash of the server) and starts it again
+// on the same port and data, waiting down for down before it starts.
+func (s *Server) Restart(down time.Duration) error {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+		_ = s.cmd.Wait()
+	}
+	time.Sleep(down)
+	return s.launch()
 }
 
 func (s *Server) waitReady(within time.Duration) error {
