@@ -12,12 +12,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/locking"
 )
 
 // BenchmarkRetainedJobMemory runs jobs to the end and reports the Redis bytes each finished job
 // keeps for JOB_RETENTION: MEMORY USAGE of its record and timeline, its share of the list indexes,
-// and the whole used_memory growth per job (which also counts what asynq keeps and the keys of
-// the resources: lease, fence). It asserts nothing about size; the figures back the README.
+// and the whole used_memory growth per job (which also counts what asynq keeps, the keys' dict and
+// expiry entries, and the keys of the resources). Each job runs on a resource of its own, so the
+// fence counters (no TTL: live data) are reported per resource, and so is a held lease. It
+// asserts nothing about size; the figures back the README and docs/BENCHMARKS.md.
 func BenchmarkRetainedJobMemory(b *testing.B) {
 	n := max(b.N, 1000)
 	db := redistest.NewDB(b)
@@ -25,23 +28,39 @@ func BenchmarkRetainedJobMemory(b *testing.B) {
 	drainJobs(b, db, n)
 	after := usedMemory(b, db.Client)
 
-	kinds := map[string]int64{}
+	bytes, count := map[string]int64{}, map[string]int64{}
 	keys := db.Client.Keys(bg, "*").Val()
 	for _, k := range keys {
-		kinds[keyKind(k)] += db.Client.MemoryUsage(bg, k, 0).Val()
+		kind := keyKind(k)
+		bytes[kind] += db.Client.MemoryUsage(bg, k, 0).Val()
+		count[kind]++
 	}
-	if testing.Verbose() {
-		for i, k := range keys {
-			if i < 8 || !strings.Contains(k, ":job:") && !strings.Contains(k, "fence") {
-				b.Logf("%s %d B ttl %v", k, db.Client.MemoryUsage(bg, k, 0).Val(), db.Client.TTL(bg, k).Val())
-			}
+	for kind, sum := range bytes {
+		if kind == "fence" {
+			b.ReportMetric(float64(sum)/float64(count[kind]), "fence-B/resource")
+			continue
 		}
-	}
-	for kind, bytes := range kinds {
-		b.ReportMetric(float64(bytes)/float64(n), kind+"-B/job")
+		b.ReportMetric(float64(sum)/float64(n), kind+"-B/job")
 	}
 	b.ReportMetric(float64(after-before)/float64(n), "used_memory-B/job")
 	b.ReportMetric(float64(len(keys))/float64(n), "keys/job")
+	b.ReportMetric(float64(leaseBytes(b, db)), "lease-B/resource")
+	if testing.Verbose() {
+		for kind, sum := range bytes {
+			b.Logf("%-10s %6d keys %9d B", kind, count[kind], sum)
+		}
+	}
+}
+
+// leaseBytes is the MEMORY USAGE of one held lease (a job's resource while it runs).
+func leaseBytes(b *testing.B, db redistest.DB) int64 {
+	locks := locking.New(db.Client)
+	l, err := locks.TryAcquire(bg, "lease-probe", time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = l.Release(bg) }()
+	return db.Client.MemoryUsage(bg, locks.LeaseKey("lease-probe"), 0).Val()
 }
 
 // drainJobs enqueues n no-op jobs, each on its own resource, and runs them all to done.
@@ -83,7 +102,7 @@ func keyKind(k string) string {
 		name = name[:j]
 	}
 	if name == "" {
-		name = "other"
+		name = "index" // {jobs}, {jobs:<tenant>}, {expiry}: the key is its hash tag
 	}
 	return name
 }
