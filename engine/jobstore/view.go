@@ -38,6 +38,10 @@ func (s *Store) Load(ctx context.Context, id string) (View, error) {
 	if len(v.Raw) == 0 {
 		return View{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
+	if _, ok := v.Raw[FieldLeaseOwner]; !ok && v.Raw[locking.FieldFenceOwner] != "" {
+		// An ended record keeps its last run's owner once, in the fence (record_compact).
+		v.Raw[FieldLeaseOwner] = v.Raw[locking.FieldFenceOwner]
+	}
 	delete(v.Raw, locking.FieldFenceOwner)
 	delete(v.Raw, locking.FieldFenceToken)
 	v.Record = ParseRecord(v.Raw)

@@ -38,6 +38,7 @@ if ARGV[15] == '1' then
 end
 if outcome == 'done' or outcome == 'failed' or outcome == 'revoked' then
   redis.call('HSET', KEYS[1], 'finished_at', now)
+  record_compact(KEYS[1], owner)
   if ARGV[16] == '1' and KEYS[5] ~= KEYS[1] and redis.call('GET', KEYS[5]) == rec.job_id then
     redis.call('DEL', KEYS[5])
   end

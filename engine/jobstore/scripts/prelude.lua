@@ -8,6 +8,10 @@
 --   (0: all), keep the list for ttl_ms. Each event is stored with its position since the job's
 --   creation first ('{"seq":n,...'): n is the last kept event's plus one (its index in a list
 --   written before positions were, the list's length), so positions survive the cap's trim.
+-- record_compact(key, owner): drop from an ended job's record the fields that only say "none"
+--   (not_before and start_by 0; op_key, dedup and last_error empty): every reader takes an absent
+--   field for the same none. lease_owner goes too when it is owner, the finishing run's, which the
+--   record's fence fields keep (Store.Load reads it back from there).
 -- event(t): the JSON of an event table (at, event, delivery, token, attempt, worker, detail).
 -- job_expire(record, timeline, marker, rec, now, reason, why, cap, ttl_ms, worker): end a waiting
 --   job as expired (reason start_by or retention; why becomes last_error): a dedup marker naming
@@ -41,6 +45,16 @@ local function timeline_push(key, cap, ttl_ms, json)
   cap = tonumber(cap)
   if cap > 0 and n > cap then redis.call('LTRIM', key, -cap, -1) end
   redis.call('PEXPIRE', key, ttl_ms)
+end
+local function record_compact(key, owner)
+  local fields = {'not_before', 'start_by', 'op_key', 'dedup', 'last_error', 'lease_owner'}
+  local none = {not_before = '0', start_by = '0', op_key = '', dedup = '', last_error = '', lease_owner = owner}
+  local vals = redis.call('HMGET', key, unpack(fields))
+  local drop = {}
+  for i, f in ipairs(fields) do
+    if vals[i] and vals[i] == none[f] then drop[#drop + 1] = f end
+  end
+  if #drop > 0 then redis.call('HDEL', key, unpack(drop)) end
 end
 local function event(t)
   return cjson.encode(t)
