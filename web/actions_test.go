@@ -53,6 +53,38 @@ func TestUIDeleteCancelsTheJob(t *testing.T) {
 	}
 }
 
+// Delete in the UI of a retrying job's delivery (asynq's retry state) cancels the job: its
+// delivery is gone from asynq, the timeline says the UI did it, and it does not run again.
+func TestUIDeleteOfARetryCancelsTheJob(t *testing.T) {
+	t.Parallel()
+	b := startApp(t, nil)
+	code, out := b.do(t, http.MethodPost, "/jobs/"+flakyType, `{"tenant_id":"t1","name":"flaky-1"}`)
+	var a struct {
+		JobID string `json:"job_id"`
+	}
+	if err := json.Unmarshal([]byte(out), &a); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", code, out)
+	}
+	d := b.waitStatus(t, a.JobID, "retrying").delivery()
+	testsupport.Eventually(t, 20*time.Second, "asynq holds the failed delivery for its retry", func() bool {
+		return b.taskState(t, "default", d) == "retry"
+	})
+	if code, out := b.do(t, http.MethodDelete, ui+"default/retry_tasks/"+d, ""); code != http.StatusNoContent {
+		t.Fatalf("UI delete of the retry: %d %s", code, out)
+	}
+	v := b.job(t, a.JobID)
+	last := v.Timeline[len(v.Timeline)-1]
+	if v.Status != "cancelled" || last.Event != "cancelled" || !strings.Contains(last.Detail, "monitoring UI") {
+		t.Fatalf("after the UI delete: status %s, last event %+v", v.Status, last)
+	}
+	if st := b.taskState(t, "default", d); st != "gone" {
+		t.Fatalf("delivery after the UI delete: %s", st)
+	}
+	if n := b.probe.ran(a.JobID); n != 1 {
+		t.Fatalf("the job ran %d times, want its one failed attempt", n)
+	}
+}
+
 // Archive in the UI of a job's delivery cancels the job too; the delivery is removed, not kept as
 // a dead letter (the dead-letter list holds failed jobs).
 func TestUIArchiveCancelsTheJob(t *testing.T) {

@@ -101,6 +101,33 @@ func (p *probe) task() tasks.Task {
 	}
 }
 
+// flakyType is a task type whose handler fails transiently every time, with attempts left and a
+// backoff of a day: its job stays retrying, its delivery in asynq's retry state.
+const flakyType = "ui-flaky"
+
+type flakyRequest struct{ probeRequest }
+
+func (r *flakyRequest) Spec() engine.Spec {
+	spec := r.probeRequest.Spec()
+	spec.Type = flakyType
+	return spec
+}
+
+func (p *probe) flakyTask() tasks.Task {
+	return tasks.Task{
+		Config:  engine.TaskConfig{Type: flakyType, MaxAttempts: 3, Backoff: engine.Backoff{Base: 24 * time.Hour, Max: 24 * time.Hour}},
+		Request: func() tasks.Request { return &flakyRequest{} },
+		Handler: func(tasks.Deps) engine.Handler {
+			return func(ctx context.Context, j *engine.Job) error {
+				p.mu.Lock()
+				p.runs[j.ID]++
+				p.mu.Unlock()
+				return errors.New("flaky probe fails for now")
+			}
+		},
+	}
+}
+
 // bundle is a running app and what a test needs around it.
 type bundle struct {
 	base  string
@@ -124,7 +151,7 @@ func startAppAs(t *testing.T, role app.Role, env map[string]string) *bundle {
 		full[k] = v
 	}
 	p := &probe{runs: map[string]int{}, causes: map[string]error{}}
-	cfg, err := app.FromLookupTasks(func(k string) (string, bool) { v, ok := full[k]; return v, ok }, []tasks.Task{p.task()})
+	cfg, err := app.FromLookupTasks(func(k string) (string, bool) { v, ok := full[k]; return v, ok }, []tasks.Task{p.task(), p.flakyTask()})
 	if err != nil {
 		t.Fatal(err)
 	}
