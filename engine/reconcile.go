@@ -158,7 +158,7 @@ func (r *Reconciler) openRecords(ctx context.Context, done Repairs) error {
 		}
 		switch {
 		case o.Status == jobstore.StatusProcessing && lost:
-			r.orphan(ctx, o, done)
+			r.orphan(ctx, tc, o, done)
 		case o.Status == jobstore.StatusProcessing:
 			// asynq has it: the rescuer (active) or asynq's own redelivery (pending, retry) runs it.
 		case lost:
@@ -179,17 +179,39 @@ func (r *Reconciler) counted(typ, kind string, done Repairs) {
 // script knows it as the job's current delivery.
 func (r *Reconciler) redeliver(ctx context.Context, tc TaskConfig, o jobstore.Open, done Repairs) {
 	log := r.s.log.With().Str("job_id", o.JobID).Str("delivery", o.Delivery).Str("event", "reconciled").Logger()
+	headers, err := r.limitHeaders(ctx, tc, o)
+	if err != nil {
+		return // Redis failed: the next pass reads it again
+	}
 	st, err := r.s.store.TakeLostDelivery(ctx, o, r.s.now(), "delivery "+o.Delivery+" was missing from asynq; enqueued again")
 	if err != nil || st != jobstore.Retaken {
 		return // changed meanwhile (or Redis failed): the next pass reads it again
 	}
-	err = r.s.deliver(ctx, r.client, tc, o.JobID, o.Delivery, o.OpKey, o.Dedup, nil, 0)
+	err = r.s.deliver(ctx, r.client, tc, o.JobID, o.Delivery, o.OpKey, o.Dedup, headers, 0)
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		log.Warn().Err(err).Msg("lost delivery not enqueued again; the next pass after the grace retries")
 		return
 	}
 	r.counted(o.Type, RepairRedelivered, done)
 	log.Info().Str("kind", RepairRedelivered).Msg("lost delivery of a job that has not ended enqueued again")
+}
+
+// limitHeaders are the headers that carry the job's limit key, as its first delivery did: without
+// them a limited job enqueued again would run outside its limit. A key computed from the job's
+// spec costs a read of the record (this path is rare); a type without a limit or key reads nothing.
+func (r *Reconciler) limitHeaders(ctx context.Context, tc TaskConfig, o jobstore.Open) (map[string]string, error) {
+	if tc.Limit.Key == nil {
+		return limitHeaders(tc, Spec{}), nil
+	}
+	keys, err := r.s.store.Keys(o.JobID, "")
+	if err != nil {
+		return nil, err
+	}
+	info, err := r.s.store.ReplayInfo(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	return limitHeaders(tc, Spec{Type: info.Type, Tenant: info.Tenant, Resource: info.Resource, Payload: info.Payload, OpKey: info.OpKey}), nil
 }
 
 // unarchive runs a queued or retrying job's archived delivery (asynq's CLI archived it).
@@ -209,8 +231,15 @@ func (r *Reconciler) unarchive(ctx context.Context, o jobstore.Open, done Repair
 
 // orphan rescues a processing job whose run is dead and whose delivery asynq no longer has: the
 // rescuer only sees active deliveries, so without this it would stay processing for ever.
-func (r *Reconciler) orphan(ctx context.Context, o jobstore.Open, done Repairs) {
+func (r *Reconciler) orphan(ctx context.Context, tc TaskConfig, o jobstore.Open, done Repairs) {
+	lh, err := r.limitHeaders(ctx, tc, o)
+	if err != nil {
+		return // Redis failed: the next pass reads it again
+	}
 	headers := map[string]string{HeaderJobID: o.JobID}
+	if key, ok := lh[HeaderLimitKey]; ok {
+		headers[HeaderLimitKey] = key
+	}
 	if o.OpKey != "" {
 		headers[HeaderOpKey] = o.OpKey
 	}

@@ -138,3 +138,42 @@ func TestReconcilerRescuesAnOrphan(t *testing.T) {
 		t.Fatalf("after the repair: %d runs, %v %v", runs.Load(), v.Record, events(v))
 	}
 }
+
+// A job the reconciler enqueues again keeps its limit: the new delivery carries the job's limit
+// key (Limit.Key of what the record keeps), so its run takes a slot of its tenant.
+func TestARedeliveredJobKeepsItsLimit(t *testing.T) {
+	t.Parallel()
+	var token atomic.Int64
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "work", Limit: Limit{Concurrency: 1, Key: func(sp Spec) string { return sp.Tenant }}},
+			func(_ context.Context, j *Job) error { token.Store(j.LimitToken()); return nil })
+	})
+	id := h.enqueue(Spec{Type: "work", Tenant: "a", Resource: "r", ProcessIn: time.Hour})
+	if err := h.insp.DeleteTask("default", DeliveryID(id, 1)); err != nil {
+		t.Fatal(err)
+	}
+	repaired(t, h.stack.NewReconciler(h.insp, h.client, eager), RepairRedelivered, 1)
+	h.waitStatus(id, "done", 10*time.Second)
+	if token.Load() == 0 {
+		t.Fatal("the redelivered job's run held no slot of its key")
+	}
+}
+
+// An orphan the reconciler rescues keeps its limit too: the rescue's delivery carries the limit
+// key, though asynq no longer had the delivery whose headers the rescuer copies otherwise.
+func TestARescuedOrphanKeepsItsLimit(t *testing.T) {
+	t.Parallel()
+	tokens := make(chan int64, 2)
+	h, id, hang, _ := strandedLimited(t, Limit{Concurrency: 1, Key: func(sp Spec) string { return sp.Tenant }}, tokens)
+	defer close(hang)
+	d1 := DeliveryID(id, 1)
+	h.rdb.LRem(bg, "asynq:{default}:active", 0, d1)
+	h.rdb.ZRem(bg, "asynq:{default}:lease", d1)
+	h.rdb.Del(bg, "asynq:{default}:t:"+d1)
+	repaired(t, h.stack.NewReconciler(h.insp, h.client, eager), RepairOrphan, 1)
+	h.waitStatus(id, "done", 15*time.Second)
+	first, second := <-tokens, <-tokens
+	if first == 0 || second == 0 {
+		t.Fatalf("slot tokens of the runs %d, %d: the rescued run held no slot of its key", first, second)
+	}
+}

@@ -11,10 +11,19 @@ import (
 // stranded starts a job whose handler never returns and then makes its run look dead: the lease
 // is gone and the heartbeat is older than the lease TTL (what a kill -9 leaves behind).
 func stranded(t *testing.T) (*harness, string, chan struct{}, *atomic.Int32) {
+	return strandedLimited(t, Limit{}, nil)
+}
+
+// strandedLimited is stranded for a type of limit lim (tenant "a"); tokens, when not nil, gets the
+// limit token each run held.
+func strandedLimited(t *testing.T, lim Limit, tokens chan<- int64) (*harness, string, chan struct{}, *atomic.Int32) {
 	hang := make(chan struct{})
 	var runs atomic.Int32
 	h := newHarness(t, Config{LeaseTTL: 2 * time.Second}, func(s *Stack) {
-		s.Register(TaskConfig{Type: "work", MaxAttempts: 3}, func(ctx context.Context, j *Job) error {
+		s.Register(TaskConfig{Type: "work", MaxAttempts: 3, Limit: lim}, func(ctx context.Context, j *Job) error {
+			if tokens != nil {
+				tokens <- j.LimitToken()
+			}
 			if runs.Add(1) == 1 {
 				<-hang // ignores its context, like a process that is gone
 				return s.Locks().SetFields(context.Background(), j.Fence(), j.Key("state"), 0, "by", "first")
@@ -22,11 +31,14 @@ func stranded(t *testing.T) (*harness, string, chan struct{}, *atomic.Int32) {
 			return s.Locks().SetFields(ctx, j.Fence(), j.Key("state"), 0, "by", "rescued")
 		})
 	})
-	id := h.enqueue(Spec{Type: "work", Resource: "r"})
+	id := h.enqueue(Spec{Type: "work", Tenant: "a", Resource: "r"})
 	h.waitStatus(id, "processing", 10*time.Second)
 	h.stack.keeper.Close() // no more renewals from the "dead" worker
 	tag := ResourceTag("r")
 	h.rdb.Del(bg, h.stack.locks.LeaseKey(tag))
+	if lim.on() {
+		h.rdb.Del(bg, h.stack.store.LimitKeys("work", "a").Holders) // its slot lapsed with it
+	}
 	h.rdb.HSet(bg, h.stack.locks.Key(tag, "job:"+id), "heartbeat_at", time.Now().Add(-3*time.Second).UnixMilli())
 	return h, id, hang, &runs
 }
