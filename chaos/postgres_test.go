@@ -37,6 +37,7 @@ type pgRun struct {
 	pgRestarts, relayKills atomic.Int64
 	rbMu                   sync.Mutex
 	rolledBack             map[string]string // job id -> "tenant/order id" of a transaction rolled back
+	jobOf                  sync.Map          // "tenant/order id" -> job id the API answered
 }
 
 // restartPostgres stops PostgreSQL as a crash would (an immediate shutdown: connections dropped,
@@ -193,8 +194,9 @@ func TestChaosPostgres(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if _, code := r.submit(path, body, key); code >= 200 && code < 300 {
+			if jobID, code := r.submit(path, body, key); code >= 200 && code < 300 {
 				r.orders.Store(o.tenant+"/"+id, o)
+				p.jobOf.Store(o.tenant+"/"+id, jobID)
 			}
 			r.submissions.Add(1)
 			if i%3 == 0 {
@@ -293,6 +295,7 @@ func (p *pgRun) check(wall time.Duration) {
 		wantOrders[o.tenant+":"+o.sku]++
 		if a, ok := applied[k]; !ok || a.sku != o.sku || a.qty != o.qty {
 			notApplied++
+			p.explainNotApplied(k, o, requests[k].jobID, a)
 		}
 	}
 	for k := range applied {
@@ -416,6 +419,25 @@ chaos figures (postgres)
 		p.kills.Load(), p.pauses.Load(), p.sigterms.Load(), p.restarts.Load(), p.netFaults.Load(),
 		p.pgRestarts.Load(), p.relayKills.Load(), failed, stale, rescued,
 		notApplied, doubles, appliedOther, withoutJob, lost, rbFound, history, len(recs), wall.Round(time.Second))
+}
+
+// explainNotApplied logs what became of a committed order that SQL does not show as applied: its
+// job's record and timeline, so that a failure names its cause.
+func (p *pgRun) explainNotApplied(key string, o order, jobID string, a any) {
+	if jobID == "" {
+		if v, ok := p.jobOf.Load(key); ok {
+			jobID = v.(string)
+		}
+	}
+	ctx := context.Background()
+	var rec map[string]string
+	var timeline []string
+	for _, k := range scanKeys(p.rdb, "jobguard:*:job:"+jobID) {
+		rec = p.rdb.HGetAll(ctx, k).Val()
+		timeline = p.rdb.LRange(ctx, k+":timeline", 0, -1).Val()
+	}
+	p.t.Logf("not applied: order %s (sku %s qty %d), applied row %+v, job %q\n  record %v\n  timeline %s",
+		key, o.sku, o.qty, a, jobID, rec, strings.Join(timeline, "\n    "))
 }
 
 // merge is the set of keys of a and b.
