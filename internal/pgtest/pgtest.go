@@ -31,6 +31,8 @@ type Server struct {
 	dir  string
 	bin  string
 	cmd  *exec.Cmd
+	// durable keeps every acknowledged commit through Restart (synchronous_commit on).
+	durable bool
 }
 
 var (
@@ -82,7 +84,7 @@ func asServer(cmd *exec.Cmd, dir string) error {
 	return nil
 }
 
-func start() (*Server, error) {
+func start(durable bool) (*Server, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
@@ -106,7 +108,7 @@ func start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Port: port, dir: dir, bin: bin}
+	s := &Server{Port: port, dir: dir, bin: bin, durable: durable}
 	if err := s.launch(); err != nil {
 		s.Stop()
 		return nil, err
@@ -116,8 +118,15 @@ func start() (*Server, error) {
 
 // launch starts postgres on the server's data directory and port and waits until it answers.
 func (s *Server) launch() error {
+	// fsync and full-page writes guard against a crash of the machine, which no test makes; an
+	// asynchronous commit is lost by a crash of the server itself (its WAL buffers are shared
+	// memory), which Restart makes: a server that is restarted commits synchronously.
+	syncCommit := "off"
+	if s.durable {
+		syncCommit = "on"
+	}
 	s.cmd = exec.Command(filepath.Join(s.bin, "postgres"), "-D", filepath.Join(s.dir, "data"), "-p", strconv.Itoa(s.Port), "-k", s.dir,
-		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit="+syncCommit, "-c", "full_page_writes=off",
 		"-c", "max_connections=200")
 	if err := asServer(s.cmd, s.dir); err != nil {
 		return err
@@ -138,10 +147,11 @@ func (s *Server) launch() error {
 }
 
 // StartServer starts a PostgreSQL of the test's own rather than the package's shared one (for a
-// test that restarts it), stopped when the test ends.
+// test that restarts it), stopped when the test ends. Its commits are synchronous, so a Restart
+// loses none that it acknowledged (the shared server's are not: faster, and it is never restarted).
 func StartServer(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := start()
+	s, err := start(true)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -209,7 +219,7 @@ func NewDB(tb testing.TB) string {
 // returns its URL and the function that drops it; for examples, which have no testing.TB.
 func NewDatabase() (string, func(), error) {
 	sharedOnce.Do(func() {
-		shared, sharedErr = start()
+		shared, sharedErr = start(false)
 		if sharedErr == nil {
 			redistest.AtExit(shared.Stop)
 		}
