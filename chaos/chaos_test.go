@@ -449,7 +449,7 @@ func TestChaos(t *testing.T) {
 		}
 	}))
 	defer up.Close()
-	r := newRun(&run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), proxy: px, up: up, env: []string{scheduleEnv}})
+	r := newRun(&run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), proxy: px, up: up, env: []string{scheduleEnv, limitEnv}})
 	r.api = r.start("api", srv.Addr)
 	for i := 0; i < 3; i++ {
 		r.startWorker()
@@ -486,6 +486,7 @@ func TestChaos(t *testing.T) {
 	stopWatch := make(chan struct{})
 	hot := hotResources
 	go r.watchCache(stopWatch, hot)
+	slots := r.watchLimit(stopWatch, []string{"t1", "t2", "t3"})
 	cancelsDone := make(chan struct{})
 	go func() { defer close(cancelsDone); r.cancelRunning(stopWatch, int(duration/time.Second)) }()
 
@@ -601,6 +602,7 @@ func TestChaos(t *testing.T) {
 	<-cancelsDone
 	sf := r.checkSchedule(tickStart, pausedAt)
 	r.check(append(hot, tickResource), sf, time.Since(wall))
+	r.limitInvariants(slots)
 }
 
 // check verifies the invariants and prints the figures.
