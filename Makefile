@@ -35,7 +35,8 @@ unit:
 
 ## bench: the benchmarks that back the README's figures.
 bench: deps
-	$(GO) test -run '^$$' -bench 'LeaseVsRedsync|KeeperTick|EnqueueEndpoint' -benchtime 3000x ./...
+	$(GO) test -run '^$$' -bench 'LeaseVsRedsync|KeeperTick' -benchtime 3000x ./...
+	$(GO) test -run '^$$' -bench 'EnqueueEndpoint' -benchtime 1x ./app/
 	$(GO) test -run '^$$' -bench 'StackVsBareAsynq' -benchtime 1x -timeout 30m ./engine/
 
 ## bench-recovery: kill -9 recovery, bare asynq against jobguard (about 5 minutes).

@@ -10,6 +10,8 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
+
+	"github.com/jobguard/jobguard/internal/benchfig"
 )
 
 // BenchmarkImmutableVsCopy weighs Fiber's Immutable (every string and []byte a handler reads is
@@ -79,7 +81,7 @@ func BenchmarkImmutableVsCopy(b *testing.B) {
 		})
 		b.ReportMetric(allocs[i], s.name+"-allocs/req")
 	}
-	median := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
+	median := benchfig.Median
 	for _, s := range sides {
 		b.ReportMetric(median(s.ns), s.name+"-ns/req")
 		b.ReportMetric(slices.Min(s.ns), s.name+"-min-ns/req")

@@ -13,6 +13,8 @@ import (
 
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
+
+	"github.com/jobguard/jobguard/internal/benchfig"
 )
 
 // roundTrips counts commands and pipelines sent, except a new connection's handshake.
@@ -87,9 +89,9 @@ func BenchmarkStackVsBareAsynq(b *testing.B) {
 }
 
 func benchStackVsBare(b *testing.B, name string, work time.Duration, concurrency int) {
-	n := benchTasks()
+	n := benchfig.Tasks(2000)
 	var s sides
-	for round := 0; round < 2*benchRounds(); round++ {
+	for round := 0; round < 2*benchfig.Rounds(); round++ {
 		stackSide := round%4 == 1 || round%4 == 2 // bare, stack, stack, bare, ...
 		if stackSide {
 			s[1] = append(s[1], stackChunk(b, n, concurrency, work))
@@ -98,10 +100,10 @@ func benchStackVsBare(b *testing.B, name string, work time.Duration, concurrency
 		}
 	}
 	s.table(os.Stdout, fmt.Sprintf("jobguard vs bare asynq, %s, %d tasks a chunk", name, n), [2]string{"bare asynq", "jobguard"})
-	b.ReportMetric(median(pick(s[0], func(c cost) float64 { return c.perSecond })), "bare-tasks/s")
-	b.ReportMetric(median(pick(s[1], func(c cost) float64 { return c.perSecond })), "stack-tasks/s")
-	b.ReportMetric(median(pick(s[1], func(c cost) float64 { return c.perSecond }))/median(pick(s[0], func(c cost) float64 { return c.perSecond })), "ratio")
-	b.ReportMetric(median(pick(s[1], func(c cost) float64 { return c.roundTrips })), "stack-rt/task")
+	b.ReportMetric(benchfig.Median(pick(s[0], func(c cost) float64 { return c.perSecond })), "bare-tasks/s")
+	b.ReportMetric(benchfig.Median(pick(s[1], func(c cost) float64 { return c.perSecond })), "stack-tasks/s")
+	b.ReportMetric(benchfig.Median(pick(s[1], func(c cost) float64 { return c.perSecond }))/benchfig.Median(pick(s[0], func(c cost) float64 { return c.perSecond })), "ratio")
+	b.ReportMetric(benchfig.Median(pick(s[1], func(c cost) float64 { return c.roundTrips })), "stack-rt/task")
 }
 
 // pause is the handler's work: a sleep standing for an upstream call, or nothing.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"regexp"
 	"runtime"
 	"slices"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/benchfig"
 )
 
 // cost is what one chunk of tasks cost one side, per task: Redis round trips, CPU of the Go
@@ -190,11 +191,7 @@ func (s sides) table(w io.Writer, title string, names [2]string) {
 	fmt.Fprintf(w, "| per task | %s median (min-max) | %s median (min-max) | ratio |\n|---|---|---|---|\n", names[0], names[1])
 	row := func(what string, f func(cost) float64) {
 		a, b := pick(s[0], f), pick(s[1], f)
-		ratio := "-"
-		if median(a) > 0 {
-			ratio = fmt.Sprintf("%.2fx", median(b)/median(a))
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", what, summary(a), summary(b), ratio)
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", what, benchfig.Summary(a), benchfig.Summary(b), benchfig.Ratio(a, b))
 	}
 	row("tasks/s", func(c cost) float64 { return c.perSecond })
 	row("tasks/s per core (Go + Redis CPU)", func(c cost) float64 { return 1e6 / (c.goCPU + c.redisCPU) })
@@ -212,7 +209,7 @@ func (s sides) table(w io.Writer, title string, names [2]string) {
 	}
 	// Commands that either side sends, or runs in its scripts, at least once per 20 tasks.
 	for _, k := range slices.Sorted(maps.Keys(cmds)) {
-		if max(median(pick(s[0], func(c cost) float64 { return c.calls[k] })), median(pick(s[1], func(c cost) float64 { return c.calls[k] }))) < 0.05 {
+		if max(benchfig.Median(pick(s[0], func(c cost) float64 { return c.calls[k] })), benchfig.Median(pick(s[1], func(c cost) float64 { return c.calls[k] }))) < 0.05 {
 			continue
 		}
 		row("Redis "+k+" calls", func(c cost) float64 { return c.calls[k] })
@@ -239,47 +236,4 @@ func pick(cs []cost, f func(cost) float64) []float64 {
 		out[i] = f(c)
 	}
 	return out
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
-}
-
-// summary is "median (min-max)", with as many decimals as the size of the figure asks.
-func summary(v []float64) string {
-	f := func(x float64) string {
-		switch {
-		case x >= 100:
-			return strconv.FormatFloat(x, 'f', 0, 64)
-		case x >= 10:
-			return strconv.FormatFloat(x, 'f', 1, 64)
-		}
-		return strconv.FormatFloat(x, 'f', 2, 64)
-	}
-	return fmt.Sprintf("%s (%s-%s)", f(median(v)), f(slices.Min(v)), f(slices.Max(v)))
-}
-
-// benchRounds is how many chunks each side runs (BENCH_ROUNDS, default 5).
-func benchRounds() int {
-	if n, err := strconv.Atoi(os.Getenv("BENCH_ROUNDS")); err == nil && n > 0 {
-		return n
-	}
-	return 5
-}
-
-// benchTasks is how many tasks a chunk drains (BENCH_TASKS, default 2000); b.N is not used, so
-// run these benchmarks with -benchtime 1x.
-func benchTasks() int {
-	if n, err := strconv.Atoi(os.Getenv("BENCH_TASKS")); err == nil && n > 0 {
-		return n
-	}
-	return 2000
 }
