@@ -138,9 +138,11 @@ type limiter struct {
 	held map[*slot]bool
 	// noted is when each waiting delivery's wait was last put on its timeline.
 	noted map[string]time.Time
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	// full is when a take last found each key (its holders key) full: see speculate.
+	full map[string]time.Time
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
 
 	limits *prometheus.GaugeVec
 	usage  *prometheus.GaugeVec
@@ -149,7 +151,7 @@ type limiter struct {
 
 func newLimiter(s *Stack) *limiter {
 	return &limiter{
-		s: s, held: map[*slot]bool{}, noted: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{}),
+		s: s, held: map[*slot]bool{}, noted: map[string]time.Time{}, full: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{}),
 		limits: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "jobguard", Name: "limit",
 			Help: "Configured limits per key of each task type: concurrency (jobs at once), rate_per_second (starts), burst."}, []string{"type", "kind"}),
 		usage: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "jobguard", Name: "limit_slots_held",
@@ -326,18 +328,22 @@ func (l *limiter) forget(delivery string) {
 	l.mu.Unlock()
 }
 
-// takeLimit takes a slot of the delivery's limit key before its start: nil when its type or job
-// is not limited. A delivery over a limit bounces without spending an attempt (a rate wait up to
-// SlotWait is reserved and waited here instead); its timeline says why it waits.
-func (s *Stack) takeLimit(ctx context.Context, keys jobstore.Keys, headers map[string]string, tc TaskConfig, delivery, owner string, log zerolog.Logger) (*slot, error) {
+// limitTake is the take of the delivery's limit key (its keys and arguments), false when its type
+// or job is not limited.
+func (s *Stack) limitTake(tc TaskConfig, headers map[string]string, owner string) (jobstore.LimitKeys, jobstore.LimitArgs, bool) {
 	lim := tc.Limit
 	key, ok := headers[HeaderLimitKey]
 	if !lim.on() || !ok {
-		return nil, nil
+		return jobstore.LimitKeys{}, jobstore.LimitArgs{}, false
 	}
-	lk := s.store.LimitKeys(tc.Type, key)
-	args := jobstore.LimitArgs{Owner: owner, SlotTTL: tc.LeaseTTL, Concurrency: lim.Concurrency, Interval: lim.interval(),
-		Tolerance: lim.tolerance(), MaxWait: s.cfg.SlotWait}
+	return s.store.LimitKeys(tc.Type, key), jobstore.LimitArgs{Owner: owner, SlotTTL: tc.LeaseTTL, Concurrency: lim.Concurrency,
+		Interval: lim.interval(), Tolerance: lim.tolerance(), MaxWait: s.cfg.SlotWait}, true
+}
+
+// takeLimit takes a slot of the delivery's limit key before its start, on its own round trip. A
+// delivery over a limit bounces without spending an attempt (a rate wait up to SlotWait is
+// reserved and waited here instead); its timeline says why it waits.
+func (s *Stack) takeLimit(ctx context.Context, keys jobstore.Keys, tc TaskConfig, lk jobstore.LimitKeys, args jobstore.LimitArgs, delivery string, log zerolog.Logger) (*slot, error) {
 	sent := time.Now()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	tk, err := s.store.TakeLimit(wctx, lk, args)
@@ -345,21 +351,30 @@ func (s *Stack) takeLimit(ctx context.Context, keys jobstore.Keys, headers map[s
 	if err != nil {
 		return nil, s.bounce(tc.Type, "start_failed", 0, fmt.Errorf("limit take: %w", err))
 	}
+	sl, err := s.taken(ctx, keys, tc, lk, args, tk, delivery, sent, log)
+	if err != nil || tk.Wait <= 0 {
+		return sl, err
+	}
+	// The rate's start is reserved for this delivery: wait for it here rather than bounce.
+	select {
+	case <-time.After(tk.Wait):
+		return sl, nil
+	case <-ctx.Done():
+		s.releaseLimit(ctx, sl)
+		return nil, s.bounce(tc.Type, "cancelled", 0, context.Cause(ctx))
+	}
+}
+
+// taken turns a take's answer into the slot it holds (kept renewed), or the bounce of a
+// delivery over its limit.
+func (s *Stack) taken(ctx context.Context, keys jobstore.Keys, tc TaskConfig, lk jobstore.LimitKeys, args jobstore.LimitArgs, tk jobstore.Take, delivery string, sent time.Time, log zerolog.Logger) (*slot, error) {
+	lim := tc.Limit
 	switch tk.State {
 	case jobstore.Taken:
 		s.limits.forget(delivery)
-		sl := &slot{typ: tc.Type, owner: owner, keys: lk, ttl: tc.LeaseTTL, tolerance: args.Tolerance, token: tk.Token, at: tk.At}
+		sl := &slot{typ: tc.Type, owner: args.Owner, keys: lk, ttl: tc.LeaseTTL, tolerance: args.Tolerance, token: tk.Token, at: tk.At}
 		if lim.Concurrency > 0 {
 			s.limits.hold(sl, sent)
-		}
-		if tk.Wait > 0 {
-			// The rate's start is reserved for this delivery: wait for it here rather than bounce.
-			select {
-			case <-time.After(tk.Wait):
-			case <-ctx.Done():
-				s.releaseLimit(ctx, sl)
-				return nil, s.bounce(tc.Type, "cancelled", 0, context.Cause(ctx))
-			}
 		}
 		return sl, nil
 	case jobstore.RateWait:
@@ -371,6 +386,7 @@ func (s *Stack) takeLimit(ctx context.Context, keys jobstore.Keys, headers map[s
 		s.noteWait(ctx, keys, delivery, detail, log)
 		return nil, s.bounce(tc.Type, "limit_rate", tk.Wait+s.jitter(s.cfg.BounceDelay)-s.cfg.BounceDelay, errors.New(detail))
 	default: // Full
+		s.limits.sawFull(lk)
 		s.limits.waits.WithLabelValues(tc.Type, "full").Inc()
 		detail := fmt.Sprintf("concurrency limit of %d per key reached (%d running)", lim.Concurrency, tk.Held)
 		s.noteWait(ctx, keys, delivery, detail, log)

@@ -60,16 +60,11 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 		defer func() { <-s.sema }()
 
 		owner := s.locks.NewOwner()
-		lslot, err := s.takeLimit(ctx, keys, t.Headers(), tc, delivery, owner, log)
-		if err != nil {
-			return err
-		}
+		lslot, st, sent, err := s.limitAndStart(ctx, t, keys, tc, delivery, owner, log)
 		// The finish releases the slot in its round trip; a delivery that does not run, here.
 		defer s.releaseLimit(ctx, lslot)
-		st, sent, err := s.start(ctx, keys, delivery, owner, tc, opKey != "")
 		if err != nil {
-			// Unknown whether it ran: the lease (if taken) lapses within its TTL; try again soon.
-			return s.bounce(tc.Type, "start_failed", 0, fmt.Errorf("start script: %w", err))
+			return err
 		}
 		if st.State == jobstore.Run {
 			s.untaken.Delete(delivery)

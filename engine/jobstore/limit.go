@@ -74,12 +74,53 @@ type Take struct {
 
 // TakeLimit takes a slot of a key's limit (and a start of its rate), in one round trip.
 func (s *Store) TakeLimit(ctx context.Context, k LimitKeys, a LimitArgs) (Take, error) {
-	res, err := limitTakeScript.Run(ctx, s.rdb, []string{k.Holders, k.Fence, k.Arrival},
-		a.Owner, ms(a.SlotTTL), a.Concurrency, ms(a.Interval), ms(a.Tolerance), ms(s.cfg.Retention), ms(a.MaxWait),
-	).Result()
+	res, err := limitTakeScript.Run(ctx, s.rdb, []string{k.Holders, k.Fence, k.Arrival}, s.takeArgs(a)...).Result()
 	if err != nil {
 		return Take{}, fmt.Errorf("jobstore: limit take: %w", err)
 	}
+	return parseTake(res)
+}
+
+func (s *Store) takeArgs(a LimitArgs) []any {
+	return []any{a.Owner, ms(a.SlotTTL), a.Concurrency, ms(a.Interval), ms(a.Tolerance), ms(s.cfg.Retention), ms(a.MaxWait)}
+}
+
+// TakeStart is what TakeAndStart's two scripts answered, each with its own error.
+type TakeStart struct {
+	Take     Take
+	TakeErr  error
+	Started  Started
+	StartErr error
+}
+
+// TakeAndStart is TakeLimit and Start in one pipeline (one round trip per node): both run,
+// whatever the other finds, so a start that ran while its take found no slot is the caller's to
+// undo (a requeue that gives the attempt back).
+func (s *Store) TakeAndStart(ctx context.Context, lk LimitKeys, la LimitArgs, k Keys, sa StartArgs) TakeStart {
+	cmds := runPipelined(ctx, s.rdb, []scriptCall{
+		{limitTakeScript, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
+			return limitTakeScript.EvalSha(ctx, c, []string{lk.Holders, lk.Fence, lk.Arrival}, s.takeArgs(la)...)
+		}},
+		{startScript, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
+			return startScript.EvalSha(ctx, c, s.startKeys(k), s.startArgs(k, sa)...)
+		}},
+	})
+	var r TakeStart
+	if r.TakeErr = cmds[0].Err(); r.TakeErr == nil {
+		r.Take, r.TakeErr = parseTake(cmds[0].Val())
+	} else {
+		r.TakeErr = fmt.Errorf("jobstore: limit take: %w", r.TakeErr)
+	}
+	if r.StartErr = cmds[1].Err(); r.StartErr == nil {
+		r.Started, r.StartErr = parseStarted(cmds[1].Val())
+	} else {
+		r.StartErr = fmt.Errorf("jobstore: start: %w", r.StartErr)
+	}
+	return r
+}
+
+// parseTake reads the limit take script's reply.
+func parseTake(res any) (Take, error) {
 	state, rest, err := replyList("limit_take", res)
 	if err != nil {
 		return Take{}, err

@@ -66,13 +66,24 @@ type Started struct {
 // Start begins one delivery of a job, in one round trip: stale-delivery check, the resource's
 // lease and fencing token, attempt count, status processing, already-applied check, checkpoint.
 func (s *Store) Start(ctx context.Context, k Keys, a StartArgs) (Started, error) {
-	res, err := startScript.Run(ctx, s.rdb, []string{k.Record, k.Lease, k.Fence, k.Timeline, k.Applied, k.Marker},
-		a.Delivery, a.Owner, ms(a.LeaseTTL), a.Now.UnixMilli(), s.cfg.WorkerID, s.cfg.TimelineCap, bit(a.HasOpKey),
-		ms(s.cfg.Retention), k.Clear,
-	).Result()
+	res, err := startScript.Run(ctx, s.rdb, s.startKeys(k), s.startArgs(k, a)...).Result()
 	if err != nil {
 		return Started{}, fmt.Errorf("jobstore: start: %w", err)
 	}
+	return parseStarted(res)
+}
+
+func (s *Store) startKeys(k Keys) []string {
+	return []string{k.Record, k.Lease, k.Fence, k.Timeline, k.Applied, k.Marker}
+}
+
+func (s *Store) startArgs(k Keys, a StartArgs) []any {
+	return []any{a.Delivery, a.Owner, ms(a.LeaseTTL), a.Now.UnixMilli(), s.cfg.WorkerID, s.cfg.TimelineCap, bit(a.HasOpKey),
+		ms(s.cfg.Retention), k.Clear}
+}
+
+// parseStarted reads the start script's reply.
+func parseStarted(res any) (Started, error) {
 	state, rest, err := replyList("start", res)
 	if err != nil {
 		return Started{}, err
