@@ -259,6 +259,33 @@ func (r *run) heldBy(w *proc) map[string]string {
 	return held
 }
 
+// explainSlowEnd logs the timeline of the job of a lost worker that took longest to end, when it
+// took more than 20 s: the figure then names its cause (retries, bounces, the backlog).
+func (r *run) explainSlowEnd(endedAt map[string]time.Duration) {
+	slowest, took := "", time.Duration(0)
+	for id, d := range endedAt {
+		if d > took {
+			slowest, took = id, d
+		}
+	}
+	if took < 20*time.Second {
+		return
+	}
+	ctx := context.Background()
+	for _, k := range scanKeys(r.rdb, "jobguard:*:job:"+slowest) {
+		var events []string
+		for _, e := range r.rdb.LRange(ctx, k+":timeline", 0, -1).Val() {
+			var ev struct {
+				At            int64
+				Event, Detail string
+			}
+			_ = json.Unmarshal([]byte(e), &ev)
+			events = append(events, fmt.Sprintf("%s %s %s", time.UnixMilli(ev.At).Format("15:04:05.000"), ev.Event, ev.Detail))
+		}
+		r.t.Logf("a lost worker's job %s ended %s after the fault:\n  %s", slowest, took.Round(100*time.Millisecond), strings.Join(events, "\n  "))
+	}
+}
+
 // recovery measures, after a worker was lost, how long until every job it held was delivered
 // again (a newer delivery was enqueued, or the job ended), and how long until every one of them
 // ended; the latter includes waiting behind the queue's backlog and the retries they then need.
@@ -268,6 +295,7 @@ func (r *run) recovery(held map[string]string, since time.Time) {
 	}
 	go func() {
 		resumed := false
+		endedAt := map[string]time.Duration{}
 		deadline := since.Add(2 * time.Minute)
 		for time.Now().Before(deadline) {
 			redelivered, ended := 0, 0
@@ -278,6 +306,9 @@ func (r *run) recovery(held map[string]string, since time.Time) {
 				switch {
 				case isEnded(s):
 					ended++
+					if _, ok := endedAt[id]; !ok {
+						endedAt[id] = time.Since(since)
+					}
 				case d != "" && d != delivery:
 					redelivered++
 				}
@@ -290,6 +321,7 @@ func (r *run) recovery(held map[string]string, since time.Time) {
 			if ended == len(held) {
 				r.finished = append(r.finished, time.Since(since))
 				r.mu.Unlock()
+				r.explainSlowEnd(endedAt)
 				return
 			}
 			r.mu.Unlock()
