@@ -3,21 +3,23 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/internal/benchfig"
 	"github.com/jobguard/jobguard/internal/redistest"
 )
 
 // BenchmarkLimitNeverReached drains chunks of jobs through the full stack with a concurrency
 // limit per key that is never reached (1000 per key, 10 handlers, every job of one tenant) and
-// without one, interleaved (limited, unlimited, limited, ...) so that drift in the machine's load
-// falls on both; it prints each side's median rate and spread, their ratio and the Redis round
-// trips per job of each. No timing is asserted. noop handlers show the whole cost (the stack is
+// without one, interleaved (without, with, with, without, ...: BENCH_ROUNDS chunks of BENCH_TASKS
+// each side, default 5 of 1000) so that drift in the machine's load falls on both; it prints the
+// side-by-side table (rate, CPU of Go and Redis, round trips, commands and scripts per job, each
+// side's median and spread). No timing is asserted; run it with -benchtime 1x. noop handlers show the whole cost (the stack is
 // round-trip bound); handlers that wait 5 ms (an upstream call) what a service pays.
 func BenchmarkLimitNeverReached(b *testing.B) {
 	for _, c := range []struct {
@@ -29,11 +31,10 @@ func BenchmarkLimitNeverReached(b *testing.B) {
 }
 
 func benchLimitNeverReached(b *testing.B, work time.Duration) {
-	const chunks = 6
-	n := max(b.N, 400)
-	var rates, trips [2][]float64 // [0] without, [1] with the limit
-	for c := 0; c < 2*chunks; c++ {
-		limited := c%2 == 0
+	n := benchfig.Tasks(1000)
+	var s sides // [0] without, [1] with the limit
+	for c := 0; c < 2*benchfig.Rounds(); c++ {
+		limited := c%4 == 1 || c%4 == 2 // without, with, with, without, ...
 		tc := TaskConfig{Type: "noop"}
 		if limited {
 			tc.Limit = Limit{Concurrency: 1000, Key: func(s Spec) string { return s.Tenant }}
@@ -62,16 +63,12 @@ func benchLimitNeverReached(b *testing.B, work time.Duration) {
 		if limited {
 			i = 1
 		}
-		rates[i] = append(rates[i], r.perSecond)
-		trips[i] = append(trips[i], r.roundTrips)
+		s[i] = append(s[i], r)
 	}
-	med := func(v []float64) float64 { s := slices.Clone(v); slices.Sort(s); return s[len(s)/2] }
-	spread := func(v []float64) string { return fmt.Sprintf("%.0f-%.0f", slices.Min(v), slices.Max(v)) }
-	b.Logf("%d chunks of %d jobs each side, interleaved: without limit median %.0f jobs/s (%s), with a never-reached limit %.0f jobs/s (%s); ratio %.2f; round trips per job %.2f without, %.2f with",
-		chunks, n, med(rates[0]), spread(rates[0]), med(rates[1]), spread(rates[1]), med(rates[1])/med(rates[0]), med(trips[0]), med(trips[1]))
-	b.ReportMetric(med(rates[0]), "unlimited-jobs/s")
-	b.ReportMetric(med(rates[1]), "limited-jobs/s")
-	b.ReportMetric(med(rates[1])/med(rates[0]), "ratio")
-	b.ReportMetric(med(trips[0]), "unlimited-rt/job")
-	b.ReportMetric(med(trips[1]), "limited-rt/job")
+	s.table(os.Stdout, fmt.Sprintf("a concurrency limit never reached vs none, handler %s, %d jobs a chunk", work, n), [2]string{"no limit", "limit never reached"})
+	rate := func(c cost) float64 { return c.perSecond }
+	b.ReportMetric(benchfig.Median(pick(s[0], rate)), "unlimited-jobs/s")
+	b.ReportMetric(benchfig.Median(pick(s[1], rate)), "limited-jobs/s")
+	b.ReportMetric(benchfig.Median(pick(s[1], rate))/benchfig.Median(pick(s[0], rate)), "ratio")
+	b.ReportMetric(benchfig.Median(pick(s[1], func(c cost) float64 { return c.roundTrips })), "limited-rt/job")
 }
