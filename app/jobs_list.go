@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/history"
 )
 
 // listView is GET /jobs: a page of the caller's tenant's jobs, newest first.
@@ -46,7 +48,7 @@ func (a *api) list(c *fiber.Ctx) error {
 	q := engine.ListQuery{Tenant: tenant, Type: strings.Clone(c.Query("type")), Cursor: strings.Clone(c.Query("cursor")), Limit: 50}
 	if st := c.Query("status"); st != "" {
 		if !slices.Contains(jobstore.Statuses, jobstore.Status(st)) {
-			return &HTTPError{Status: http.StatusBadRequest, Field: "status", Detail: "status must be one of queued, processing, retrying, done, failed, revoked, cancelled"}
+			return &HTTPError{Status: http.StatusBadRequest, Field: "status", Detail: "status must be one of " + statusList()}
 		}
 		q.Status = jobstore.Status(strings.Clone(st))
 	}
@@ -57,7 +59,7 @@ func (a *api) list(c *fiber.Ctx) error {
 		}
 		q.Limit = n
 	}
-	p, err := a.stack.List(c.UserContext(), q)
+	p, err := a.listPage(c.UserContext(), q)
 	if errors.Is(err, engine.ErrBadCursor) {
 		return &HTTPError{Status: http.StatusBadRequest, Field: "cursor", Detail: "cursor is not one a list answered"}
 	}
@@ -70,4 +72,13 @@ func (a *api) list(c *fiber.Ctx) error {
 			Attempt: j.Attempt, CreatedAt: stamp(j.CreatedAt), UpdatedAt: stamp(j.UpdatedAt), FinishedAt: stamp(j.FinishedAt)})
 	}
 	return c.JSON(out)
+}
+
+// listPage reads the Redis index, and with DATABASE_URL continues past its end into the SQL
+// history, so a job Redis let go is still listed.
+func (a *api) listPage(ctx context.Context, q engine.ListQuery) (engine.Page, error) {
+	if a.sql == nil {
+		return a.stack.List(ctx, q)
+	}
+	return history.List(ctx, a.sql, a.stack, q)
 }

@@ -24,6 +24,8 @@ const (
 	versionFences  = 1
 	versionOutbox  = 2
 	versionHistory = 3
+	// The history's list order (created_at and its index), so GET /jobs continues into SQL.
+	versionHistoryList = 4
 )
 
 // migrations lists every schema step, core and tasks', in version order.
@@ -38,6 +40,7 @@ func migrations(list []tasks.Task) []*goose.Migration {
 		step(versionFences, sqlfence.Schema()),
 		step(versionOutbox, outbox.Schema()),
 		step(versionHistory, history.Schema()),
+		step(versionHistoryList, history.ListSchema()),
 	}
 	for _, t := range list {
 		if t.SQLSchema != "" {

@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/engine/jobstore"
 	"github.com/jobguard/jobguard/sqlfence"
 )
 
@@ -36,10 +37,12 @@ var (
 // migration tool; Migrate runs it.
 func Schema() string { return schemaSQL }
 
-// Migrate creates the history table if it is not there.
+// Migrate creates the history table and its list order (ListSchema) if they are not there.
 func Migrate(ctx context.Context, q sqlfence.Querier) error {
-	if _, err := q.Exec(ctx, schemaSQL); err != nil {
-		return fmt.Errorf("history: migrate: %w", err)
+	for _, ddl := range []string{schemaSQL, listSchemaSQL} {
+		if _, err := q.Exec(ctx, ddl); err != nil {
+			return fmt.Errorf("history: migrate: %w", err)
+		}
 	}
 	return nil
 }
@@ -149,7 +152,8 @@ func upsert(ctx context.Context, tx pgx.Tx, v engine.View) error {
 	if !v.Record.FinishedAt.IsZero() {
 		finished = &v.Record.FinishedAt
 	}
-	_, err = tx.Exec(ctx, upsertSQL, v.Record.JobID, v.Record.Tenant, v.Record.Type, string(v.Record.Status), finished, rec, tl)
+	created := time.UnixMilli(jobstore.CreatedMS(v.Record.JobID))
+	_, err = tx.Exec(ctx, upsertSQL, v.Record.JobID, v.Record.Tenant, v.Record.Type, string(v.Record.Status), finished, rec, tl, created)
 	return err
 }
 

@@ -30,6 +30,10 @@ func (s *Store) IndexKey(tenant string) string {
 	return s.locks.Tag("jobs:" + tenant)
 }
 
+// CreatedMS is the creation time a job id carries (unix ms), its index score; 0 when id is not a
+// job id.
+func CreatedMS(id string) int64 { return createdMS(id) }
+
 // createdMS is the creation time a job id carries (unix ms); 0 when id is not a job id.
 func createdMS(id string) int64 {
 	if !ValidJobID(id) {
@@ -84,6 +88,9 @@ type Listed struct {
 type Page struct {
 	Jobs []Listed
 	Next string
+	// Last is the cursor of the page's last index entry, set even when Next is "" (a list that
+	// continues in another store starts after it); "" when the page read no entry.
+	Last string
 }
 
 // listFields are what a list reads of each record, in Listed's order.
@@ -113,12 +120,13 @@ func (s *Store) List(ctx context.Context, q ListQuery) (Page, error) {
 		return Page{}, replyError("list", res)
 	}
 	var page Page
-	if n := len(entries); n == 2*q.Limit {
-		score, _ := strconv.ParseInt(entries[n-1], 10, 64)
-		page.Next = encodeCursor(score, entries[n-2])
-	}
 	if len(entries) == 0 {
 		return page, nil
+	}
+	n := len(entries)
+	score, _ := strconv.ParseInt(entries[n-1], 10, 64)
+	if page.Last = encodeCursor(score, entries[n-2]); n == 2*q.Limit {
+		page.Next = page.Last
 	}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, 0, len(entries)/2)
@@ -152,6 +160,13 @@ func (s *Store) List(ctx context.Context, q ListQuery) (Page, error) {
 func encodeCursor(score int64, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(score, 10) + "." + id))
 }
+
+// EncodeCursor is the cursor of the index entry of job id created at createdMS (unix ms), for a
+// list that continues in another store with the same order.
+func EncodeCursor(createdMS int64, id string) string { return encodeCursor(createdMS, id) }
+
+// DecodeCursor is EncodeCursor's inverse; ErrBadCursor when c is not a cursor.
+func DecodeCursor(c string) (createdMS int64, id string, err error) { return decodeCursor(c) }
 
 func decodeCursor(c string) (int64, string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)

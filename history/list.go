@@ -1,0 +1,133 @@
+package history
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/engine/jobstore"
+)
+
+//go:embed list_schema.sql
+var listSchemaSQL string
+
+// ListSchema is the DDL of the history's list order (a created_at column and its index), a
+// migration step after Schema's.
+func ListSchema() string { return listSchemaSQL }
+
+// sqlCursor prefixes a cursor that continues in SQL; the rest is a store cursor (base64url, which
+// has no '.'), so the two never mix up.
+const sqlCursor = "sql."
+
+// List reads a page of a tenant's jobs, newest first: the Redis index (Stack.List) while it has
+// entries, then the copies of jobs older than the index's last entry, in the same order (created
+// ms, then job id, descending), so no job is listed twice and none is skipped as long as Redis
+// lets jobs go oldest first (the index is trimmed by creation time). A page that ends the index
+// is filled from SQL; the cursor of a page read from SQL says so. Filters apply to both stores.
+func List(ctx context.Context, db *pgxpool.Pool, stack *engine.Stack, q engine.ListQuery) (engine.Page, error) {
+	if q.Limit <= 0 {
+		q.Limit = 50
+	}
+	q.Limit = min(q.Limit, 200)
+	if rest, ok := strings.CutPrefix(q.Cursor, sqlCursor); ok {
+		ms, id, err := jobstore.DecodeCursor(rest)
+		if err != nil {
+			return engine.Page{}, fmt.Errorf("history: %w", err)
+		}
+		return listSQL(ctx, db, q, &position{ms, id}, q.Limit)
+	}
+	p, err := stack.List(ctx, q)
+	if err != nil || p.Next != "" {
+		return p, err
+	}
+	// The index has no more entries: continue after its last one (this page's, else the
+	// cursor's, else the top).
+	var after *position
+	for _, c := range []string{p.Last, q.Cursor} {
+		if c != "" {
+			ms, id, err := jobstore.DecodeCursor(c)
+			if err != nil {
+				return engine.Page{}, fmt.Errorf("history: %w", err)
+			}
+			after = &position{ms, id}
+			break
+		}
+	}
+	rest, err := listSQL(ctx, db, q, after, q.Limit-len(p.Jobs))
+	if err != nil {
+		return engine.Page{}, err
+	}
+	p.Jobs, p.Next = append(p.Jobs, rest.Jobs...), rest.Next
+	if rest.Last != "" {
+		p.Last = rest.Last
+	}
+	return p, nil
+}
+
+// position is a list entry's place in the order: its created ms and job id.
+type position struct {
+	ms int64
+	id string
+}
+
+// listSQL reads up to limit copies of q's jobs after (nil: from the newest), one query served by
+// the (tenant, created_at DESC, job_id DESC) index.
+func listSQL(ctx context.Context, db *pgxpool.Pool, q engine.ListQuery, after *position, limit int) (engine.Page, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
+	if q.Tenant != "" {
+		where = append(where, "tenant = "+arg(q.Tenant))
+	}
+	if after != nil {
+		where = append(where, fmt.Sprintf("(created_at, job_id) < (%s, %s)", arg(time.UnixMilli(after.ms)), arg(after.id)))
+	}
+	if q.Status != "" {
+		where = append(where, "status = "+arg(string(q.Status)))
+	}
+	if q.Type != "" {
+		where = append(where, "type = "+arg(q.Type))
+	}
+	sql := "SELECT record FROM jobguard_job_history"
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	sql += " ORDER BY created_at DESC, job_id DESC LIMIT " + arg(limit)
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return engine.Page{}, fmt.Errorf("history: list: %w", err)
+	}
+	defer rows.Close()
+	var p engine.Page
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return engine.Page{}, fmt.Errorf("history: list: %w", err)
+		}
+		var rec map[string]string
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return engine.Page{}, fmt.Errorf("history: list: %w", err)
+		}
+		r := parse(rec)
+		p.Jobs = append(p.Jobs, jobstore.Listed{JobID: r.JobID, Type: r.Type, Queue: r.Queue, Tenant: r.Tenant, Status: r.Status,
+			Attempt: r.Attempt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt})
+	}
+	if err := rows.Err(); err != nil {
+		return engine.Page{}, fmt.Errorf("history: list: %w", err)
+	}
+	if n := len(p.Jobs); n > 0 {
+		last := p.Jobs[n-1].JobID
+		p.Last = sqlCursor + jobstore.EncodeCursor(jobstore.CreatedMS(last), last)
+		if n == limit {
+			p.Next = p.Last
+		}
+	}
+	return p, nil
+}
