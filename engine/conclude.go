@@ -143,10 +143,14 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 		s.Stats.StaleWrites.Add(1)
 		s.m.staleWrites.WithLabelValues(job.Type).Inc()
 		log.Warn().Str("event", "stale_write_rejected").Int64("current_token", res.Current).Msg("a newer token owns the job")
+		// The refusal is on the timeline, maybe of a job that ended (cancelled under its run):
+		// its copy, taken at the end, is taken again.
+		s.ended(job.ID)
 	case jobstore.Invalid:
 		s.Stats.InvalidTransitions.Add(1)
 		s.m.invalid.WithLabelValues(job.Type).Inc()
 		log.Warn().Str("event", "invalid_transition").Str("status", res.Status).Str("to", string(o.Status)).Msg("transition rejected")
+		s.ended(job.ID)
 	}
 	return nil
 }

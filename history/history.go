@@ -130,6 +130,9 @@ func (w *Writer) copy(ctx context.Context, ids []string) error {
 			if err != nil {
 				return err
 			}
+			if !v.Record.Status.Terminal() {
+				continue // a late answer of a job a newer run owns (or a replay): its end queues it
+			}
 			if err := upsert(ctx, tx, v); err != nil {
 				return err
 			}
@@ -144,7 +147,7 @@ func upsert(ctx context.Context, tx pgx.Tx, v engine.View) error {
 	if err != nil {
 		return err
 	}
-	tl, err := json.Marshal(v.Timeline)
+	tl, err := json.Marshal(storedTimeline(v.Timeline))
 	if err != nil {
 		return err
 	}
@@ -174,9 +177,40 @@ func Load(ctx context.Context, db *pgxpool.Pool, id string) (engine.View, error)
 	if err := json.Unmarshal(rec, &v.Raw); err != nil {
 		return engine.View{}, fmt.Errorf("history: job %s: %w", id, err)
 	}
-	if err := json.Unmarshal(tl, &v.Timeline); err != nil {
+	var events []storedEvent
+	if err := json.Unmarshal(tl, &events); err != nil {
 		return engine.View{}, fmt.Errorf("history: job %s: %w", id, err)
 	}
+	v.Timeline = loadedTimeline(events)
 	v.Record = parse(v.Raw)
 	return v, nil
+}
+
+// storedEvent is a timeline event as the copy stores it: with its seq, which engine.Event leaves
+// out of its JSON (it is the SSE id), so a copy's events keep the ids Redis gave them.
+type storedEvent struct {
+	Seq *int64 `json:"seq"`
+	engine.Event
+}
+
+func storedTimeline(tl []engine.Event) []storedEvent {
+	out := make([]storedEvent, len(tl))
+	for i, e := range tl {
+		seq := e.Seq
+		out[i] = storedEvent{Seq: &seq, Event: e}
+	}
+	return out
+}
+
+// loadedTimeline reads the events back; a row copied before seqs were stored gets positions.
+func loadedTimeline(events []storedEvent) []engine.Event {
+	out := make([]engine.Event, len(events))
+	for i, e := range events {
+		out[i] = e.Event
+		out[i].Seq = int64(i)
+		if e.Seq != nil {
+			out[i].Seq = *e.Seq
+		}
+	}
+	return out
 }
