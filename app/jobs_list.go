@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/engine/jobstore"
@@ -59,7 +60,7 @@ func (a *api) list(c *fiber.Ctx) error {
 		}
 		q.Limit = n
 	}
-	p, err := a.listPage(c.UserContext(), q)
+	p, err := listPage(c.UserContext(), a.sql, a.stack, q)
 	if errors.Is(err, engine.ErrBadCursor) {
 		return &HTTPError{Status: http.StatusBadRequest, Field: "cursor", Detail: "cursor is not one a list answered"}
 	}
@@ -74,11 +75,11 @@ func (a *api) list(c *fiber.Ctx) error {
 	return c.JSON(out)
 }
 
-// listPage reads the Redis index, and with DATABASE_URL continues past its end into the SQL
-// history, so a job Redis let go is still listed.
-func (a *api) listPage(ctx context.Context, q engine.ListQuery) (engine.Page, error) {
-	if a.sql == nil {
-		return a.stack.List(ctx, q)
+// listPage reads stack's Redis index, and with a database (DATABASE_URL) continues past its end
+// into the SQL history, so a job Redis let go is still listed (GET /jobs, jobguard jobs list).
+func listPage(ctx context.Context, db *pgxpool.Pool, stack *engine.Stack, q engine.ListQuery) (engine.Page, error) {
+	if db == nil {
+		return stack.List(ctx, q)
 	}
-	return history.List(ctx, a.sql, a.stack, q)
+	return history.List(ctx, db, stack, q)
 }

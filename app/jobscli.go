@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/engine"
@@ -39,6 +40,7 @@ const jobsUsage = `usage: jobguard jobs list [--tenant T] [--status S] [--type T
 // jobsCLI is one run of jobguard jobs: the stack on REDIS_URL, and where it writes.
 type jobsCLI struct {
 	stack          *engine.Stack
+	sql            *pgxpool.Pool // with DATABASE_URL: the list continues into the SQL history
 	client         *asynq.Client
 	stdout, stderr io.Writer
 	json           bool
@@ -116,6 +118,17 @@ func runJobs(ctx context.Context, args []string, lookup func(string) (string, bo
 	cli.by = "operator (jobguard jobs)"
 	if u, ok := lookup("USER"); ok && u != "" {
 		cli.by = "operator " + u + " (jobguard jobs)"
+	}
+	if verb == "list" {
+		// With DATABASE_URL the list continues into the SQL history; the other commands act on
+		// Redis alone, so they do not need PostgreSQL to answer.
+		if cli.sql, err = openSQL(ctx, cfg); err != nil {
+			fmt.Fprintln(stderr, "jobguard jobs:", redact.Error(err))
+			return exitError
+		}
+		if cli.sql != nil {
+			defer cli.sql.Close()
+		}
 	}
 	switch verb {
 	case "list":
@@ -223,7 +236,7 @@ type cliListed struct {
 }
 
 func (c *jobsCLI) list(ctx context.Context, q engine.ListQuery) error {
-	p, err := c.stack.List(ctx, q)
+	p, err := listPage(ctx, c.sql, c.stack, q)
 	if err != nil {
 		return err
 	}
