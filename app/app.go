@@ -126,6 +126,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 		// Finished jobs are copied to SQL, so a short JOB_RETENTION keeps their history.
 		a.history = history.NewWriter(a.sql, a.stack, a.log)
 		a.stack.OnEnd(a.history.Add)
+		a.stack.OnCancelRunning(sqlCancelFence(a.sql, cfg.Tasks))
 	}
 	deps := cfg.taskDeps()
 	deps.SQL = a.sql

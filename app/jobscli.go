@@ -47,6 +47,28 @@ type jobsCLI struct {
 	by             string
 }
 
+// fenceSQL gives a cancel the app's SQL fence hook when DATABASE_URL is set, so that a cancelled
+// run's later commit to PostgreSQL is refused as it is after POST /jobs/{id}/cancel. Without
+// PostgreSQL the cancel still acts on Redis, and says what it could not do.
+func (cli *jobsCLI) fenceSQL(ctx context.Context, cfg Config) {
+	var err error
+	if cli.sql, err = openSQL(ctx, cfg); err != nil {
+		fmt.Fprintln(cli.stderr, "jobguard jobs: warning: PostgreSQL unreachable, a running job's SQL fence is not raised:", redact.Error(err))
+		return
+	}
+	if cli.sql == nil {
+		return
+	}
+	hook := sqlCancelFence(cli.sql, cfg.Tasks)
+	cli.stack.OnCancelRunning(func(ctx context.Context, run engine.CancelledRun) error {
+		err := hook(ctx, run)
+		if err != nil {
+			fmt.Fprintln(cli.stderr, "jobguard jobs: warning: the cancelled run's SQL fence was not raised:", redact.Error(err))
+		}
+		return err
+	})
+}
+
 // runJobs is jobguard jobs: operators on the host list, read, cancel and retry jobs straight on
 // REDIS_URL, with no API token. Exit codes are the exit* constants.
 func runJobs(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
@@ -126,6 +148,12 @@ func runJobs(ctx context.Context, args []string, lookup func(string) (string, bo
 			fmt.Fprintln(stderr, "jobguard jobs:", redact.Error(err))
 			return exitError
 		}
+		if cli.sql != nil {
+			defer cli.sql.Close()
+		}
+	}
+	if verb == "cancel" {
+		cli.fenceSQL(ctx, cfg)
 		if cli.sql != nil {
 			defer cli.sql.Close()
 		}

@@ -78,6 +78,9 @@ func (s *Stack) Cancel(ctx context.Context, id string, req CancelRequest) (Cance
 	s.m.transitions.WithLabelValues(info.Type, "cancelled").Inc()
 	s.ended(id)
 	out := Cancelled{From: res.From, Delivery: res.Delivery, Fence: res.Token}
+	if res.From == jobstore.StatusProcessing {
+		s.fenceElsewhere(ctx, CancelledRun{JobID: id, Type: info.Type, Resource: info.Resource, Token: res.Token})
+	}
 	if res.From != jobstore.StatusProcessing && res.Delivery != "" {
 		// Best effort: the record is the truth, a delivery left behind is refused at its start.
 		out.DeliveryDeleted = asynq.NewInspectorFromRedisClient(s.rdb).DeleteTask(info.Queue, res.Delivery) == nil
@@ -85,6 +88,39 @@ func (s *Stack) Cancel(ctx context.Context, id string, req CancelRequest) (Cance
 	s.log.Info().Str("job_id", id).Str("event", "cancelled").Str("from", string(res.From)).Str("by", req.By).
 		Int64("fencing_token", res.Token).Bool("delivery_deleted", out.DeliveryDeleted).Msg("job cancelled")
 	return out, nil
+}
+
+// CancelledRun is a running job's cancel, for the stores outside Redis that its handler writes
+// under its fence: Token is the token the cancel raised the resource's fence to.
+type CancelledRun struct {
+	JobID, Type, Resource string
+	Token                 int64
+}
+
+// CancelHook raises a cancelled run's fence in a store outside Redis (the app's sqlfence), so
+// that nothing the run writes there after the cancel's answer lands. It runs before Cancel
+// returns, on the cancel's context.
+type CancelHook func(ctx context.Context, run CancelledRun) error
+
+// OnCancelRunning sets the hook every cancel of a running job runs before it returns (nil: none).
+// Redis's fence is raised whatever the hook does: an error is logged, and the cancel stands.
+func (s *Stack) OnCancelRunning(h CancelHook) {
+	if h == nil {
+		s.onCancelRunning.Store(nil)
+		return
+	}
+	s.onCancelRunning.Store(&h)
+}
+
+func (s *Stack) fenceElsewhere(ctx context.Context, run CancelledRun) {
+	h := s.onCancelRunning.Load()
+	if h == nil {
+		return
+	}
+	if err := (*h)(ctx, run); err != nil {
+		s.log.Warn().Err(err).Str("job_id", run.JobID).Int64("fencing_token", run.Token).
+			Msg("cancelled run's fence not raised outside Redis: its late writes there may land")
+	}
 }
 
 // cancellable is the handler's context: ctx (asynq's, with its deadline and values), cancelled

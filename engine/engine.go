@@ -39,6 +39,8 @@ type Stack struct {
 	rngMu sync.Mutex
 	// onEnd is told of every job this process ends (OnEnd).
 	onEnd atomic.Pointer[func(string)]
+	// onCancelRunning raises the fences outside Redis of a cancelled run (OnCancelRunning).
+	onCancelRunning atomic.Pointer[CancelHook]
 	// untaken holds when a replay's delivery was first seen before its record took it.
 	untaken sync.Map
 	// limits keeps the limit slots this process holds (limits.go).

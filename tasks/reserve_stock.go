@@ -94,6 +94,7 @@ var reserveStock = Task{
 	Commands:   []Command{{Path: "/orders", Accept: func() Request { return &ReserveStockPayload{} }, Do: placeOrder}},
 	SQLSchema:  reserveStockSchema,
 	SQLVersion: 101,
+	SQLFenced:  true,
 	Handler: func(d Deps) engine.Handler {
 		return func(ctx context.Context, job *engine.Job) error {
 			var p ReserveStockPayload

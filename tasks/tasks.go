@@ -58,7 +58,15 @@ type Task struct {
 	// SQLVersion is SQLSchema's migration version, unique across tasks and above 100 (the
 	// core's are below): a change to the schema is a new version, never an edit of an old one.
 	SQLVersion int64
+	// SQLFenced says the handler writes PostgreSQL under sqlfence at SQLFenceResource(type, the
+	// job's resource): a cancel of a running job then raises that fence too, before its answer,
+	// so that nothing the cancelled run commits there afterwards lands.
+	SQLFenced bool
 }
+
+// SQLFenceResource is the sqlfence resource of a task type's jobs on resource: the name a
+// SQLFenced task's handler writes under, and the one a cancel raises.
+func SQLFenceResource(typ, resource string) string { return typ + ":" + resource }
 
 // Route is a read model of a task: GET <Path> answers a JSON body computed from Redis.
 type Route struct {

@@ -12,17 +12,17 @@ import (
 // CancelInfo is what a cancel needs to know before its script runs: the dedup marker to release
 // and the queue of the delivery to delete. Neither changes during a job's life.
 type CancelInfo struct {
-	Type, Queue, Tenant, Dedup string
+	Type, Queue, Tenant, Dedup, Resource string
 }
 
 // CancelInfo reads the fields a cancel needs, in one round trip; ErrNotFound when no record.
 func (s *Store) CancelInfo(ctx context.Context, k Keys) (CancelInfo, error) {
-	v, err := s.rdb.HMGet(ctx, k.Record, FieldType, FieldQueue, FieldTenant, FieldDedup).Result()
+	v, err := s.rdb.HMGet(ctx, k.Record, FieldType, FieldQueue, FieldTenant, FieldDedup, FieldResource).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return CancelInfo{}, fmt.Errorf("jobstore: read job: %w", err)
 	}
 	str := func(i int) string { s, _ := v[i].(string); return s }
-	info := CancelInfo{Type: str(0), Queue: str(1), Tenant: str(2), Dedup: str(3)}
+	info := CancelInfo{Type: str(0), Queue: str(1), Tenant: str(2), Dedup: str(3), Resource: str(4)}
 	if info.Type == "" {
 		return CancelInfo{}, ErrNotFound
 	}
