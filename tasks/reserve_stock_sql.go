@@ -40,7 +40,9 @@ var (
 var errOrderApplied = errors.New("tasks: order applied before")
 
 // fenceResource is the SQL fence's resource of a SKU: the same resource the lease protects.
-func fenceResource(p ReserveStockPayload) string { return SQLFenceResource(TypeReserveStock, p.Resource()) }
+func fenceResource(p ReserveStockPayload) string {
+	return SQLFenceResource(TypeReserveStock, p.Resource())
+}
 
 // applySQL reserves the order's quantity in one fenced transaction and returns the new total;
 // engine.ErrAlreadyApplied when the order was applied before, a *sqlfence.StaleError when a newer
