@@ -217,10 +217,10 @@ func (s *Scheduler) step(ctx context.Context, f locking.Fence, p *plan, st state
 			return err
 		}
 		if ok {
+			s.remember(ctx, p.Name, id, first)
 			if err := s.write(ctx, f, p, fieldCursor, first.UnixMilli(), fieldLastAt, first.UnixMilli(), fieldLastJob, id); err != nil {
 				return err
 			}
-			s.remember(ctx, p.Name, id, first)
 			s.Stats.Existed.Add(1)
 			st.lastJob = id
 			if first = p.Next(first); first.IsZero() || first.After(now) {
@@ -301,11 +301,10 @@ func (s *Scheduler) step(ctx context.Context, f locking.Fence, p *plan, st state
 		}
 		lastJob = id
 		// The job exists: record it even if the lead ends now (the write is fenced all the same).
+		// It is listed first, so that a state naming it as the last job is never ahead of the list.
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		s.remember(wctx, p.Name, id, tick)
 		err = s.write(wctx, f, p, fieldCursor, tick.UnixMilli(), fieldLastAt, tick.UnixMilli(), fieldLastJob, id)
-		if err == nil {
-			s.remember(wctx, p.Name, id, tick)
-		}
 		cancel()
 		if err != nil {
 			return err
