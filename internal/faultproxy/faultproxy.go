@@ -18,6 +18,9 @@ type Proxy struct {
 	blocked atomic.Bool
 	mu      sync.Mutex
 	conns   map[net.Conn]bool
+	done    chan struct{} // closed by Close: a chunk waiting out its latency is dropped
+	wg      sync.WaitGroup
+	closing sync.Once
 }
 
 // New starts a proxy to target on a free loopback port.
@@ -26,7 +29,8 @@ func New(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}, done: make(chan struct{})}
+	p.wg.Add(1)
 	go p.accept()
 	return p, nil
 }
@@ -35,6 +39,7 @@ func New(target string) (*Proxy, error) {
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 func (p *Proxy) accept() {
+	defer p.wg.Done()
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
@@ -50,6 +55,7 @@ func (p *Proxy) accept() {
 			continue
 		}
 		p.track(c, s)
+		p.wg.Add(2)
 		go p.pipe(c, s)
 		go p.pipe(s, c)
 	}
@@ -72,6 +78,7 @@ func (p *Proxy) untrack(cs ...net.Conn) {
 }
 
 func (p *Proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
 	defer p.untrack(dst, src)
 	defer dst.Close()
 	defer src.Close()
@@ -80,7 +87,11 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			if d := p.delay.Load(); d > 0 {
-				time.Sleep(time.Duration(d))
+				select {
+				case <-time.After(time.Duration(d)):
+				case <-p.done:
+					return
+				}
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
@@ -116,5 +127,17 @@ func (p *Proxy) Partition(d time.Duration) {
 	p.Unblock()
 }
 
-// Close stops accepting; live connections end with their peers.
-func (p *Proxy) Close() { p.ln.Close() }
+// Close stops accepting, cuts every live connection and returns once none of the proxy's
+// goroutines is left (a test's leak check runs right after).
+func (p *Proxy) Close() {
+	p.closing.Do(func() {
+		p.ln.Close()
+		close(p.done)
+		p.mu.Lock()
+		for c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+	})
+	p.wg.Wait()
+}
