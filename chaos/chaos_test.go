@@ -274,12 +274,8 @@ func (r *run) explainSlowEnd(endedAt map[string]time.Duration) {
 	ctx := context.Background()
 	for _, k := range scanKeys(r.rdb, "jobguard:*:job:"+slowest) {
 		var events []string
-		for _, e := range r.rdb.LRange(ctx, k+":timeline", 0, -1).Val() {
-			var ev struct {
-				At            int64
-				Event, Detail string
-			}
-			_ = json.Unmarshal([]byte(e), &ev)
+		evs, _ := engine.ReadTimeline(ctx, r.rdb, k)
+		for _, ev := range evs {
 			events = append(events, fmt.Sprintf("%s %s %s", time.UnixMilli(ev.At).Format("15:04:05.000"), ev.Event, ev.Detail))
 		}
 		r.t.Logf("a lost worker's job %s ended %s after the fault:\n  %s", slowest, took.Round(100*time.Millisecond), strings.Join(events, "\n  "))

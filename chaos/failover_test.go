@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/internal/faultproxy"
 	"github.com/jobguard/jobguard/internal/redistest"
 )
@@ -349,15 +350,23 @@ type tlEvent struct {
 	Worker   string `json:"worker"`
 }
 
+// readTimelines reads every job's timeline in c, keyed by its timeline key, through
+// engine.ReadTimeline (a done job's folded happy path rebuilt): a timeline left without its
+// record is read too.
 func readTimelines(c redis.UniversalClient) map[string][]tlEvent {
 	ctx := context.Background()
+	records := map[string]bool{}
+	for _, k := range scanKeys(c, "jobguard:*:job:*") {
+		records[strings.TrimSuffix(k, ":timeline")] = true
+	}
 	out := map[string][]tlEvent{}
-	for _, k := range scanKeys(c, "jobguard:*:timeline") {
-		for _, e := range c.LRange(ctx, k, 0, -1).Val() {
-			var ev tlEvent
-			if json.Unmarshal([]byte(e), &ev) == nil {
-				out[k] = append(out[k], ev)
-			}
+	for rk := range records {
+		evs, err := engine.ReadTimeline(ctx, c, rk)
+		if err != nil {
+			continue
+		}
+		for _, e := range evs {
+			out[rk+":timeline"] = append(out[rk+":timeline"], tlEvent{At: e.At, Event: e.Event, Token: e.Token, Delivery: e.Delivery, Worker: e.Worker})
 		}
 	}
 	return out

@@ -434,7 +434,10 @@ func (p *pgRun) explainNotApplied(key string, o order, jobID string, a any) {
 	var timeline []string
 	for _, k := range scanKeys(p.rdb, "jobguard:*:job:"+jobID) {
 		rec = p.rdb.HGetAll(ctx, k).Val()
-		timeline = p.rdb.LRange(ctx, k+":timeline", 0, -1).Val()
+		evs, _ := engine.ReadTimeline(ctx, p.rdb, k)
+		for _, e := range evs {
+			timeline = append(timeline, fmt.Sprintf("%+v", e))
+		}
 	}
 	p.t.Logf("not applied: order %s (sku %s qty %d), applied row %+v, job %q\n  record %v\n  timeline %s",
 		key, o.sku, o.qty, a, jobID, rec, strings.Join(timeline, "\n    "))

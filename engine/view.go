@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jobguard/jobguard/engine/jobstore"
 )
 
@@ -21,4 +23,10 @@ func (s *Stack) Get(ctx context.Context, id string) (View, error) {
 		return View{}, fmt.Errorf("engine: %w", err)
 	}
 	return v, nil
+}
+
+// ReadTimeline reads the whole timeline of the job whose record is at recordKey with any client
+// (jobstore.ReadTimeline): for tools and test suites that walk a keyspace instead of a Stack.
+func ReadTimeline(ctx context.Context, rdb redis.Cmdable, recordKey string) ([]Event, error) {
+	return jobstore.ReadTimeline(ctx, rdb, recordKey)
 }

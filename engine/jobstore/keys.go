@@ -26,7 +26,7 @@ func (s *Store) Keys(jobID, opKey string) (Keys, error) {
 	k := Keys{
 		Tag:      tag,
 		Record:   s.locks.Key(tag, "job:"+jobID),
-		Timeline: s.locks.Key(tag, "job:"+jobID+":timeline"),
+		Timeline: s.locks.Key(tag, "job:"+jobID+timelineSuffix),
 		Lease:    s.locks.LeaseKey(tag),
 		Fence:    s.locks.FenceKey(tag),
 	}
@@ -54,3 +54,7 @@ func (s *Store) Key(tag, name string) string { return s.locks.Key(tag, name) }
 
 // Locks is the store's locking client.
 func (s *Store) Locks() *locking.Client { return s.locks }
+
+// timelineSuffix makes a job's timeline key of its record key (timeline_push in
+// scripts/prelude.lua reads it back the other way).
+const timelineSuffix = ":timeline"

@@ -46,6 +46,9 @@ const (
 	FieldProgressAt    = "progress_at"
 	// FieldStartBy is the job's deadline (unix ms, 0 none): not started by then, it expires.
 	FieldStartBy = "start_by"
+	// FieldTimelineFolded marks a done job whose happy-path timeline the record stands for (the
+	// value: the enqueuing worker); see fold.go.
+	FieldTimelineFolded = "timeline_folded"
 )
 
 // recordFields lists every field above.
@@ -53,7 +56,8 @@ var recordFields = []string{FieldJobID, FieldType, FieldQueue, FieldTenant, Fiel
 	FieldAttempt, FieldMaxAttempts, FieldDeliveries, FieldDelivery, FieldConfirmed, FieldCreatedAt,
 	FieldUpdatedAt, FieldStartedAt, FieldHeartbeatAt, FieldFinishedAt, FieldNotBefore, FieldStartBy, FieldPayload,
 	FieldOpKey, FieldDedup, FieldWorkerID, FieldLeaseOwner, FieldFencing, FieldLastError, FieldResult,
-	FieldCheckpoint, FieldCheckpointAt, FieldProgress, FieldProgressNote, FieldProgressToken, FieldProgressAt}
+	FieldCheckpoint, FieldCheckpointAt, FieldProgress, FieldProgressNote, FieldProgressToken, FieldProgressAt,
+	FieldTimelineFolded}
 
 // Status is where a job is in its life (docs/DESIGN.md has the transition table).
 type Status string

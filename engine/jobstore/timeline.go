@@ -38,13 +38,27 @@ func (s *Store) TimelineSince(ctx context.Context, id string, n int64) (Timeline
 	if err != nil {
 		return TimelinePage{}, err
 	}
-	p := TimelinePage{Status: Status(status)}
-	for i := 1; i < len(rest); i++ {
-		raw, err := stringAt("timeline", rest, i)
+	if len(rest) < 1+len(foldedFields) {
+		return TimelinePage{}, fmt.Errorf("jobstore: timeline reply of %d values", len(rest)+1)
+	}
+	rec := map[string]string{}
+	for i, f := range foldedFields {
+		v, err := stringAt("timeline", rest, 1+i)
 		if err != nil {
 			return TimelinePage{}, err
 		}
-		p.Events = append(p.Events, decodeEvent(raw, first+int64(i-1)))
+		if v != "" { // the fold's mark is never empty: '' is its absence
+			rec[f] = v
+		}
+	}
+	p := TimelinePage{Status: Status(status), Events: foldedEvents(rec, n)}
+	events := rest[1+len(foldedFields):]
+	for i := range events {
+		raw, err := stringAt("timeline", events, i)
+		if err != nil {
+			return TimelinePage{}, err
+		}
+		p.Events = append(p.Events, decodeEvent(raw, first+int64(i)))
 	}
 	return p, nil
 }

@@ -44,14 +44,43 @@ func (s *Store) Load(ctx context.Context, id string) (View, error) {
 	}
 	delete(v.Raw, locking.FieldFenceOwner)
 	delete(v.Raw, locking.FieldFenceToken)
+	v.Timeline = timelineOf(v.Raw, tl.Val())
+	delete(v.Raw, FieldTimelineFolded)
 	v.Record = ParseRecord(v.Raw)
 	v.Lease.Owner = owner.Val()
 	if d := ttl.Val(); d > 0 {
 		v.Lease.Remaining = d
 	}
 	v.Lease.Fence, _ = fence.Int64()
-	for i, raw := range tl.Val() {
-		v.Timeline = append(v.Timeline, decodeEvent(raw, int64(i)))
-	}
 	return v, nil
+}
+
+// timelineOf is a job's whole timeline: the events its record f stands for when folded, then the
+// stored ones.
+func timelineOf(f map[string]string, stored []string) []Event {
+	events := foldedEvents(f, 0)
+	folded := len(events)
+	for i, raw := range stored {
+		events = append(events, decodeEvent(raw, int64(folded+i)))
+	}
+	return events
+}
+
+// ReadTimeline reads the whole timeline of the job whose record is at recordKey with any client,
+// for tools and test suites that walk a keyspace (a folded one rebuilt, as Load does): one
+// pipeline. A job Redis no longer has has none.
+func ReadTimeline(ctx context.Context, rdb redis.Cmdable, recordKey string) ([]Event, error) {
+	pipe := rdb.Pipeline()
+	rec := pipe.HMGet(ctx, recordKey, foldedFields...)
+	tl := pipe.LRange(ctx, recordKey+timelineSuffix, 0, -1)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("jobstore: read timeline of %s: %w", recordKey, err)
+	}
+	f := map[string]string{}
+	for i, v := range rec.Val() {
+		if s, ok := v.(string); ok {
+			f[foldedFields[i]] = s
+		}
+	}
+	return timelineOf(f, tl.Val()), nil
 }

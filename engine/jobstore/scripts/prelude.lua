@@ -7,7 +7,9 @@
 -- timeline_push(key, cap, ttl_ms, json): append one event (JSON object), keep the newest cap
 --   (0: all), keep the list for ttl_ms. Each event is stored with its position since the job's
 --   creation first ('{"seq":n,...'): n is the last kept event's plus one (its index in a list
---   written before positions were, the list's length), so positions survive the cap's trim.
+--   written before positions were, the list's length), so positions survive the cap's trim. An
+--   empty list whose record (the key less ':timeline') holds a folded happy path (finish.lua's
+--   fold) goes on at 3, after the three events the record stands for.
 -- record_compact(key, owner): drop from an ended job's record the fields that only say "none"
 --   (not_before and start_by 0; op_key, dedup and last_error empty): every reader takes an absent
 --   field for the same none. lease_owner goes too when it is owner, the finishing run's, which the
@@ -32,13 +34,16 @@ local function record_get(key, fields)
   end
   return rec
 end
-local function timeline_push(key, cap, ttl_ms, json)
-  local seq = 0
+local function timeline_next(key)
   local last = redis.call('LINDEX', key, -1)
   if last then
-    seq = tonumber(string.match(last, '^{"seq":(%d+)') or '') or redis.call('LLEN', key) - 1
-    seq = seq + 1
+    return (tonumber(string.match(last, '^{"seq":(%d+)') or '') or redis.call('LLEN', key) - 1) + 1
   end
+  if redis.call('HEXISTS', string.sub(key, 1, #key - 9), 'timeline_folded') == 1 then return 3 end
+  return 0
+end
+local function timeline_push(key, cap, ttl_ms, json)
+  local seq = timeline_next(key)
   local body = string.sub(json, 2)
   if body ~= '}' then body = ',' .. body end
   local n = redis.call('RPUSH', key, '{"seq":' .. seq .. body)

@@ -2,13 +2,21 @@
 -- since the job's creation, 0 first; see timeline_push), in one round trip.
 -- KEYS[1] job record, KEYS[2] job timeline
 -- ARGV[1] n, the first position wanted
--- returns {status or '', position of the first event returned, event JSON, ...}: the events from
---         position n, or from the oldest kept when n was trimmed away
-local status = redis.call('HGET', KEYS[1], 'status') or ''
+-- returns {status or '', position of the first stored event returned, timeline_folded, created_at,
+--         delivery, started_at, fencing_token, attempt, worker_id, finished_at (each '' when absent:
+--         the record's part that a folded timeline is rebuilt from, jobstore/fold.go), event JSON,
+--         ...}: the stored events from position n, or from the oldest kept when n was trimmed away
+local rec = redis.call('HMGET', KEYS[1], 'status', 'timeline_folded', 'created_at', 'delivery', 'started_at',
+  'fencing_token', 'attempt', 'worker_id', 'finished_at')
 local first = 0
 local oldest = redis.call('LINDEX', KEYS[2], 0)
-if oldest then first = tonumber(string.match(oldest, '^{"seq":(%d+)') or '0') end
+if oldest then
+  first = tonumber(string.match(oldest, '^{"seq":(%d+)') or '0')
+elseif rec[2] then
+  first = 3 -- a folded timeline's next position
+end
 local from = math.max(0, tonumber(ARGV[1]) - first)
-local out = {status, first + from}
+local out = {rec[1] or '', first + from}
+for i = 2, 9 do out[#out + 1] = rec[i] or '' end
 for _, e in ipairs(redis.call('LRANGE', KEYS[2], from, -1)) do out[#out + 1] = e end
 return out
