@@ -139,6 +139,9 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 		if o.Status.Terminal() {
 			s.ended(job.ID)
 		}
+		if o.Status == jobstore.StatusDone || o.Status == jobstore.StatusRevoked {
+			s.unindex.add(job.ID)
+		}
 	case jobstore.StaleWrite:
 		s.Stats.StaleWrites.Add(1)
 		s.m.staleWrites.WithLabelValues(job.Type).Inc()

@@ -45,8 +45,10 @@ type Stack struct {
 	untaken sync.Map
 	// limits keeps the limit slots this process holds (limits.go).
 	limits *limiter
-	Stats  Stats
-	m      *metrics
+	// unindex holds the jobs that ended for good, for the sweep to take out of the expiry index.
+	unindex unindexQueue
+	Stats   Stats
+	m       *metrics
 }
 
 type registered struct {

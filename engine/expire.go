@@ -32,6 +32,9 @@ const (
 // where asynq allows (one left behind is refused at start). A job that runs, or waits with time
 // left, is checked again later; one that ended leaves the index.
 func (s *Stack) ExpireDue(ctx context.Context) (int, error) {
+	if err := s.unindexEnded(ctx); err != nil {
+		return 0, fmt.Errorf("engine: expire: %w", err)
+	}
 	now := s.now()
 	expired := 0
 	for range expireRounds {

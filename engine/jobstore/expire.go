@@ -51,9 +51,17 @@ func (s *Store) DueForExpiry(ctx context.Context, now time.Time, limit int) ([]s
 	return ids, nil
 }
 
-// Unindex removes job id from the expiry index (it ended, or its record is gone).
-func (s *Store) Unindex(ctx context.Context, id string) error {
-	if err := s.rdb.ZRem(ctx, s.ExpiryKey(), id).Err(); err != nil {
+// Unindex removes jobs from the expiry index (they ended, or their records are gone), in one
+// command.
+func (s *Store) Unindex(ctx context.Context, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	members := make([]any, len(ids))
+	for i, id := range ids {
+		members[i] = id
+	}
+	if err := s.rdb.ZRem(ctx, s.ExpiryKey(), members...).Err(); err != nil {
 		return fmt.Errorf("jobstore: expiry index: %w", err)
 	}
 	return nil
