@@ -1,7 +1,5 @@
 package jobstore
 
-import "strconv"
-
 // A job that ends done on its happy path keeps no timeline list: finish.lua's fold sees that the
 // list holds only the job's enqueued event and its one run's lease_acquired, each with what the
 // record says (times, delivery, token, attempt, worker), deletes the list and marks the record
@@ -14,10 +12,19 @@ import "strconv"
 // foldedCount is how many events a folded record stands for.
 const foldedCount = 3
 
-// foldedFields are the record's fields that foldedEvents reads, in the order timeline.lua
-// returns them.
+// foldedFields are the record's fields that foldedEvents reads (TimelineSince passes them to
+// timeline.lua, which returns them in this order).
 var foldedFields = []string{FieldTimelineFolded, FieldCreatedAt, FieldDelivery, FieldStartedAt, FieldFencing,
 	FieldAttempt, FieldWorkerID, FieldFinishedAt}
+
+// foldedArgs are foldedFields as script arguments.
+var foldedArgs = func() []any {
+	out := make([]any, len(foldedFields))
+	for i, f := range foldedFields {
+		out[i] = f
+	}
+	return out
+}()
 
 // foldedEvents rebuilds the events a folded record stands for, from position from on; nil when
 // the record is not folded.
@@ -28,10 +35,10 @@ func foldedEvents(f map[string]string, from int64) []Event {
 	}
 	token := int64(atoi(f[FieldFencing]))
 	all := [foldedCount]Event{
-		{Seq: 0, At: ms64(f[FieldCreatedAt]), Event: "enqueued", Delivery: f[FieldDelivery], Worker: by},
-		{Seq: 1, At: ms64(f[FieldStartedAt]), Event: "lease_acquired", Delivery: f[FieldDelivery], Token: token,
+		{Seq: 0, At: int64(atoi(f[FieldCreatedAt])), Event: "enqueued", Delivery: f[FieldDelivery], Worker: by},
+		{Seq: 1, At: int64(atoi(f[FieldStartedAt])), Event: "lease_acquired", Delivery: f[FieldDelivery], Token: token,
 			Attempt: atoi(f[FieldAttempt]), Worker: f[FieldWorkerID]},
-		{Seq: 2, At: ms64(f[FieldFinishedAt]), Event: "done", Delivery: f[FieldDelivery], Token: token, Worker: f[FieldWorkerID]},
+		{Seq: 2, At: int64(atoi(f[FieldFinishedAt])), Event: "done", Delivery: f[FieldDelivery], Token: token, Worker: f[FieldWorkerID]},
 	}
 	if from < 0 {
 		from = 0
@@ -40,9 +47,4 @@ func foldedEvents(f map[string]string, from int64) []Event {
 		return nil
 	}
 	return append([]Event(nil), all[from:]...)
-}
-
-func ms64(s string) int64 {
-	n, _ := strconv.ParseInt(s, 10, 64)
-	return n
 }

@@ -23,7 +23,8 @@ func (s *Store) TimelineSince(ctx context.Context, id string, n int64) (Timeline
 	if err != nil {
 		return TimelinePage{}, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
-	res, err := timelineScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline}, n).Result()
+	args := append([]any{n}, foldedArgs...)
+	res, err := timelineScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline}, args...).Result()
 	if err != nil {
 		return TimelinePage{}, fmt.Errorf("jobstore: read timeline of %s: %w", id, err)
 	}

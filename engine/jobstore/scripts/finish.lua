@@ -24,10 +24,11 @@ end
 -- job for the retention) and costs about what the push of done did.
 local function fold(rec)
   if outcome ~= 'done' or ARGV[12] ~= '' or ARGV[14] ~= '' or ARGV[15] == '1' or
-    rec.worker_id ~= ARGV[13] or redis.call('LLEN', KEYS[3]) ~= 2 then
+    rec.worker_id ~= ARGV[13] then
     return false
   end
-  local tl = redis.call('LRANGE', KEYS[3], 0, 1)
+  local tl = redis.call('LRANGE', KEYS[3], 0, 2)
+  if #tl ~= 2 then return false end
   local ok1, e1 = pcall(cjson.decode, tl[1])
   local ok2, e2 = pcall(cjson.decode, tl[2])
   if not (ok1 and ok2) or e1.seq ~= 0 or e1.event ~= 'enqueued' or e1.at ~= tonumber(rec.created_at) or

@@ -1,13 +1,12 @@
 -- timeline: a job's status and its timeline from position n on (positions count every event pushed
 -- since the job's creation, 0 first; see timeline_push), in one round trip.
 -- KEYS[1] job record, KEYS[2] job timeline
--- ARGV[1] n, the first position wanted
--- returns {status or '', position of the first stored event returned, timeline_folded, created_at,
---         delivery, started_at, fencing_token, attempt, worker_id, finished_at (each '' when absent:
---         the record's part that a folded timeline is rebuilt from, jobstore/fold.go), event JSON,
---         ...}: the stored events from position n, or from the oldest kept when n was trimmed away
-local rec = redis.call('HMGET', KEYS[1], 'status', 'timeline_folded', 'created_at', 'delivery', 'started_at',
-  'fencing_token', 'attempt', 'worker_id', 'finished_at')
+-- ARGV[1] n, the first position wanted, ARGV[2..] the record's fields a folded timeline is rebuilt
+-- from (jobstore/fold.go's foldedFields, timeline_folded first)
+-- returns {status or '', position of the first stored event returned, the value of each field of
+--         ARGV[2..] ('' when absent), event JSON, ...}: the stored events from position n, or from
+--         the oldest kept when n was trimmed away
+local rec = redis.call('HMGET', KEYS[1], 'status', unpack(ARGV, 2))
 local first = 0
 local oldest = redis.call('LINDEX', KEYS[2], 0)
 if oldest then
@@ -17,6 +16,6 @@ elseif rec[2] then
 end
 local from = math.max(0, tonumber(ARGV[1]) - first)
 local out = {rec[1] or '', first + from}
-for i = 2, 9 do out[#out + 1] = rec[i] or '' end
+for i = 2, #ARGV do out[#out + 1] = rec[i] or '' end
 for _, e in ipairs(redis.call('LRANGE', KEYS[2], from, -1)) do out[#out + 1] = e end
 return out
