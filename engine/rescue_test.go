@@ -58,8 +58,9 @@ func TestRescueRedeliversTheJobOfALostWorker(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("rescue pass: %d %v", n, err)
 	}
+	// The harness's server may take the new delivery at once: retrying, or already past it.
 	v, _ := h.stack.Get(bg, id)
-	if v.Raw["status"] != "retrying" || v.Raw["delivery"] != DeliveryID(id, 2) || !has(v, "rescued") {
+	if st := v.Raw["status"]; (st != "retrying" && st != "processing" && st != "done") || v.Raw["delivery"] != DeliveryID(id, 2) || !has(v, "rescued") {
 		t.Fatalf("after rescue: %v %v", v.Record, events(v))
 	}
 	// The new delivery runs on the harness's server (a free slot; its 2 s lease is enough).
