@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/faultproxy"
 	"github.com/jobguard/jobguard/internal/redistest"
 )
@@ -206,16 +207,26 @@ func (r *run) jobRecords(fields ...string) map[string][]any {
 			keys = append(keys, k)
 		}
 	}
+	// Through jobstore's reader: a finished job's record derives some fields (its id among them).
 	pipe := r.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(keys))
+	reads := make([]func() map[string]string, len(keys))
 	for i, k := range keys {
-		cmds[i] = pipe.HMGet(ctx, k, append([]string{"job_id"}, fields...)...)
+		reads[i] = jobstore.QueueFields(ctx, pipe, k, append([]string{"job_id"}, fields...)...)
 	}
 	_, _ = pipe.Exec(ctx)
-	for _, c := range cmds {
-		if v := c.Val(); len(v) > 0 && v[0] != nil {
-			out[v[0].(string)] = v[1:]
+	for _, read := range reads {
+		f := read()
+		id, ok := f["job_id"]
+		if !ok {
+			continue
 		}
+		v := make([]any, len(fields))
+		for i, name := range fields {
+			if s, ok := f[name]; ok {
+				v[i] = s
+			}
+		}
+		out[id] = v
 	}
 	return out
 }

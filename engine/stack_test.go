@@ -35,9 +35,10 @@ func TestSuccessWritesStatusTimelineAndReleases(t *testing.T) {
 	if got := seen.Load(); got != id+` attempt=1 token=1 payload={"x":1}` {
 		t.Fatalf("handler saw %v", got)
 	}
+	// A done record forgets its run's owner (its fence is sealed): worker and token name the run.
 	r := v.Raw
 	if r["result"] != "built" || r["attempt"] != "1" || r["fencing_token"] != "1" || r["tenant"] != "t1" ||
-		r["finished_at"] == "" || r["lease_owner"] == "" || r["delivery"] != DeliveryID(id, 1) {
+		r["finished_at"] == "" || r["lease_owner"] != "" || r["worker_id"] == "" || r["delivery"] != DeliveryID(id, 1) {
 		t.Fatalf("record %v", r)
 	}
 	if got := strings.Join(events(v), ","); got != "enqueued,lease_acquired,done" {

@@ -195,6 +195,18 @@ func TestProtocolFenceCheck(t *testing.T) {
 		if after := tp.rdb.HGetAll(bg(), record).Val(); len(after) != len(before) || after[FieldFenceToken] != "5" || after[FieldFenceOwner] != "a" {
 			t.Fatalf("fence_check wrote: %v -> %v", before, after)
 		}
+		// A sealed record refuses its own token too, from its last owner as from anyone; a higher
+		// token still passes, and the token stays.
+		wantReturns(t, "sealed before the seal", probe(t, tp.rdb, "fence_sealed", []string{record}), "false")
+		wantReturns(t, "fence_seal", probe(t, tp.rdb, "fence_seal", []string{record}))
+		wantReturns(t, "sealed", probe(t, tp.rdb, "fence_sealed", []string{record}), "true")
+		wantReturns(t, "the last owner after the seal", check(5, "a"), "5")
+		wantReturns(t, "a higher token after the seal", check(6, "a"), "nil")
+		if got := tp.rdb.HGet(bg(), record, FieldFenceToken).Val(); got != "5" {
+			t.Fatalf("the seal changed the token to %q", got)
+		}
+		probe(t, tp.rdb, "fence_record", []string{record}, 6, "a")
+		wantReturns(t, "sealed after a new record", probe(t, tp.rdb, "fence_sealed", []string{record}), "false")
 		// Tokens are written as integers, never in exponent form.
 		probe(t, tp.rdb, "fence_record", []string{record}, "1000000000000001", "d")
 		if got := tp.rdb.HGet(bg(), record, FieldFenceToken).Val(); got != "1000000000000001" {
@@ -234,7 +246,7 @@ func TestProtocolDefinesNoGlobals(t *testing.T) {
 -- KEYS: none; returns the protocol names visible as globals
 local leaked = {}
 for _, name in ipairs({'lease_acquire', 'lease_renew', 'lease_release', 'lease_holder', 'heartbeat_stamp',
-    'fence_last', 'fence_seen', 'fence_check', 'fence_record'}) do
+    'fence_last', 'fence_seen', 'fence_check', 'fence_record', 'fence_seal', 'fence_sealed'}) do
   if rawget(_G, name) ~= nil then leaked[#leaked + 1] = name end
 end
 return leaked`)

@@ -142,12 +142,22 @@ func (s *Store) List(ctx context.Context, q ListQuery) (Page, error) {
 	}
 	for i, c := range cmds {
 		v := c.Val()
-		str := func(j int) string { s, _ := v[j].(string); return s }
-		if len(v) != len(listFields) || str(2) == "" {
+		if len(v) != len(listFields) {
+			continue
+		}
+		f := make(map[string]string, len(listFields))
+		for j, name := range listFields {
+			if s, ok := v[j].(string); ok {
+				f[name] = s
+			}
+		}
+		if f[FieldStatus] == "" {
 			continue // the record expired before its index entry
 		}
-		l := Listed{JobID: entries[2*i], Type: str(0), Queue: str(1), Status: Status(str(2)), Attempt: atoi(str(3)),
-			CreatedAt: stamp(str(4)), UpdatedAt: stamp(str(5)), FinishedAt: stamp(str(6)), Tenant: str(7)}
+		id := entries[2*i]
+		derive(id, f) // a final record's created_at and updated_at
+		l := Listed{JobID: id, Type: f[FieldType], Queue: f[FieldQueue], Status: Status(f[FieldStatus]), Attempt: atoi(f[FieldAttempt]),
+			CreatedAt: stamp(f[FieldCreatedAt]), UpdatedAt: stamp(f[FieldUpdatedAt]), FinishedAt: stamp(f[FieldFinishedAt]), Tenant: f[FieldTenant]}
 		if (q.Status != "" && l.Status != q.Status) || (q.Type != "" && l.Type != q.Type) {
 			continue
 		}

@@ -38,6 +38,7 @@ func (s *Store) Load(ctx context.Context, id string) (View, error) {
 	if len(v.Raw) == 0 {
 		return View{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
+	derive(id, v.Raw)
 	if _, ok := v.Raw[FieldLeaseOwner]; !ok && v.Raw[locking.FieldFenceOwner] != "" {
 		// An ended record keeps its last run's owner once, in the fence (record_compact).
 		v.Raw[FieldLeaseOwner] = v.Raw[locking.FieldFenceOwner]
@@ -70,8 +71,9 @@ func timelineOf(f map[string]string, stored []string) []Event {
 // for tools and test suites that walk a keyspace (a folded one rebuilt, as Load does): one
 // pipeline. A job Redis no longer has has none.
 func ReadTimeline(ctx context.Context, rdb redis.Cmdable, recordKey string) ([]Event, error) {
+	fields := append(append([]string(nil), foldedFields...), deriveSources...)
 	pipe := rdb.Pipeline()
-	rec := pipe.HMGet(ctx, recordKey, foldedFields...)
+	rec := pipe.HMGet(ctx, recordKey, fields...)
 	tl := pipe.LRange(ctx, recordKey+timelineSuffix, 0, -1)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("jobstore: read timeline of %s: %w", recordKey, err)
@@ -79,8 +81,9 @@ func ReadTimeline(ctx context.Context, rdb redis.Cmdable, recordKey string) ([]E
 	f := map[string]string{}
 	for i, v := range rec.Val() {
 		if s, ok := v.(string); ok {
-			f[foldedFields[i]] = s
+			f[fields[i]] = s
 		}
 	}
+	derive(idOfRecordKey(recordKey), f)
 	return timelineOf(f, tl.Val()), nil
 }

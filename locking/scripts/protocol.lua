@@ -36,6 +36,12 @@
 -- fence_record(record_key, token, owner)
 --   Stores token and owner in the record's fence fields (call after fence_check said nil).
 --   returns nothing.
+-- fence_seal(record_key)
+--   Forgets the owner of the record's fence, keeping its token: from then on fence_check refuses
+--   every token up to and including that one, whoever sends it (a record whose last writer is done
+--   with it: a job ended for good). returns nothing.
+-- fence_sealed(record_key)
+--   returns true when the record's fence has a token and no owner (fence_seal), false otherwise.
 -- The record's fence fields are _fence_token and _fence_owner (locking.FieldFenceToken,
 -- locking.FieldFenceOwner); no script outside this fragment names them.
 
@@ -114,4 +120,13 @@ end
 local function fence_record(record_key, token, owner)
   -- %d: a Lua number past 1e14 would otherwise be written in exponent form.
   redis.call('HSET', record_key, '_fence_token', string.format('%d', tonumber(token)), '_fence_owner', owner)
+end
+
+local function fence_seal(record_key)
+  redis.call('HDEL', record_key, '_fence_owner')
+end
+
+local function fence_sealed(record_key)
+  local cur = redis.call('HMGET', record_key, '_fence_token', '_fence_owner')
+  return cur[1] ~= false and cur[2] == false
 end

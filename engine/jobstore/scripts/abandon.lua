@@ -6,7 +6,7 @@
 -- KEYS[4] the marker's pending flag (the record key when none)
 -- ARGV[1] job id
 -- returns 1 when removed, 0 when the record is confirmed (nothing removed)
-if redis.call('HGET', KEYS[1], 'confirmed') == '1' then return 0 end
+if record_get(KEYS[1], {'status', 'confirmed'}).confirmed == '1' then return 0 end -- derived when final
 for i = 3, 4 do
   if KEYS[i] ~= KEYS[1] and redis.call('GET', KEYS[i]) == ARGV[1] then
     redis.call('DEL', KEYS[i])

@@ -46,6 +46,11 @@ end
 local rec = record_get(KEYS[1], {'status', 'delivery', 'attempt', 'job_id', 'created_at', 'started_at', 'worker_id'})
 if not rec.status then lease_release(KEYS[2], owner) return {'gone'} end
 local current = fence_check(KEYS[1], token, owner)
+if current == token and fence_sealed(KEYS[1]) and rec.delivery == ARGV[11] then
+  -- A final record is sealed against its last run's token: this is that run's finish again (a
+  -- retried call), not a newer run's write; it is answered below as any second finish is.
+  current = nil
+end
 if current then
   push('stale_write_rejected', outcome .. ' by token ' .. token .. ' after token ' .. current)
   lease_release(KEYS[2], owner)
@@ -64,7 +69,7 @@ if ARGV[15] == '1' then
 end
 if outcome == 'done' or outcome == 'failed' or outcome == 'revoked' then
   redis.call('HSET', KEYS[1], 'finished_at', now)
-  record_compact(KEYS[1], owner)
+  record_compact(KEYS[1], owner, outcome ~= 'failed') -- a failed job may be replayed: not final
   if ARGV[16] == '1' and KEYS[5] ~= KEYS[1] and redis.call('GET', KEYS[5]) == rec.job_id then
     redis.call('DEL', KEYS[5])
   end

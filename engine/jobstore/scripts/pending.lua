@@ -4,7 +4,7 @@
 -- returns "pending" (not yet); "confirmed" (asynq took its first delivery); "gone" (it was
 --         abandoned: asynq refused it); "unconfirmed" (its enqueuer died: the flag lapsed unconfirmed)
 if redis.call('GET', KEYS[1]) == ARGV[1] then return 'pending' end
-local confirmed = redis.call('HGET', KEYS[2], 'confirmed')
-if confirmed == '1' then return 'confirmed' end
-if confirmed == false and redis.call('EXISTS', KEYS[2]) == 0 then return 'gone' end
+local rec = record_get(KEYS[2], {'status', 'confirmed'}) -- a final record's confirmation is derived
+if rec.confirmed == '1' then return 'confirmed' end
+if not rec.status then return 'gone' end
 return 'unconfirmed'

@@ -37,6 +37,7 @@ local function finish(status, token, name, detail)
   local last_error = detail or ''
   if status == 'done' then last_error = '' end -- already applied: the detail is the timeline's
   redis.call('HSET', KEYS[1], 'status', status, 'finished_at', now, 'updated_at', now, 'last_error', last_error)
+  record_compact(KEYS[1], ARGV[2], status == 'done')
   redis.call('PEXPIRE', KEYS[1], ARGV[8])
   push(name, token, nil, detail)
   lease_release(KEYS[2], ARGV[2])

@@ -4,9 +4,12 @@
 -- ARGV[1] n, the first position wanted, ARGV[2..] the record's fields a folded timeline is rebuilt
 -- from (jobstore/fold.go's foldedFields, timeline_folded first)
 -- returns {status or '', position of the first stored event returned, the value of each field of
---         ARGV[2..] ('' when absent), event JSON, ...}: the stored events from position n, or from
+--         ARGV[2..] ('' when absent; derived ones as record_get derives them), event JSON, ...}: the stored events from position n, or from
 --         the oldest kept when n was trimmed away
-local rec = redis.call('HMGET', KEYS[1], 'status', unpack(ARGV, 2))
+local fields = {'status', unpack(ARGV, 2)}
+local got = record_get(KEYS[1], fields)
+local rec = {}
+for i, f in ipairs(fields) do rec[i] = got[f] end
 local first = 0
 local oldest = redis.call('LINDEX', KEYS[2], 0)
 if oldest then
