@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,7 +69,6 @@ func TestTwoReconcilersRedeliverOnce(t *testing.T) {
 	if err := h.insp.DeleteTask("default", DeliveryID(id, 1)); err != nil {
 		t.Fatal(err)
 	}
-	k, _ := h.stack.store.Keys(id, "")
 	open, _, err := h.stack.store.OpenJobs(bg, "", 10)
 	if err != nil || len(open) != 1 {
 		t.Fatalf("open jobs: %v %v", open, err)
@@ -79,8 +79,8 @@ func TestTwoReconcilersRedeliverOnce(t *testing.T) {
 	if st, err := h.stack.store.TakeLostDelivery(bg, open[0], time.Now(), "second"); err != nil || st != "moved" {
 		t.Fatalf("second take of the same reading: %s %v", st, err)
 	}
-	if n := h.rdb.LLen(bg, k.Timeline).Val(); n != 2 {
-		t.Fatalf("timeline has %d events, want enqueued and one reconciled", n)
+	if v, err := h.stack.Get(bg, id); err != nil || strings.Join(events(v), ",") != "enqueued,reconciled" {
+		t.Fatalf("timeline %v (%v), want enqueued and one reconciled", events(v), err)
 	}
 }
 

@@ -50,7 +50,6 @@ const (
 // unless a dedup marker names a job that covers it. One round trip.
 func (s *Store) Create(ctx context.Context, k Keys, j NewJob) (CreateState, string, error) {
 	delivery := DeliveryID(j.ID, 1)
-	ev := s.eventJSON(Event{Event: "enqueued", Delivery: delivery}, j.Now)
 	notBefore, startBy := int64(0), int64(0)
 	if !j.NotBefore.IsZero() {
 		notBefore = j.NotBefore.UnixMilli()
@@ -60,7 +59,7 @@ func (s *Store) Create(ctx context.Context, k Keys, j NewJob) (CreateState, stri
 	}
 	now := j.Now.UnixMilli()
 	res, err := createScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline, k.Marker, k.Pending},
-		j.Deadline, ev, j.Policy, ms(j.MarkerTTL), j.ID, ms(j.ClaimTTL),
+		j.Deadline, s.cfg.WorkerID, j.Policy, ms(j.MarkerTTL), j.ID, ms(j.ClaimTTL),
 		FieldJobID, j.ID, FieldType, j.Type, FieldQueue, j.Queue, FieldTenant, j.Tenant, FieldResource, j.Resource,
 		FieldStatus, string(StatusQueued), FieldAttempt, 0, FieldMaxAttempts, j.MaxAttempts, FieldDeliveries, 1,
 		FieldDelivery, delivery, FieldCreatedAt, now, FieldUpdatedAt, now, FieldPayload, string(j.Payload),

@@ -1,6 +1,7 @@
 package jobstore
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -75,8 +76,8 @@ func TestAHappyPathFoldsIntoTheRecord(t *testing.T) {
 	if n := s.rdb.Exists(bg, k.Timeline).Val(); n != 0 {
 		t.Fatalf("a happy path kept its timeline list: %v", s.rdb.LRange(bg, k.Timeline, 0, -1).Val())
 	}
-	if by := s.rdb.HGet(bg, k.Record, FieldTimelineFolded).Val(); by != "w" {
-		t.Fatalf("fold mark %q, want the enqueuing worker", by)
+	if by := s.rdb.HGet(bg, k.Record, FieldTimelineFolded).Val(); by != "3:w" {
+		t.Fatalf("fold mark %q, want 3 events and the enqueuing worker", by)
 	}
 	done := Event{Seq: 2, At: end.UnixMilli(), Event: "done", Delivery: DeliveryID(id, 1), Token: st.Token, Worker: "w"}
 	want := append(slices.Clone(running.Timeline), done)
@@ -113,16 +114,17 @@ func TestAHappyPathFoldsIntoTheRecord(t *testing.T) {
 	}
 }
 
-// Any other path keeps its list as it was: an event between enqueue and start, a retry, a done
-// with a detail of its own.
+// Any other path stores what the record does not say: an event between enqueue and start stores
+// the first run's start and end; a done of its own name, or a failure, stores its end; a second
+// run writes the first run's lease_acquired out, at its own position, before it replaces the
+// fields that event was rebuilt from.
 func TestOtherPathsKeepTheirList(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	check := func(name string, k Keys, events int) {
+	check := func(name string, k Keys, implied string, events int) {
 		t.Helper()
-		if s.rdb.HExists(bg, k.Record, FieldTimelineFolded).Val() || s.rdb.LLen(bg, k.Timeline).Val() != int64(events) {
-			t.Errorf("%s: folded %v, %d events stored, want %d", name, s.rdb.HExists(bg, k.Record, FieldTimelineFolded).Val(),
-				s.rdb.LLen(bg, k.Timeline).Val(), events)
+		if mark := s.rdb.HGet(bg, k.Record, FieldTimelineFolded).Val(); mark != implied+":w" || s.rdb.LLen(bg, k.Timeline).Val() != int64(events) {
+			t.Errorf("%s: mark %q, %d events stored; want %s:w and %d", name, mark, s.rdb.LLen(bg, k.Timeline).Val(), implied, events)
 		}
 	}
 
@@ -133,13 +135,35 @@ func TestOtherPathsKeepTheirList(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, s, id, k, Outcome{Status: StatusDone})
-	check("a bounce before the start", k, 4)
+	check("a bounce before the start", k, "1", 3)
 
 	id, k = confirmedJob(t, s)
 	run(t, s, id, k, Outcome{Status: StatusDone, Event: "already_applied", Detail: "operation applied by another job"})
-	check("a done of its own name", k, 3)
+	check("a done of its own name", k, "2", 1)
 
 	id, k = confirmedJob(t, s)
 	run(t, s, id, k, Outcome{Status: StatusFailed, Error: "boom"})
-	check("a failure", k, 3)
+	check("a failure", k, "2", 1)
+
+	id, k = confirmedJob(t, s)
+	first := run(t, s, id, k, Outcome{Status: StatusRetrying, Error: "flaky"})
+	before, err := s.Load(bg, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := run(t, s, id, k, Outcome{Status: StatusDone})
+	check("a retry", k, "1", 4)
+	v, err := s.Load(bg, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range v.Timeline {
+		got = append(got, fmt.Sprintf("%d %s a%d t%d", e.Seq, e.Event, e.Attempt, e.Token))
+	}
+	want := fmt.Sprintf("[0 enqueued a0 t0 1 lease_acquired a1 t%d 2 retry_scheduled a0 t%d 3 lease_acquired a2 t%d 4 done a0 t%d]",
+		first.Token, first.Token, second.Token, second.Token)
+	if fmt.Sprint(got) != want || !slices.Equal(v.Timeline[:3], before.Timeline) {
+		t.Fatalf("a retried job's timeline\n got %v\nwant %s\nbefore the second run %+v", got, want, before.Timeline)
+	}
 }

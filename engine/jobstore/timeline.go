@@ -52,7 +52,7 @@ func (s *Store) TimelineSince(ctx context.Context, id string, n int64) (Timeline
 			rec[f] = v
 		}
 	}
-	p := TimelinePage{Status: Status(status), Events: foldedEvents(rec, n)}
+	p := TimelinePage{Status: Status(status), Events: foldedEvents(id, rec, n)}
 	events := rest[1+len(foldedFields):]
 	for i := range events {
 		raw, err := stringAt("timeline", events, i)

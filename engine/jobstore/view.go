@@ -45,7 +45,7 @@ func (s *Store) Load(ctx context.Context, id string) (View, error) {
 	}
 	delete(v.Raw, locking.FieldFenceOwner)
 	delete(v.Raw, locking.FieldFenceToken)
-	v.Timeline = timelineOf(v.Raw, tl.Val())
+	v.Timeline = timelineOf(id, v.Raw, tl.Val())
 	delete(v.Raw, FieldTimelineFolded)
 	v.Record = ParseRecord(v.Raw)
 	v.Lease.Owner = owner.Val()
@@ -56,10 +56,10 @@ func (s *Store) Load(ctx context.Context, id string) (View, error) {
 	return v, nil
 }
 
-// timelineOf is a job's whole timeline: the events its record f stands for when folded, then the
-// stored ones.
-func timelineOf(f map[string]string, stored []string) []Event {
-	events := foldedEvents(f, 0)
+// timelineOf is job id's whole timeline: the events its record f stands for, then the stored
+// ones.
+func timelineOf(id string, f map[string]string, stored []string) []Event {
+	events := foldedEvents(id, f, 0)
 	folded := len(events)
 	for i, raw := range stored {
 		events = append(events, decodeEvent(raw, int64(folded+i)))
@@ -85,5 +85,5 @@ func ReadTimeline(ctx context.Context, rdb redis.Cmdable, recordKey string) ([]E
 		}
 	}
 	derive(idOfRecordKey(recordKey), f)
-	return timelineOf(f, tl.Val()), nil
+	return timelineOf(idOfRecordKey(recordKey), f, tl.Val()), nil
 }

@@ -1,12 +1,13 @@
--- create: write a new job's record and first timeline event, unless a dedup marker names a job
--- that covers it; before the job's first delivery is enqueued. The record, its timeline and a new
+-- create: write a new job's record, which stands for its first timeline event (enqueued: no list
+-- is written), unless a dedup marker names a job that covers it; before the job's first delivery
+-- is enqueued. The record, its timeline and a new
 -- marker are a claim until confirm: they live only for the claim TTL, and a delivery that finds
 -- the record unconfirmed does not run it. asynq may still refuse the delivery (then abandon removes
 -- the job) or the request may give up; either way nothing outlives the claim.
--- KEYS[1] job record, KEYS[2] job timeline, KEYS[3] dedup marker (the record key when none),
+-- KEYS[1] job record, KEYS[2] job timeline (not written here), KEYS[3] dedup marker (the record key when none),
 -- KEYS[4] the marker's pending flag (the record key when none)
 -- ARGV[1] deadline (unix ms in Redis's clock; 0 none): past it the request has given up and
--- nothing is written, ARGV[2] event JSON, ARGV[3] dedup policy ('' none), ARGV[4] marker TTL ms
+-- nothing is written, ARGV[2] the enqueuing worker (the enqueued event's), ARGV[3] dedup policy ('' none), ARGV[4] marker TTL ms
 -- (the claim until the enqueue is confirmed; the window for throttle), ARGV[5] job id,
 -- ARGV[6] claim TTL ms (record, timeline, pending flag), ARGV[7..] field, value, ...
 -- returns {"created"}; {"dup", existing job id}; {"replace", existing job id} (policy replace: the
@@ -33,8 +34,8 @@ if ARGV[3] ~= '' then
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
 redis.call('HSET', KEYS[1], 'confirmed', '0', unpack(ARGV, 7))
+timeline_imply(KEYS[1], 1, ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
-timeline_push(KEYS[2], 0, ARGV[6], ARGV[2])
 if ARGV[3] ~= '' then
   redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[4])
   redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[6])

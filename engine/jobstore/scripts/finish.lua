@@ -17,33 +17,21 @@ local function push(name, detail)
     token = token, worker = ARGV[13], detail = detail}))
 end
 
--- fold: a run that ends done on the happy path (the timeline holds only the job's enqueued and this
--- run's lease_acquired, each what the record says) keeps no timeline: the record's timeline_folded
--- (the enqueuing worker, the one fact the record lacks) stands for the three events, which
--- Store.Load and Store.TimelineSince rebuild (jobstore/fold.go). It saves the list (about 700 B a
--- job for the retention) and costs about what the push of done did.
+-- fold: a run that ends done on the happy path (the record stands for the job's enqueued and this
+-- first run's lease_acquired, and no event was stored since) stores no done event either: the
+-- record's timeline_folded says it stands for all three (jobstore/fold.go rebuilds them on read).
+-- The done event's worker is the finishing process's, the record's worker_id.
 local function fold(rec)
-  if outcome ~= 'done' or ARGV[12] ~= '' or ARGV[14] ~= '' or ARGV[15] == '1' or
-    rec.worker_id ~= ARGV[13] then
+  if outcome ~= 'done' or ARGV[12] ~= '' or ARGV[14] ~= '' or ARGV[15] == '1' or rec.worker_id ~= ARGV[13] then
     return false
   end
-  local tl = redis.call('LRANGE', KEYS[3], 0, 2)
-  if #tl ~= 2 then return false end
-  local ok1, e1 = pcall(cjson.decode, tl[1])
-  local ok2, e2 = pcall(cjson.decode, tl[2])
-  if not (ok1 and ok2) or e1.seq ~= 0 or e1.event ~= 'enqueued' or e1.at ~= tonumber(rec.created_at) or
-    e1.delivery ~= rec.delivery or e1.token or e1.attempt or e1.detail or e2.seq ~= 1 or
-    e2.event ~= 'lease_acquired' or e2.at ~= tonumber(rec.started_at) or e2.token ~= token or
-    e2.attempt ~= tonumber(rec.attempt) or e2.delivery ~= rec.delivery or e2.worker ~= rec.worker_id or e2.detail then
-    return false
-  end
-  if type(e1.worker) ~= 'string' or e1.worker == '' then return false end -- the mark is never empty
-  redis.call('DEL', KEYS[3])
-  redis.call('HSET', KEYS[1], 'timeline_folded', e1.worker)
+  local implied, by = timeline_implied(KEYS[1])
+  if implied ~= 2 or redis.call('EXISTS', KEYS[3]) == 1 then return false end
+  timeline_imply(KEYS[1], 3, by)
   return true
 end
 
-local rec = record_get(KEYS[1], {'status', 'delivery', 'attempt', 'job_id', 'created_at', 'started_at', 'worker_id'})
+local rec = record_get(KEYS[1], {'status', 'delivery', 'attempt', 'job_id', 'worker_id'})
 if not rec.status then lease_release(KEYS[2], owner) return {'gone'} end
 local current = fence_check(KEYS[1], token, owner)
 if current == token and fence_sealed(KEYS[1]) and rec.delivery == ARGV[11] then

@@ -12,8 +12,13 @@
 --   (0: all), keep the list for ttl_ms. Each event is stored with its position since the job's
 --   creation first ('{"seq":n,...'): n is the last kept event's plus one (its index in a list
 --   written before positions were, the list's length), so positions survive the cap's trim. An
---   empty list whose record (the key less ':timeline') holds a folded happy path (finish.lua's
---   fold) goes on at 3, after the three events the record stands for.
+--   empty list goes on after the events its record (the key less ':timeline') stands for.
+-- timeline_implied(record): how many of the job's first events the record stands for instead of
+--   its list (0-3: enqueued, lease_acquired, done of its first run; jobstore/fold.go), and the
+--   enqueuing worker, from the record's timeline_folded ('<k>:<worker>'; a mark without the
+--   count, written before it was, stands for all three).
+-- timeline_imply(record, k, by): the record stands for the first k events (by enqueued them).
+-- timeline_stored(seq, json): an event's JSON as the list stores it, its position first.
 -- record_compact(key, owner, final): drop from an ended job's record the fields that only say
 --   "none" (not_before and start_by 0; op_key, dedup and last_error empty): every reader takes an
 --   absent field for the same none. lease_owner goes too when it is owner, the finishing run's,
@@ -67,19 +72,30 @@ local function record_get(key, fields)
   end
   return rec
 end
+local function timeline_implied(record)
+  local mark = redis.call('HGET', record, 'timeline_folded')
+  if not mark then return 0, nil end
+  local k, by = string.match(mark, '^([0-3]):(.*)$')
+  if k then return tonumber(k), by end
+  return 3, mark
+end
+local function timeline_imply(record, k, by)
+  redis.call('HSET', record, 'timeline_folded', k .. ':' .. by)
+end
+local function timeline_stored(seq, json)
+  local body = string.sub(json, 2)
+  if body ~= '}' then body = ',' .. body end
+  return '{"seq":' .. seq .. body
+end
 local function timeline_next(key)
   local last = redis.call('LINDEX', key, -1)
   if last then
     return (tonumber(string.match(last, '^{"seq":(%d+)') or '') or redis.call('LLEN', key) - 1) + 1
   end
-  if redis.call('HEXISTS', string.sub(key, 1, #key - 9), 'timeline_folded') == 1 then return 3 end
-  return 0
+  return (timeline_implied(string.sub(key, 1, #key - 9)))
 end
 local function timeline_push(key, cap, ttl_ms, json)
-  local seq = timeline_next(key)
-  local body = string.sub(json, 2)
-  if body ~= '}' then body = ',' .. body end
-  local n = redis.call('RPUSH', key, '{"seq":' .. seq .. body)
+  local n = redis.call('RPUSH', key, timeline_stored(timeline_next(key), json))
   cap = tonumber(cap)
   if cap > 0 and n > cap then redis.call('LTRIM', key, -cap, -1) end
   redis.call('PEXPIRE', key, ttl_ms)

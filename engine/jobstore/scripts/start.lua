@@ -22,7 +22,7 @@
 --         then the record runs out): nothing written, try again shortly.
 local now = ARGV[4]
 local rec = record_get(KEYS[1], {'status', 'delivery', 'deliveries', 'attempt', 'max_attempts', 'payload', 'checkpoint',
-  'created_at', 'resource', 'not_before', 'job_id', 'confirmed', 'start_by'})
+  'created_at', 'resource', 'not_before', 'job_id', 'confirmed', 'start_by', 'started_at', 'fencing_token', 'worker_id'})
 local function push(name, token, attempt, detail)
   timeline_push(KEYS[4], ARGV[6], ARGV[8], event({at = tonumber(now), event = name, delivery = ARGV[1],
     token = token, attempt = attempt, worker = ARGV[5], detail = detail}))
@@ -79,6 +79,16 @@ if not fresh then
   return {'run', token, tonumber(rec.attempt), rec.payload or '', rec.checkpoint or '', tonumber(rec.created_at or '0')}
 end
 clear_marker('start')
+-- The record stands for its first run's lease_acquired while that run's fields are the record's:
+-- a new run replaces them, so the event is written out first, where it belongs (position 1).
+local implied, by = timeline_implied(KEYS[1])
+if implied == 2 then
+  redis.call('LPUSH', KEYS[4], timeline_stored(1, event({at = tonumber(rec.started_at), event = 'lease_acquired',
+    delivery = rec.job_id .. '.d1', token = tonumber(rec.fencing_token), attempt = 1, worker = rec.worker_id})))
+  redis.call('PEXPIRE', KEYS[4], ARGV[8])
+  implied = 1
+  timeline_imply(KEYS[1], implied, by)
+end
 if rec.resource == '' then
   -- The job is its own resource: its fence counter dies with its record.
   redis.call('PEXPIRE', KEYS[3], ARGV[8])
@@ -99,5 +109,9 @@ end
 redis.call('HSET', KEYS[1], 'status', 'processing', 'attempt', attempt, 'started_at', now,
   'heartbeat_at', now, 'updated_at', now)
 redis.call('PEXPIRE', KEYS[1], ARGV[8])
-push('lease_acquired', token, attempt, nil)
+if implied == 1 and attempt == 1 and ARGV[1] == rec.job_id .. '.d1' and redis.call('EXISTS', KEYS[4]) == 0 then
+  timeline_imply(KEYS[1], 2, by) -- the first run's start, as the record says it (jobstore/fold.go)
+else
+  push('lease_acquired', token, attempt, nil)
+end
 return {'run', token, attempt, rec.payload or '', rec.checkpoint or '', tonumber(rec.created_at or '0')}
