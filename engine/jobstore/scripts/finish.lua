@@ -17,21 +17,24 @@ local function push(name, detail)
     token = token, worker = ARGV[13], detail = detail}))
 end
 
--- fold: a run that ends done on the happy path (the record stands for the job's enqueued and this
+-- folded: a run that ends done on the happy path (the record stands for the job's enqueued and this
 -- first run's lease_acquired, and no event was stored since) stores no done event either: the
 -- record's timeline_folded says it stands for all three (jobstore/fold.go rebuilds them on read).
--- The done event's worker is the finishing process's, the record's worker_id.
-local function fold(rec)
+-- The done event's worker is the finishing process's, the record's worker_id. It returns the
+-- record's new mark (written with the end's fields), nil when the run does not fold.
+local function folded(rec)
   if outcome ~= 'done' or ARGV[12] ~= '' or ARGV[14] ~= '' or ARGV[15] == '1' or rec.worker_id ~= ARGV[13] then
-    return false
+    return nil
   end
-  local implied, by = timeline_implied(KEYS[1])
-  if implied ~= 2 or redis.call('EXISTS', KEYS[3]) == 1 then return false end
-  timeline_imply(KEYS[1], 3, by)
-  return true
+  local implied, by = timeline_mark_of(rec.timeline_folded)
+  if implied ~= 2 or redis.call('EXISTS', KEYS[3]) == 1 then return nil end
+  return timeline_mark(3, by)
 end
 
-local rec = record_get(KEYS[1], {'status', 'delivery', 'attempt', 'job_id', 'worker_id'})
+-- What the end reads, besides status and the fence, is read with them: record_end_fields.
+local rec = record_get(KEYS[1], {'status', 'delivery', 'worker_id', 'timeline_folded', 'deliveries', 'created_at',
+  'not_before', 'start_by', 'op_key', 'dedup'})
+local job_id = record_id(KEYS[1])
 if not rec.status then lease_release(KEYS[2], owner) return {'gone'} end
 local current = fence_check(KEYS[1], token, owner)
 if current == token and fence_sealed(KEYS[1]) and rec.delivery == ARGV[11] then
@@ -50,29 +53,38 @@ if rec.status ~= 'processing' or rec.delivery ~= ARGV[11] then
   return {'invalid', rec.status}
 end
 
-redis.call('HSET', KEYS[1], 'status', outcome, 'updated_at', now, 'last_error', ARGV[5])
-if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'result', ARGV[6]) end
+local ended = outcome == 'done' or outcome == 'failed' or outcome == 'revoked'
+local final = ended and outcome ~= 'failed' -- a failed job may be replayed: not final
+-- One HSET: what a final record would drop at once (updated_at, an empty last_error) is not written.
+local set = {'status', outcome}
+if not final then set[#set + 1], set[#set + 2] = 'updated_at', now end
+if not ended or ARGV[5] ~= '' then set[#set + 1], set[#set + 2] = 'last_error', ARGV[5] end
+if ARGV[6] ~= '' then set[#set + 1], set[#set + 2] = 'result', ARGV[6] end
+if ended then set[#set + 1], set[#set + 2] = 'finished_at', now end
+local mark = folded(rec)
+if mark then set[#set + 1], set[#set + 2] = 'timeline_folded', mark end
 if ARGV[15] == '1' then
-  redis.call('HSET', KEYS[1], 'attempt', math.max(0, tonumber(rec.attempt or '1') - 1))
+  set[#set + 1], set[#set + 2] = 'attempt', math.max(0, (tonumber(redis.call('HGET', KEYS[1], 'attempt')) or 1) - 1)
 end
-if outcome == 'done' or outcome == 'failed' or outcome == 'revoked' then
-  redis.call('HSET', KEYS[1], 'finished_at', now)
-  record_compact(KEYS[1], owner, outcome ~= 'failed') -- a failed job may be replayed: not final
-  if ARGV[16] == '1' and KEYS[5] ~= KEYS[1] and redis.call('GET', KEYS[5]) == rec.job_id then
+redis.call('HSET', KEYS[1], unpack(set))
+if ended then
+  rec.last_error = ARGV[5]
+  record_compact(KEYS[1], rec, final)
+  if ARGV[16] == '1' and KEYS[5] ~= KEYS[1] and redis.call('GET', KEYS[5]) == job_id then
     redis.call('DEL', KEYS[5])
   end
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 if ARGV[9] == '1' and outcome == 'done' then
   if tonumber(ARGV[10]) > 0 then
-    redis.call('SET', KEYS[4], rec.job_id, 'PX', ARGV[10], 'NX')
+    redis.call('SET', KEYS[4], job_id, 'PX', ARGV[10], 'NX')
   else
-    redis.call('SET', KEYS[4], rec.job_id, 'NX')
+    redis.call('SET', KEYS[4], job_id, 'NX')
   end
 end
 local names = {done = 'done', retrying = 'retry_scheduled', failed = 'failed', revoked = 'revoked', queued = 'requeued'}
 local name = ARGV[14]
 if name == '' then name = names[outcome] or outcome end
-if not fold(rec) then push(name, ARGV[12]) end
+if not mark then push(name, ARGV[12]) end
 lease_release(KEYS[2], owner)
 return {'ok'}

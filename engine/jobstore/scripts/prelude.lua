@@ -17,16 +17,21 @@
 --   its list (0-3: enqueued, lease_acquired, done of its first run; jobstore/fold.go), and the
 --   enqueuing worker, from the record's timeline_folded ('<k>:<worker>'; a mark without the
 --   count, written before it was, stands for all three).
--- timeline_imply(record, k, by): the record stands for the first k events (by enqueued them).
+-- timeline_mark_of(mark): timeline_implied of a mark already read (nil: none).
+-- timeline_imply(record, k, by): the record stands for the first k events (by enqueued them);
+--   timeline_mark(k, by) is the mark's value, for a caller that writes it with other fields.
 -- timeline_stored(seq, json): an event's JSON as the list stores it, its position first.
--- record_compact(key, owner, final): drop from an ended job's record the fields that only say
---   "none" (not_before and start_by 0; op_key, dedup and last_error empty): every reader takes an
---   absent field for the same none. lease_owner goes too when it is owner, the finishing run's,
---   which the record's fence fields keep (Store.Load reads it back from there). A final record
---   (done or revoked: it never runs again) also drops what record_get derives, when it says what
---   the derivation would, an empty payload and heartbeat_at, and seals its fence (fence_seal: no
---   write of its last run's token lands any more; the owner is forgotten). About 650 -> 400 B a
---   job for the retention.
+-- record_compact(key, rec, final): end a job's record, by the run that holds its fence (the
+--   finish, or the start's own end) and has just written its status, finished_at and, when not
+--   final, updated_at: rec holds what it read of record_end_fields, and last_error as written.
+--   Drops the fields that only say "none" (not_before and start_by 0; op_key, dedup and
+--   last_error empty): every reader takes an absent field for the same none; and lease_owner,
+--   the run's, which the record's fence fields keep (Store.Load reads it back from there). A
+--   final record (done or revoked: it never runs again) also drops what record_get derives
+--   (job_id, confirmed, updated_at and fencing_token always say it by then; delivery and
+--   created_at when they do), an empty payload and heartbeat_at, and seals its fence (fence_seal:
+--   no write of its last run's token lands any more; the owner is forgotten). About 650 -> 400 B
+--   a job for the retention.
 -- event(t): the JSON of an event table (at, event, delivery, token, attempt, worker, detail).
 -- job_expire(record, timeline, marker, rec, now, reason, why, cap, ttl_ms, worker): end a waiting
 --   job as expired (reason start_by or retention; why becomes last_error): a dedup marker naming
@@ -72,15 +77,20 @@ local function record_get(key, fields)
   end
   return rec
 end
-local function timeline_implied(record)
-  local mark = redis.call('HGET', record, 'timeline_folded')
+local function timeline_mark_of(mark)
   if not mark then return 0, nil end
   local k, by = string.match(mark, '^([0-3]):(.*)$')
   if k then return tonumber(k), by end
   return 3, mark
 end
+local function timeline_implied(record)
+  return timeline_mark_of(redis.call('HGET', record, 'timeline_folded'))
+end
+local function timeline_mark(k, by)
+  return k .. ':' .. by
+end
 local function timeline_imply(record, k, by)
-  redis.call('HSET', record, 'timeline_folded', k .. ':' .. by)
+  redis.call('HSET', record, 'timeline_folded', timeline_mark(k, by))
 end
 local function timeline_stored(seq, json)
   local body = string.sub(json, 2)
@@ -100,25 +110,21 @@ local function timeline_push(key, cap, ttl_ms, json)
   if cap > 0 and n > cap then redis.call('LTRIM', key, -cap, -1) end
   redis.call('PEXPIRE', key, ttl_ms)
 end
-local function record_compact(key, owner, final)
-  local fields = {'not_before', 'start_by', 'op_key', 'dedup', 'last_error', 'lease_owner'}
-  local none = {not_before = '0', start_by = '0', op_key = '', dedup = '', last_error = '', lease_owner = owner}
+local record_end_fields = {'delivery', 'deliveries', 'created_at', 'not_before', 'start_by', 'op_key', 'dedup'}
+local function record_compact(key, rec, final)
+  local drop = {'lease_owner'}
+  local none = {not_before = '0', start_by = '0', op_key = '', dedup = '', last_error = ''}
+  for f, v in pairs(none) do
+    if rec[f] == v then drop[#drop + 1] = f end
+  end
   if final then
-    local d = record_derived(key)
-    for f in pairs(derivable) do
-      fields[#fields + 1] = f
-      none[f] = d[f]
-    end
-    fields[#fields + 1] = 'payload'
-    none.payload = ''
+    local id = record_id(key)
+    for _, f in ipairs({'job_id', 'confirmed', 'updated_at', 'fencing_token', 'heartbeat_at'}) do drop[#drop + 1] = f end
+    if rec.delivery == id .. '.d' .. (rec.deliveries or '') then drop[#drop + 1] = 'delivery' end
+    if rec.created_at == id_millis(id) then drop[#drop + 1] = 'created_at' end
+    if redis.call('HSTRLEN', key, 'payload') == 0 then drop[#drop + 1] = 'payload' end
   end
-  local vals = redis.call('HMGET', key, unpack(fields))
-  local drop = {}
-  for i, f in ipairs(fields) do
-    if vals[i] and vals[i] == none[f] then drop[#drop + 1] = f end
-  end
-  if final then drop[#drop + 1] = 'heartbeat_at' end
-  if #drop > 0 then redis.call('HDEL', key, unpack(drop)) end
+  redis.call('HDEL', key, unpack(drop))
   if final then fence_seal(key) end
 end
 local function event(t)

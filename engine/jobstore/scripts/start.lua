@@ -21,8 +21,10 @@
 --         {"unconfirmed"}: the job's enqueue is not confirmed yet (it may still be refused, and
 --         then the record runs out): nothing written, try again shortly.
 local now = ARGV[4]
-local rec = record_get(KEYS[1], {'status', 'delivery', 'deliveries', 'attempt', 'max_attempts', 'payload', 'checkpoint',
-  'created_at', 'resource', 'not_before', 'job_id', 'confirmed', 'start_by', 'started_at', 'fencing_token', 'worker_id'})
+-- Every field of the run's path in one read (the id is the key's); others when a rarer path needs them.
+local rec = record_get(KEYS[1], {'status', 'delivery', 'attempt', 'max_attempts', 'payload', 'checkpoint',
+  'created_at', 'resource', 'not_before', 'confirmed', 'start_by', 'timeline_folded'})
+rec.job_id = record_id(KEYS[1])
 local function push(name, token, attempt, detail)
   timeline_push(KEYS[4], ARGV[6], ARGV[8], event({at = tonumber(now), event = name, delivery = ARGV[1],
     token = token, attempt = attempt, worker = ARGV[5], detail = detail}))
@@ -37,14 +39,17 @@ local function finish(status, token, name, detail)
   local last_error = detail or ''
   if status == 'done' then last_error = '' end -- already applied: the detail is the timeline's
   redis.call('HSET', KEYS[1], 'status', status, 'finished_at', now, 'updated_at', now, 'last_error', last_error)
-  record_compact(KEYS[1], ARGV[2], status == 'done')
+  local ending = record_get(KEYS[1], record_end_fields)
+  ending.last_error = last_error
+  record_compact(KEYS[1], ending, status == 'done')
   redis.call('PEXPIRE', KEYS[1], ARGV[8])
   push(name, token, nil, detail)
   lease_release(KEYS[2], ARGV[2])
 end
 
 if not rec.status then return {'gone'} end
-if rec.status == 'failed' and (tonumber(string.match(ARGV[1], '%.d(%d+)$')) or 0) > tonumber(rec.deliveries or '0') then
+if rec.status == 'failed' and (tonumber(string.match(ARGV[1], '%.d(%d+)$')) or 0) >
+  (tonumber(redis.call('HGET', KEYS[1], 'deliveries')) or 0) then
   -- A replay's delivery the record has not taken yet (it is enqueued first): ask again shortly.
   return {'untaken'}
 end
@@ -63,7 +68,7 @@ if (rec.status == 'queued' or rec.status == 'retrying') and tonumber(rec.start_b
 end
 
 local not_before = tonumber(rec.not_before or '0')
-if lease_holder(KEYS[2]) ~= ARGV[2] and not_before > tonumber(now) then
+if not_before > tonumber(now) and lease_holder(KEYS[2]) ~= ARGV[2] then
   return {'debounce', not_before - tonumber(now)}
 end
 -- The record's fence is the floor of the token: a counter that expired or was lost never makes a
@@ -81,10 +86,11 @@ end
 clear_marker('start')
 -- The record stands for its first run's lease_acquired while that run's fields are the record's:
 -- a new run replaces them, so the event is written out first, where it belongs (position 1).
-local implied, by = timeline_implied(KEYS[1])
+local implied, by = timeline_mark_of(rec.timeline_folded)
 if implied == 2 then
-  redis.call('LPUSH', KEYS[4], timeline_stored(1, event({at = tonumber(rec.started_at), event = 'lease_acquired',
-    delivery = rec.job_id .. '.d1', token = tonumber(rec.fencing_token), attempt = 1, worker = rec.worker_id})))
+  local first = record_get(KEYS[1], {'started_at', 'fencing_token', 'worker_id'})
+  redis.call('LPUSH', KEYS[4], timeline_stored(1, event({at = tonumber(first.started_at), event = 'lease_acquired',
+    delivery = rec.job_id .. '.d1', token = tonumber(first.fencing_token), attempt = 1, worker = first.worker_id})))
   redis.call('PEXPIRE', KEYS[4], ARGV[8])
   implied = 1
   timeline_imply(KEYS[1], implied, by)
@@ -94,24 +100,24 @@ if rec.resource == '' then
   redis.call('PEXPIRE', KEYS[3], ARGV[8])
 end
 fence_record(KEYS[1], token, ARGV[2])
-redis.call('HSET', KEYS[1], 'lease_owner', ARGV[2], 'fencing_token', token, 'worker_id', ARGV[5])
+local run = {'lease_owner', ARGV[2], 'fencing_token', token, 'worker_id', ARGV[5]}
 
 if ARGV[7] == '1' and redis.call('EXISTS', KEYS[5]) == 1 then
-  redis.call('HSET', KEYS[1], 'result', 'already_applied')
+  redis.call('HSET', KEYS[1], 'result', 'already_applied', unpack(run))
   finish('done', token, 'already_applied', 'operation applied by ' .. redis.call('GET', KEYS[5]))
   return {'applied'}
 end
 local attempt = tonumber(rec.attempt or '0') + 1
 if attempt > tonumber(rec.max_attempts) then
+  redis.call('HSET', KEYS[1], unpack(run))
   finish('failed', token, 'failed', 'attempt budget of ' .. rec.max_attempts .. ' spent')
   return {'exhausted'}
 end
+-- The first run's start, as the record says it, is not stored (jobstore/fold.go).
+local folds = implied == 1 and attempt == 1 and ARGV[1] == rec.job_id .. '.d1' and redis.call('EXISTS', KEYS[4]) == 0
+if folds then run[#run + 1], run[#run + 2] = 'timeline_folded', timeline_mark(2, by) end
 redis.call('HSET', KEYS[1], 'status', 'processing', 'attempt', attempt, 'started_at', now,
-  'heartbeat_at', now, 'updated_at', now)
+  'heartbeat_at', now, 'updated_at', now, unpack(run))
 redis.call('PEXPIRE', KEYS[1], ARGV[8])
-if implied == 1 and attempt == 1 and ARGV[1] == rec.job_id .. '.d1' and redis.call('EXISTS', KEYS[4]) == 0 then
-  timeline_imply(KEYS[1], 2, by) -- the first run's start, as the record says it (jobstore/fold.go)
-else
-  push('lease_acquired', token, attempt, nil)
-end
+if not folds then push('lease_acquired', token, attempt, nil) end
 return {'run', token, attempt, rec.payload or '', rec.checkpoint or '', tonumber(rec.created_at or '0')}
