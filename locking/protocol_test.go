@@ -90,6 +90,8 @@ func TestProtocolLease(t *testing.T) {
 		wantReturns(t, "next acquire", probe(t, tp.rdb, "lease_acquire", keys, "b", 1000, 0, 0), "true", "2", "true")
 		wantReturns(t, "fence_last", probe(t, tp.rdb, "fence_last", []string{fence}), "2")
 		wantReturns(t, "fence_last of a fresh counter", probe(t, tp.rdb, "fence_last", []string{c.FenceKey("fresh")}), "0")
+		wantReturns(t, "fence_next", probe(t, tp.rdb, "fence_next", []string{c.FenceKey("slots")}), "1")
+		wantReturns(t, "fence_next again", probe(t, tp.rdb, "fence_next", []string{c.FenceKey("slots")}), "2")
 		// A retry by the holder after its counter was lost cannot know its token: nil, never a new one.
 		tp.rdb.Del(bg(), fence)
 		wantReturns(t, "same owner again, counter lost", probe(t, tp.rdb, "lease_acquire", keys, "b", 1000, 0, 0), "true", "nil", "false")
@@ -246,7 +248,7 @@ func TestProtocolDefinesNoGlobals(t *testing.T) {
 -- KEYS: none; returns the protocol names visible as globals
 local leaked = {}
 for _, name in ipairs({'lease_acquire', 'lease_renew', 'lease_release', 'lease_holder', 'heartbeat_stamp',
-    'fence_last', 'fence_seen', 'fence_check', 'fence_record', 'fence_seal', 'fence_sealed'}) do
+    'fence_last', 'fence_seen', 'fence_check', 'fence_record', 'fence_seal', 'fence_sealed', 'fence_next'}) do
   if rawget(_G, name) ~= nil then leaked[#leaked + 1] = name end
 end
 return leaked`)

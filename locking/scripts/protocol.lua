@@ -23,6 +23,9 @@
 --   returns true when stamped, false when the hash does not exist.
 -- fence_last(fence_key)
 --   returns the last token drawn from the counter, 0 when none was (or the counter was lost).
+-- fence_next(fence_key)
+--   Draws the next token from the counter (a semaphore's slot, say, which holds no lease).
+--   returns the token.
 -- fence_raise(fence_key, floor)
 --   Lifts the counter to at least floor (a token a store outside Redis has seen), so the next
 --   token drawn is above it. returns the counter after the call.
@@ -91,6 +94,10 @@ end
 
 local function fence_last(fence_key)
   return tonumber(redis.call('GET', fence_key)) or 0
+end
+
+local function fence_next(fence_key)
+  return redis.call('INCR', fence_key)
 end
 
 local function fence_raise(fence_key, floor)

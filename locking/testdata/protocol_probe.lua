@@ -6,7 +6,7 @@ local fns = {
   lease_acquire = lease_acquire, lease_renew = lease_renew, lease_release = lease_release,
   lease_holder = lease_holder, heartbeat_stamp = heartbeat_stamp, fence_last = fence_last,
   fence_seen = fence_seen, fence_check = fence_check, fence_record = fence_record,
-  fence_seal = fence_seal, fence_sealed = fence_sealed,
+  fence_seal = fence_seal, fence_sealed = fence_sealed, fence_next = fence_next,
 }
 local fn = fns[ARGV[1]]
 if not fn then return redis.error_reply('no protocol function ' .. tostring(ARGV[1])) end

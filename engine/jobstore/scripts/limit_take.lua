@@ -43,8 +43,7 @@ end
 
 local token = 0
 if n > 0 then
-  -- The next token of the key's counter, through the protocol's fence functions.
-  token = fence_raise(KEYS[2], fence_last(KEYS[2]) + 1)
+  token = fence_next(KEYS[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
   redis.call('ZADD', KEYS[1], now + ttl, owner)
   if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
