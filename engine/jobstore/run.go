@@ -66,7 +66,9 @@ type Started struct {
 // Start begins one delivery of a job, in one round trip: stale-delivery check, the resource's
 // lease and fencing token, attempt count, status processing, already-applied check, checkpoint.
 func (s *Store) Start(ctx context.Context, k Keys, a StartArgs) (Started, error) {
-	res, err := startScript.Run(ctx, s.rdb, s.startKeys(k), s.startArgs(k, a)...).Result()
+	res, err := s.batch.run(ctx, []scriptCall{{startScript, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
+		return startScript.EvalSha(ctx, c, s.startKeys(k), s.startArgs(k, a)...)
+	}}})[0].Result()
 	if err != nil {
 		return Started{}, fmt.Errorf("jobstore: start: %w", err)
 	}
@@ -204,7 +206,7 @@ func (s *Store) Finish(ctx context.Context, k Keys, a FinishArgs) (Finishing, er
 	if a.Release != nil {
 		calls = append(calls, scriptCall{limitReleaseScript, a.Release.eval})
 	}
-	cmds := runPipelined(ctx, s.rdb, calls)
+	cmds := s.batch.run(ctx, calls)
 	var released error
 	if a.Release != nil {
 		if released = cmds[1].Err(); released != nil {

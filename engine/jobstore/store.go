@@ -85,11 +85,13 @@ type Store struct {
 	cfg   Config
 	// clockOffset is Redis's clock minus this process's, in ns (SyncClock).
 	clockOffset atomic.Int64
+	// batch sends the runs' scripts (start, finish, limit take and release) in shared pipelines.
+	batch *batcher
 }
 
 // New returns a store on rdb whose keys are locks' (same prefix and hash tags).
 func New(rdb redis.UniversalClient, locks *locking.Client, cfg Config) *Store {
-	return &Store{rdb: rdb, locks: locks, cfg: cfg.withDefaults()}
+	return &Store{rdb: rdb, locks: locks, cfg: cfg.withDefaults(), batch: newBatcher(rdb)}
 }
 
 // Redis is the store's client.

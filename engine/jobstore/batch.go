@@ -1,0 +1,132 @@
+package jobstore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A batcher sends the script calls of concurrent runs together: one pipeline carries what queued
+// up while the previous ones were on the wire (group commit). A start or a finish alone costs a
+// write and a read system call on each side, and at concurrency 50 those are most of the stack's
+// CPU per task (docs/BENCHMARKS.md); in one pipeline, many calls share them. A caller that finds
+// fewer than maxFlushing pipelines on the wire sends its own at once, so an idle process waits
+// for nothing, and no goroutine runs while nothing is queued. Each call's answer is its own, as
+// in any pipeline: a script that fails fails alone; a connection that fails fails the batch. On
+// a cluster calls go alone, as before: a batch waits for every node it names, and one node's
+// failover would hold up the calls to the others.
+
+// maxFlushing is how many pipelines may be on the wire at once; maxBatch the most calls of one.
+const (
+	maxFlushing = 2
+	maxBatch    = 128
+)
+
+type batcher struct {
+	rdb      redis.UniversalClient
+	cluster  bool
+	mu       sync.Mutex
+	queue    []*batchCall
+	flushing int
+}
+
+// batchCall is one caller's calls and, once sent, their commands.
+type batchCall struct {
+	ctx   context.Context
+	calls []scriptCall
+	cmds  []*redis.Cmd
+	done  chan struct{}
+}
+
+// run sends calls in one pipeline with whatever else is queued, and returns their commands (as
+// runPipelined does). A caller whose ctx ends first gets its error; its calls may still run.
+func (b *batcher) run(ctx context.Context, calls []scriptCall) []*redis.Cmd {
+	if err := ctx.Err(); err != nil {
+		return failedCmds(ctx, calls, err)
+	}
+	if b.cluster {
+		return runPipelined(ctx, b.rdb, calls)
+	}
+	c := &batchCall{ctx: ctx, calls: calls, done: make(chan struct{})}
+	b.mu.Lock()
+	b.queue = append(b.queue, c)
+	lead := b.flushing < maxFlushing
+	if lead {
+		b.flushing++
+	}
+	b.mu.Unlock()
+	if lead {
+		b.flush()
+	}
+	select {
+	case <-c.done:
+		return c.cmds
+	case <-ctx.Done():
+		return failedCmds(ctx, calls, ctx.Err())
+	}
+}
+
+// flush sends one batch, then hands what queued meanwhile to a goroutine of its own, so the caller
+// that flushed goes back to its work with its answer.
+func (b *batcher) flush() {
+	b.mu.Lock()
+	n := min(len(b.queue), maxBatch)
+	batch := b.queue[:n:n]
+	b.queue = b.queue[n:]
+	b.mu.Unlock()
+	b.send(batch)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) > 0 {
+		go b.flush()
+		return
+	}
+	b.flushing--
+}
+
+// send runs a batch's calls in one pipeline and hands each caller its commands. The pipeline has
+// the latest deadline among the callers' and outlives their cancellation: one caller giving up
+// does not fail the others.
+func (b *batcher) send(batch []*batchCall) {
+	if len(batch) == 0 {
+		return
+	}
+	var all []scriptCall
+	var deadline time.Time
+	unbounded := false
+	for _, c := range batch {
+		all = append(all, c.calls...)
+		d, ok := c.ctx.Deadline()
+		unbounded = unbounded || !ok
+		if d.After(deadline) {
+			deadline = d
+		}
+	}
+	ctx, cancel := context.WithoutCancel(batch[0].ctx), context.CancelFunc(func() {})
+	if !unbounded {
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+	}
+	defer cancel()
+	cmds := runPipelined(ctx, b.rdb, all)
+	for _, c := range batch {
+		c.cmds, cmds = cmds[:len(c.calls)], cmds[len(c.calls):]
+		close(c.done)
+	}
+}
+
+// failedCmds are the commands of calls that were not sent, each failed with err.
+func failedCmds(ctx context.Context, calls []scriptCall, err error) []*redis.Cmd {
+	out := make([]*redis.Cmd, len(calls))
+	for i := range calls {
+		out[i] = redis.NewCmd(ctx)
+		out[i].SetErr(err)
+	}
+	return out
+}
+
+func newBatcher(rdb redis.UniversalClient) *batcher {
+	_, cluster := rdb.(*redis.ClusterClient)
+	return &batcher{rdb: rdb, cluster: cluster}
+}
