@@ -33,11 +33,18 @@ actionlint:
 unit:
 	$(GO) test $(TEST_FLAGS) ./...
 
-## bench: the benchmarks that back the README's figures.
+## bench: the benchmarks that back the README's figures, each printing its sides, interleaved, with
+## medians and spreads; then one table of every headline figure (BENCH_TABLE collects the rows).
+BENCH_TABLE ?= /tmp/jobguard-bench-table.md
 bench: deps
+	@rm -f $(BENCH_TABLE)
 	$(GO) test -run '^$$' -bench 'LeaseVsRedsync|KeeperTick' -benchtime 3000x ./...
-	$(GO) test -run '^$$' -bench 'EnqueueEndpoint' -benchtime 1x ./app/
-	$(GO) test -run '^$$' -bench 'StackVsBareAsynq' -benchtime 1x -timeout 30m ./engine/
+	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'EnqueueEndpoint' -benchtime 1x ./app/
+	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'StackVsBareAsynq|LimitNeverReached' -benchtime 1x -timeout 30m ./engine/
+	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'RetainedJobMemory' -benchtime 2000x ./engine/
+	@printf '\nSummary (commit %s, %s; medians and min-max over the interleaved rounds)\n' "$$(git rev-parse --short HEAD 2>/dev/null)" "$$(date -u +%F)"
+	@printf '| benchmark | measure | baseline | jobguard | jobguard / baseline |\n|---|---|---|---|---|\n'
+	@cat $(BENCH_TABLE)
 
 ## bench-recovery: kill -9 recovery, bare asynq against jobguard (about 5 minutes).
 bench-recovery: deps

@@ -171,6 +171,13 @@ func BenchmarkEnqueueEndpoint(b *testing.B) {
 		fmt.Printf("| %s | %s | %s | %s | %s |\n", row.what, benchfig.Summary(fig(0, row.f)), benchfig.Summary(fig(1, row.f)),
 			benchfig.Summary(fig(2, row.f)), benchfig.Ratio(fig(1, row.f), fig(0, row.f)))
 	}
+	for _, row := range []struct {
+		what string
+		f    func(latencies) float64
+	}{{"requests/s", perSecond}, {"p99 ms", p99}} {
+		benchfig.AddRow(benchfig.Row{Benchmark: "POST /jobs/rebuild-cache with Idempotency-Key vs Fiber + Client.Enqueue", Measure: row.what,
+			Baseline: benchfig.Summary(fig(1, row.f)), Jobguard: benchfig.Summary(fig(0, row.f)), Ratio: benchfig.Ratio(fig(1, row.f), fig(0, row.f))})
+	}
 	b.ReportMetric(benchfig.Median(fig(0, perSecond)), "jobguard-req/s")
 	b.ReportMetric(benchfig.Median(fig(1, perSecond)), "fiber+enqueue-req/s")
 	b.ReportMetric(benchfig.Median(fig(0, perSecond))/benchfig.Median(fig(1, perSecond)), "ratio-vs-fiber")

@@ -100,6 +100,7 @@ func benchStackVsBare(b *testing.B, name string, work time.Duration, concurrency
 		}
 	}
 	s.table(os.Stdout, fmt.Sprintf("jobguard vs bare asynq, %s, %d tasks a chunk", name, n), [2]string{"bare asynq", "jobguard"})
+	s.summary("full stack vs bare asynq, " + name)
 	b.ReportMetric(benchfig.Median(pick(s[0], func(c cost) float64 { return c.perSecond })), "bare-tasks/s")
 	b.ReportMetric(benchfig.Median(pick(s[1], func(c cost) float64 { return c.perSecond })), "stack-tasks/s")
 	b.ReportMetric(benchfig.Median(pick(s[1], func(c cost) float64 { return c.perSecond }))/benchfig.Median(pick(s[0], func(c cost) float64 { return c.perSecond })), "ratio")

@@ -66,6 +66,7 @@ func benchLimitNeverReached(b *testing.B, work time.Duration) {
 		s[i] = append(s[i], r)
 	}
 	s.table(os.Stdout, fmt.Sprintf("a concurrency limit never reached vs none, handler %s, %d jobs a chunk", work, n), [2]string{"no limit", "limit never reached"})
+	s.summary(fmt.Sprintf("a limit never reached vs none (stack both sides), handler %s", work))
 	rate := func(c cost) float64 { return c.perSecond }
 	b.ReportMetric(benchfig.Median(pick(s[0], rate)), "unlimited-jobs/s")
 	b.ReportMetric(benchfig.Median(pick(s[1], rate)), "limited-jobs/s")

@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/internal/benchfig"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/locking"
 )
@@ -43,6 +44,21 @@ func BenchmarkRetainedJobMemory(b *testing.B) {
 		b.ReportMetric(float64(sum)/float64(n), kind+"-B/job")
 	}
 	b.ReportMetric(float64(after-before)/float64(n), "used_memory-B/job")
+	per := func(kinds ...string) string {
+		var sum int64
+		for _, k := range kinds {
+			sum += bytes[k]
+		}
+		return fmt.Sprintf("%d B", sum/int64(n))
+	}
+	for _, r := range []benchfig.Row{
+		{Measure: "record + timeline per finished job", Jobguard: per("record", "timeline")},
+		{Measure: "index entries per finished job", Jobguard: per("index")},
+		{Measure: "used_memory growth per finished job", Jobguard: fmt.Sprintf("%d B", (after-before)/int64(n))},
+	} {
+		r.Benchmark, r.Baseline, r.Ratio = fmt.Sprintf("Redis memory, %d no-op jobs run to done", n), "-", "-"
+		benchfig.AddRow(r)
+	}
 	b.ReportMetric(float64(len(keys))/float64(n), "keys/job")
 	b.ReportMetric(float64(leaseBytes(b, db)), "lease-B/resource")
 	if testing.Verbose() {

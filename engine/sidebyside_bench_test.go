@@ -230,6 +230,23 @@ func (s sides) table(w io.Writer, title string, names [2]string) {
 	}
 }
 
+// summary adds the headline rows of the case to make bench's summary table (benchfig.AddRow).
+func (s sides) summary(benchmark string) {
+	for _, r := range []struct {
+		what string
+		f    func(cost) float64
+	}{
+		{"tasks/s", func(c cost) float64 { return c.perSecond }},
+		{"tasks/s per core (Go + Redis CPU)", func(c cost) float64 { return 1e6 / (c.goCPU + c.redisCPU) }},
+		{"Redis round trips per task", func(c cost) float64 { return c.roundTrips }},
+		{"Go CPU µs per task", func(c cost) float64 { return c.goCPU }},
+		{"Redis CPU µs per task", func(c cost) float64 { return c.redisCPU }},
+	} {
+		a, b := pick(s[0], r.f), pick(s[1], r.f)
+		benchfig.AddRow(benchfig.Row{Benchmark: benchmark, Measure: r.what, Baseline: benchfig.Summary(a), Jobguard: benchfig.Summary(b), Ratio: benchfig.Ratio(a, b)})
+	}
+}
+
 func pick(cs []cost, f func(cost) float64) []float64 {
 	out := make([]float64, len(cs))
 	for i, c := range cs {
