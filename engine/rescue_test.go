@@ -17,7 +17,7 @@ func stranded(t *testing.T) (*harness, string, chan struct{}, *atomic.Int32) {
 // strandedLimited is stranded for a type of limit lim (tenant "a"); tokens, when not nil, gets the
 // limit token each run held.
 func strandedLimited(t *testing.T, lim Limit, tokens chan<- int64) (*harness, string, chan struct{}, *atomic.Int32) {
-	hang := make(chan struct{})
+	hang, began := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int32
 	h := newHarness(t, Config{LeaseTTL: 2 * time.Second}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "work", MaxAttempts: 3, Limit: lim}, func(ctx context.Context, j *Job) error {
@@ -25,6 +25,7 @@ func strandedLimited(t *testing.T, lim Limit, tokens chan<- int64) (*harness, st
 				tokens <- j.LimitToken()
 			}
 			if runs.Add(1) == 1 {
+				close(began)
 				<-hang // ignores its context, like a process that is gone
 				return s.Locks().SetFields(context.Background(), j.Fence(), j.Key("state"), 0, "by", "first")
 			}
@@ -33,6 +34,13 @@ func strandedLimited(t *testing.T, lim Limit, tokens chan<- int64) (*harness, st
 	})
 	id := h.enqueue(Spec{Type: "work", Tenant: "a", Resource: "r"})
 	h.waitStatus(id, "processing", 10*time.Second)
+	// The handler runs once its take has run too: a take sent again after a NOSCRIPT (the start's
+	// script loaded, the take's not yet) runs after the start, and would outlive the Del below.
+	select {
+	case <-began:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first run's handler did not start")
+	}
 	h.stack.keeper.Close() // no more renewals from the "dead" worker
 	tag := ResourceTag("r")
 	h.rdb.Del(bg, h.stack.locks.LeaseKey(tag))
