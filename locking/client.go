@@ -46,12 +46,13 @@ var protocol = mustScript("protocol.lua")
 
 // NewProtocolScript builds a script from the protocol fragment (scripts/protocol.lua) followed by
 // body, which may call its local functions (lease_acquire, lease_renew, lease_release,
-// lease_holder, heartbeat_stamp, fence_last, fence_seen, fence_check, fence_record) with its own
-// KEYS and ARGV; doc.go lists what they guarantee. Every key the body touches must share one hash
-// tag (Client.Key), so the script runs unchanged on Redis Cluster. Locals the body declares shadow
-// the fragment's names.
+// lease_holder, heartbeat_stamp, fence_last, fence_next, fence_seen, fence_check, fence_record,
+// fence_seal, fence_sealed) with its own KEYS and ARGV; doc.go lists what they guarantee. Only the
+// functions the body uses are put before it (Compose). Every key the body touches must share one
+// hash tag (Client.Key), so the script runs unchanged on Redis Cluster. Locals the body declares
+// shadow the fragment's names.
 func NewProtocolScript(body string) *redis.Script {
-	return redis.NewScript(protocol + "\n" + body)
+	return redis.NewScript(Compose(body, protocol))
 }
 
 var (

@@ -280,7 +280,7 @@ func TestProtocolIsTheOnlySpelling(t *testing.T) {
 			t.Errorf("%s spells the protocol by hand", e.Name())
 		}
 	}
-	onProtocol := func(body string) string { return redis.NewScript(protocol + "\n" + body).Hash() }
+	onProtocol := func(body string) string { return redis.NewScript(Compose(body, protocol)).Hash() }
 	for name, c := range map[string]struct {
 		s    *redis.Script
 		body string

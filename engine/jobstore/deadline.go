@@ -66,5 +66,5 @@ func ClaimTTL(ctx context.Context, fallback time.Duration) time.Duration {
 // fragment and the job prelude (past_deadline for a deadline from WriteDeadline, record_get,
 // timeline_push, event; see scripts/prelude.lua).
 func NewScript(body string) *redis.Script {
-	return locking.NewProtocolScript(prelude + "\n" + body)
+	return locking.NewProtocolScript(locking.Compose(body, prelude))
 }
