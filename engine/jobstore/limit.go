@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/locking"
 )
 
 // A key's limit (a task type's concurrency and rate per key) lives in the key's own slot, not the
@@ -25,12 +27,15 @@ type LimitKeys struct {
 }
 
 // LimitKeys returns the keys of key's limit of task type typ.
-func (s *Store) LimitKeys(typ, key string) LimitKeys {
+func (s *Store) LimitKeys(typ, key string) LimitKeys { return LimitKeysOf(s.locks, typ, key) }
+
+// LimitKeysOf is LimitKeys for the keys of locks (its prefix), without a store.
+func LimitKeysOf(locks *locking.Client, typ, key string) LimitKeys {
 	tag := ResourceTag("limit\x00" + typ + "\x00" + key)
 	return LimitKeys{
-		Holders: s.locks.Key(tag, "limit:holders"),
-		Fence:   s.locks.Key(tag, "limit:fence"),
-		Arrival: s.locks.Key(tag, "limit:tat"),
+		Holders: locks.Key(tag, "limit:holders"),
+		Fence:   locks.Key(tag, "limit:fence"),
+		Arrival: locks.Key(tag, "limit:tat"),
 	}
 }
 
