@@ -42,6 +42,8 @@ type probeLine struct {
 	AtNS       int64  `json:"at_ns"`
 	StartMS    int64  `json:"limit_start_ms"`
 	Holder     string `json:"holder"`
+	By         string `json:"by"`
+	Cause      string `json:"cause"`
 }
 
 // probeRun is what one run (one lease owner) of a probe job did.
@@ -56,6 +58,9 @@ type probeRun struct {
 	// called the slot lapsed (a lapsed holder that came back)
 	holder          map[string]int
 	lapsed, revived bool
+	// what stopped it before its last step ("" when it took them all, or its process died):
+	// "context, lease lost", "context, slot lost", "context, other", or "limit_valid_for"
+	stoppedBy string
 }
 
 // probeLog gathers the probe's lines from every process.
@@ -87,6 +92,8 @@ func (l *probeLog) add(_ *proc, line []byte) {
 		run.enter, run.startMS = at, pl.StartMS
 	case "limit_probe_leave":
 		run.leave = at
+	case "limit_probe_stop":
+		run.stoppedBy = stopReason(pl)
 	case "limit_probe_step":
 		if run.steps == 0 || at.Before(run.first) {
 			run.first = at
@@ -103,6 +110,20 @@ func (l *probeLog) add(_ *proc, line []byte) {
 			run.revived = true
 		}
 	}
+}
+
+// stopReason names what stopped a run: LimitValidFor's 0 while its context lived, or its
+// context by the cause's kind.
+func stopReason(pl probeLine) string {
+	switch {
+	case pl.By != "context":
+		return pl.By
+	case strings.Contains(pl.Cause, "lease lost"):
+		return "context, lease lost"
+	case strings.Contains(pl.Cause, engine.ErrSlotLost.Error()):
+		return "context, slot lost"
+	}
+	return "context, other"
 }
 
 // snapshot copies the runs.
@@ -236,30 +257,41 @@ func (lr *limitsRun) submitPaced(n, perSec int, body func(i int) string) {
 func (lr *limitsRun) ended(within time.Duration) (byStatus map[string]int, notDone []string) {
 	deadline := time.Now().Add(within)
 	for {
-		recs := lr.jobRecords("status")
-		byStatus, notDone = map[string]int{}, nil
-		lr.accepted.Range(func(k, _ any) bool {
-			s := "lost"
-			if f, ok := recs[k.(string)]; ok {
-				s, _ = f[0].(string)
-			}
-			byStatus[s]++
-			if s != "done" {
-				notDone = append(notDone, k.(string)+" "+s)
-			}
-			return true
-		})
-		open := 0
-		for s, n := range byStatus {
-			if !isEnded(s) {
-				open += n
-			}
-		}
-		if open == 0 || time.Now().After(deadline) {
+		byStatus, notDone = lr.statuses()
+		if openJobs(byStatus) == 0 || time.Now().After(deadline) {
 			return byStatus, notDone
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// statuses counts the accepted jobs by status ("lost": no record), and lists those not done.
+func (lr *limitsRun) statuses() (byStatus map[string]int, notDone []string) {
+	recs := lr.jobRecords("status")
+	byStatus = map[string]int{}
+	lr.accepted.Range(func(k, _ any) bool {
+		s := "lost"
+		if f, ok := recs[k.(string)]; ok {
+			s, _ = f[0].(string)
+		}
+		byStatus[s]++
+		if s != "done" {
+			notDone = append(notDone, k.(string)+" "+s)
+		}
+		return true
+	})
+	return byStatus, notDone
+}
+
+// openJobs is how many of the counted jobs have not ended.
+func openJobs(byStatus map[string]int) int {
+	open := 0
+	for s, n := range byStatus {
+		if !isEnded(s) {
+			open += n
+		}
+	}
+	return open
 }
 
 // timelineEvents counts events by name across every job's timeline.
@@ -327,6 +359,7 @@ func TestChaosLimitConcurrency(t *testing.T) {
 	})
 	<-faultsDone
 	loadEnd := time.Now()
+	atLoadEnd, _ := lr.statuses()
 	byStatus, notDone := lr.ended(3 * time.Minute)
 	close(stop)
 	end := time.Now()
@@ -334,7 +367,7 @@ func TestChaosLimitConcurrency(t *testing.T) {
 	// Runs of each key at work at once, and handlers in flight at once.
 	working, inFlight := map[string][]interval{}, map[string][]interval{}
 	var runs, stepN, lapsedSteps, revived int
-	holderStates := map[string]int{}
+	holderStates, stops := map[string]int{}, map[string]int{}
 	lr.killedMu.Lock()
 	for _, r := range lr.log.snapshot() {
 		runs++
@@ -343,6 +376,9 @@ func TestChaosLimitConcurrency(t *testing.T) {
 			holderStates[s] += c
 		}
 		lapsedSteps += r.holder["lapsed"]
+		if r.stoppedBy != "" {
+			stops[r.stoppedBy]++
+		}
 		if r.revived {
 			revived++
 		}
@@ -372,18 +408,20 @@ chaos limits figures (concurrency %d per key, %d worker processes)
 | probe runs / steps | %d / %d |
 | steps by what Redis said of the run's slot: live / lapsed / unreached | %d / %d / %d |
 | runs whose slot Redis called live again after lapsed | %d |
+| runs stopped before their last step, by their context (lease lost / slot lost / other) / by LimitValidFor's 0 with the context live | %d / %d / %d / %d |
 | most runs of one key working at once (first to last step, all processes): %s | %s |
 | Redis samples of the holders (every 20 ms): samples / most live / over %d | %d / %d / %d |
 | handlers in flight at once, paused ones included (entered, not returned; not a bound): %s | %s |
 | timeline events: slot_lost / lease_lost / rescued / limit_wait | %d / %d / %d / %d |
-| from the end of the load to every job ended | %s |
+| jobs not ended when the load ended / from then to every job ended | %d / %s |
 | wall time | %s |
 `, limit, workers, submitted, accepted, byStatus["done"], len(notDone),
 		2*leaseTTL+time.Second, 2*leaseTTL+time.Second, lr.kills.Load(), lr.pauses.Load(), lr.netFaults.Load(), lr.missed.Load(),
 		runs, stepN, holderStates["live"], holderStates["lapsed"], holderStates["unreached"], revived,
+		stops["context, lease lost"], stops["context, slot lost"], stops["context, other"], stops["limit_valid_for"],
 		strings.Join(keys, " / "), perKey(keys, working), limit, watch.samples.Load(), watch.most.Load(), watch.over.Load(),
 		strings.Join(keys, " / "), perKey(keys, inFlight),
-		evs["slot_lost"], evs["lease_lost"], evs["rescued"], evs["limit_wait"], end.Sub(loadEnd).Round(100*time.Millisecond), time.Since(wall).Round(time.Second))
+		evs["slot_lost"], evs["lease_lost"], evs["rescued"], evs["limit_wait"], openJobs(atLoadEnd), end.Sub(loadEnd).Round(100*time.Millisecond), time.Since(wall).Round(time.Second))
 
 	for _, k := range keys {
 		if got := maxOverlap(working[k]); got > limit {

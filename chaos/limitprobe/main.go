@@ -79,6 +79,7 @@ var holderLive = redis.NewScript(holderLiveLua)
 const (
 	eventEnter = "limit_probe_enter" // the handler was entered: limit_start_ms is the start the take granted
 	eventStep  = "limit_probe_step"  // a step was taken at at_ns; holder is what Redis said of the slot then
+	eventStop  = "limit_probe_stop"  // the run stopped before its last step: by its context, or by LimitValidFor's 0
 	eventLeave = "limit_probe_leave" // the handler returned
 )
 
@@ -98,17 +99,32 @@ func (p probe) run(ctx context.Context, j *engine.Job) error {
 		// The step's instant is taken before the check: a pause between the two makes the check
 		// fail, and one after the check shows in what Redis says of the holder.
 		at := time.Now()
-		if ctx.Err() != nil || j.LimitValidFor() <= 0 {
-			return stopped(ctx)
+		if ctx.Err() != nil {
+			return stop(ctx, log, "context")
+		}
+		if j.LimitValidFor() <= 0 {
+			return stop(ctx, log, "limit_valid_for") // the context's cancellation had not run yet
 		}
 		log.Info().Str("event", eventStep).Int("step", i).Int64("at_ns", at.UnixNano()).Str("holder", holderState(ctx, j, holders)).Send()
 		select {
 		case <-time.After(time.Duration(r.StepMS) * time.Millisecond):
 		case <-ctx.Done():
-			return stopped(ctx)
+			return stop(ctx, log, "context")
 		}
 	}
 	return nil
+}
+
+// stop logs what stopped the run (by: "context" or "limit_valid_for") and returns its error: the
+// context's cause, or the lost slot (LimitValidFor's 0 has cancelled the run already; the relay
+// to the handler's context may not have run yet).
+func stop(ctx context.Context, log zerolog.Logger, by string) error {
+	err := context.Cause(ctx)
+	if err == nil {
+		err = fmt.Errorf("limit-probe: %w: it may no longer be trusted", engine.ErrSlotLost)
+	}
+	log.Info().Str("event", eventStop).Str("by", by).Str("cause", err.Error()).Int64("at_ns", time.Now().UnixNano()).Send()
+	return err
 }
 
 // holderState asks Redis whether the run's slot is live: "live", "lapsed", or "unreached" (no
@@ -124,13 +140,4 @@ func holderState(ctx context.Context, j *engine.Job, holders string) string {
 		return "live"
 	}
 	return "lapsed"
-}
-
-// stopped is what a run that stopped before its last step returns: its context's cause, or the
-// lost slot (LimitValidFor's 0 has cancelled the run already; its relay may not have run yet).
-func stopped(ctx context.Context) error {
-	if err := context.Cause(ctx); err != nil {
-		return err
-	}
-	return fmt.Errorf("limit-probe: %w: it may no longer be trusted", engine.ErrSlotLost)
 }
