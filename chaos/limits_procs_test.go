@@ -482,15 +482,17 @@ func TestChaosLimitRate(t *testing.T) {
 		span = time.Duration(starts[len(starts)-1]-starts[0]) * time.Millisecond
 	}
 	achieved := float64(len(starts)-1) / span.Seconds()
+	firstMinute, gaps := startsProfile(starts, time.Minute)
 	fmt.Printf(`
 chaos limits figures (rate %d per second of one key, %d worker processes)
 | jobs submitted / done / not done | %d / %d / %d |
 | starts seen (handlers entered) | %d |
 | span of the starts (Redis's clock) / achieved rate | %s / %.2f per second |
+| starts in the first minute / gaps between starts over 150 ms (the 3 longest) | %d / %d (%s) |
 | worst window: starts above rate × span + 1 (<= 0 holds) / windows checked | %.2f / %d |
 | wall time | %s |
 `, rate, workers, lr.submissions.Load(), byStatus["done"], len(notDone), len(starts), span.Round(time.Millisecond), achieved,
-		worst, windowed, time.Since(wall).Round(time.Second))
+		firstMinute, len(gaps), strings.Join(first(gaps, 3), ", "), worst, windowed, time.Since(wall).Round(time.Second))
 	if worst > 1e-9 {
 		t.Errorf("invariant: a window held %.2f starts more than %d × its span + 1", worst, rate)
 	}
@@ -514,6 +516,27 @@ func worstWindow(starts []int64, rate int) (worst float64, windows int) {
 		}
 	}
 	return worst, windows
+}
+
+// startsProfile counts the sorted starts (unix ms) in the first d after the first, and lists the
+// gaps between consecutive starts longer than 1.5 emission intervals of 10 a second, longest
+// first, with when they came ("+61.2s: 900ms").
+func startsProfile(starts []int64, d time.Duration) (within int, gaps []string) {
+	type gap struct{ at, len int64 }
+	var gs []gap
+	for i, s := range starts {
+		if s-starts[0] < d.Milliseconds() {
+			within++
+		}
+		if i > 0 && s-starts[i-1] > 150 {
+			gs = append(gs, gap{starts[i-1] - starts[0], s - starts[i-1]})
+		}
+	}
+	sort.Slice(gs, func(i, j int) bool { return gs[i].len > gs[j].len })
+	for _, g := range gs {
+		gaps = append(gaps, fmt.Sprintf("+%.1fs: %dms", float64(g.at)/1000, g.len))
+	}
+	return within, gaps
 }
 
 // perKey says each key's most overlapping intervals, in the order of keys ("3 / 3").
