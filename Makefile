@@ -2,7 +2,7 @@
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: run test deps vet staticcheck deploy-check actionlint unit bench bench-recovery chaos chaos-long chaos-failover chaos-failover-short schedule-soak
+.PHONY: run test deps vet staticcheck deploy-check actionlint unit bench bench-recovery chaos chaos-long chaos-failover chaos-failover-short chaos-limits schedule-soak
 
 run:
 	$(GO) run ./cmd/jobguard
@@ -74,3 +74,9 @@ chaos-failover: deps
 ## chaos-failover-short: one master kill per topology (under 2 minutes); CI runs it after make chaos.
 chaos-failover-short: deps
 	CHAOS=failover-short $(GO) test -count=1 -v -run '^TestChaosFailover$$' -timeout 10m ./chaos/
+
+## chaos-limits: the limits per key across worker processes (about 3 minutes): concurrency 3 per key
+## on five workers while holders are killed (-9), paused and cut off past the lease, then a rate of
+## 10 per second of one key on three workers for over a minute; CI runs it after chaos-failover-short.
+chaos-limits: deps
+	CHAOS=limits $(GO) test -count=1 -v -run '^TestChaosLimit(Concurrency|Rate)$$' -timeout 15m ./chaos/

@@ -364,8 +364,14 @@ func (a *App) Close() {
 // errors are one line on stderr naming the variable. Besides the roles it runs the subcommands
 // version, help (-h, --help) and healthcheck, which print to stdout and start nothing.
 func Main(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	return MainWith(ctx, args, lookup, stdout, stderr, tasks.All())
+}
+
+// MainWith is Main for a program that runs the task types of list instead of the registry's
+// (a service's own binary, a test's probe): every role, subcommand and help sees list.
+func MainWith(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer, list []tasks.Task) int {
 	if len(args) > 0 && args[0] == "jobs" {
-		return runJobs(ctx, args[1:], lookup, stdout, stderr)
+		return runJobs(ctx, args[1:], lookup, stdout, stderr, list)
 	}
 	if len(args) > 1 {
 		fmt.Fprintln(stderr, usageLine)
@@ -380,10 +386,10 @@ func Main(ctx context.Context, args []string, lookup func(string) (string, bool)
 		fmt.Fprintln(stdout, Build())
 		return 0
 	case "help", "-h", "--help":
-		writeHelp(stdout, tasks.All())
+		writeHelp(stdout, list)
 		return 0
 	case "migrate":
-		return runMigrate(ctx, lookup, stdout, stderr)
+		return runMigrate(ctx, lookup, stdout, stderr, list)
 	case "healthcheck":
 		u, err := healthcheckURL(lookup)
 		if err != nil {
@@ -398,7 +404,7 @@ func Main(ctx context.Context, args []string, lookup func(string) (string, bool)
 		fmt.Fprintln(stderr, usageLine)
 		return 2
 	}
-	cfg, err := FromLookup(lookup)
+	cfg, err := FromLookupTasks(lookup, list)
 	if err != nil {
 		fmt.Fprintln(stderr, "jobguard:", err)
 		return 2

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"os"
 	"reflect"
@@ -93,6 +94,32 @@ func TestHelpListsRolesSubcommandsAndEveryVariable(t *testing.T) {
 			if row(s.Name) == "" {
 				t.Errorf("help lacks the setting %s of task %s", s.Name, task.Config.Type)
 			}
+		}
+	}
+}
+
+// MainWith runs a program's own task list: help lists its tasks' settings, and the configuration
+// of a role and of jobguard jobs knows its types (TASK_LIMITS may name them), where Main knows
+// the registry's only.
+func TestMainWithRunsItsTaskList(t *testing.T) {
+	t.Parallel()
+	own := greet
+	own.Settings = []tasks.Setting{{Name: "GREETING", Default: "hello", Help: "what greet says"}}
+	list := append(tasks.All(), own)
+	var out, errOut bytes.Buffer
+	if code := MainWith(context.Background(), []string{"help"}, lookupFrom(nil), &out, &errOut, list); code != 0 || !strings.Contains(out.String(), "[task greet]") {
+		t.Fatalf("help: exit %d, greet's setting not listed:\n%s", code, out.String())
+	}
+	env := lookupFrom(map[string]string{"TASK_LIMITS": "greet=concurrency:x"})
+	for _, args := range [][]string{{"worker"}, {"jobs", "list"}} {
+		out.Reset()
+		errOut.Reset()
+		if code := MainWith(context.Background(), args, env, &out, &errOut, list); code != 2 || !strings.Contains(errOut.String(), `greet: concurrency "x"`) {
+			t.Errorf("MainWith %v: exit %d, %q: the configuration did not see greet", args, code, errOut.String())
+		}
+		errOut.Reset()
+		if code := Main(context.Background(), args, env, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "does not name a task type") {
+			t.Errorf("Main %v: exit %d, %q: greet is not the registry's", args, code, errOut.String())
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/redact"
+	"github.com/jobguard/jobguard/tasks"
 )
 
 // Exit codes of jobguard jobs (README, Operations): a script tells a job that is not there, or
@@ -71,7 +72,7 @@ func (cli *jobsCLI) fenceSQL(ctx context.Context, cfg Config) {
 
 // runJobs is jobguard jobs: operators on the host list, read, cancel and retry jobs straight on
 // REDIS_URL, with no API token. Exit codes are the exit* constants.
-func runJobs(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+func runJobs(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer, list []tasks.Task) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(stderr, jobsUsage)
 		if len(args) == 0 {
@@ -119,7 +120,7 @@ func runJobs(ctx context.Context, args []string, lookup func(string) (string, bo
 		return usage(stderr, "--reason must be one line of at most 200 bytes")
 	}
 
-	cfg, err := FromLookup(lookup)
+	cfg, err := FromLookupTasks(lookup, list)
 	if err != nil {
 		fmt.Fprintln(stderr, "jobguard jobs:", err)
 		return exitUsage

@@ -47,13 +47,15 @@ type run struct {
 	bin     string
 	redis   *redistest.Server
 	rdb     redis.UniversalClient
-	env     []string // extra environment for the processes (REDIS_MODE, REDIS_URL), last wins
-	proxy   *faultproxy.Proxy
-	up      *httptest.Server
+	env     []string          // extra environment for the processes (REDIS_MODE, REDIS_URL), last wins
+	proxy   *faultproxy.Proxy // the faulty proxy every third worker goes through (nil: none)
+	up      *httptest.Server  // the rebuild source (nil: none)
 	api     *proc
 	mu      sync.Mutex
 	workers []*proc
 	nextID  int
+	// onLine, when set, sees every line a process writes on stderr (from several goroutines).
+	onLine func(p *proc, line []byte)
 
 	// figures
 	submissions, duplicates, kills, pauses, restarts, netFaults, sigterms atomic.Int64
@@ -84,7 +86,9 @@ func (r *run) start(role string, redisAddr string) *proc {
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		"REDIS_URL=redis://" + redisAddr + "/0", "HTTP_ADDR=127.0.0.1:0", "LEASE_TTL=" + leaseTTL.String(),
 		"RESCUE_INTERVAL=500ms", "WORKER_CONCURRENCY=4", "SHUTDOWN_TIMEOUT=3s", "LOG_LEVEL=info",
-		"REBUILD_SOURCE_URL=" + r.up.URL,
+	}
+	if r.up != nil {
+		cmd.Env = append(cmd.Env, "REBUILD_SOURCE_URL="+r.up.URL)
 	}
 	cmd.Env = append(cmd.Env, r.env...)
 	stderr, _ := cmd.StderrPipe()
@@ -97,6 +101,9 @@ func (r *run) start(role string, redisAddr string) *proc {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
+			if r.onLine != nil {
+				r.onLine(p, sc.Bytes())
+			}
 			var ev struct{ Message, Addr string }
 			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Message == "jobguard started" {
 				started <- ev.Addr
@@ -117,7 +124,7 @@ func (r *run) start(role string, redisAddr string) *proc {
 // a proxy of its own too, so that one worker (the scheduler's leader) can be cut off.
 func (r *run) startWorker() {
 	r.mu.Lock()
-	viaProxy := r.nextID%3 == 0
+	viaProxy := r.proxy != nil && r.nextID%3 == 0
 	r.nextID++
 	r.mu.Unlock()
 	addr := r.redis.Addr

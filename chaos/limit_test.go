@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/locking"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -21,20 +22,35 @@ const limitPerTenant = 2
 // limitEnv is the workers' setting of that limit.
 var limitEnv = fmt.Sprintf("TASK_LIMITS=%s=concurrency:%d", tasks.TypeReserveStock, limitPerTenant)
 
-// limitWatch is what sampling the limit's slots saw: the most live holders of one tenant's key at
-// once (a holder whose expiry has passed in Redis's clock is not live: its slot has lapsed).
+// limitWatch is what sampling a limit's slots saw: the most live holders of one key at once (a
+// holder whose expiry has passed in Redis's clock is not live: its slot has lapsed), and the
+// samples with a key over its limit.
 type limitWatch struct {
+	keys                []string // the keys' holders (engine.LimitHoldersKey)
+	limit               int64
 	most, samples, over atomic.Int64
 }
 
-// holdersKey is the sorted set of a tenant's reserve-stock slots (jobstore.LimitKeys).
+// keyspace spells the processes' keys (their KEY_PREFIX is the default, jobguard).
+var keyspace = locking.New(nil, locking.WithPrefix("jobguard"))
+
+// holdersKey is the sorted set of a tenant's reserve-stock slots.
 func holdersKey(tenant string) string {
-	return "jobguard:{" + engine.ResourceTag("limit\x00"+tasks.TypeReserveStock+"\x00"+tenant) + "}:limit:holders"
+	return engine.LimitHoldersKey(keyspace, tasks.TypeReserveStock, tenant)
 }
 
-// watchLimit samples every tenant's slots every 20 ms until stop is closed.
+// watchLimit samples every tenant's reserve-stock slots every 20 ms until stop is closed.
 func (r *run) watchLimit(stop <-chan struct{}, tenants []string) *limitWatch {
-	w := &limitWatch{}
+	keys := make([]string, len(tenants))
+	for i, t := range tenants {
+		keys[i] = holdersKey(t)
+	}
+	return r.watchHolders(stop, keys, limitPerTenant)
+}
+
+// watchHolders samples the holders keys every 20 ms until stop is closed, against a limit.
+func (r *run) watchHolders(stop <-chan struct{}, keys []string, limit int) *limitWatch {
+	w := &limitWatch{keys: keys, limit: int64(limit)}
 	go func() {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
@@ -43,22 +59,22 @@ func (r *run) watchLimit(stop <-chan struct{}, tenants []string) *limitWatch {
 			case <-stop:
 				return
 			case <-tick.C:
-				w.sample(r.rdb, tenants)
+				w.sample(r.rdb)
 			}
 		}
 	}()
 	return w
 }
 
-// sample reads Redis's clock and every tenant's holders in one round trip and counts the live ones.
-func (w *limitWatch) sample(rdb redis.UniversalClient, tenants []string) {
+// sample reads Redis's clock and every key's holders in one round trip and counts the live ones.
+func (w *limitWatch) sample(rdb redis.UniversalClient) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	pipe := rdb.Pipeline()
 	now := pipe.Time(ctx)
-	sets := make([]*redis.ZSliceCmd, len(tenants))
-	for i, t := range tenants {
-		sets[i] = pipe.ZRangeWithScores(ctx, holdersKey(t), 0, -1)
+	sets := make([]*redis.ZSliceCmd, len(w.keys))
+	for i, k := range w.keys {
+		sets[i] = pipe.ZRangeWithScores(ctx, k, 0, -1)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return // Redis restarting or stalled: no sample
@@ -75,7 +91,7 @@ func (w *limitWatch) sample(rdb redis.UniversalClient, tenants []string) {
 		if live > w.most.Load() {
 			w.most.Store(live)
 		}
-		if live > limitPerTenant {
+		if live > w.limit {
 			w.over.Add(1)
 		}
 	}

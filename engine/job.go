@@ -39,8 +39,9 @@ type Job struct {
 	tc        TaskConfig
 	lease     *locking.Lease
 	result    string
-	// slot is the run's limit slot (nil when the job is not limited).
-	slot *slot
+	// slot is the run's limit slot (nil when the job is not limited), kept by limits.
+	slot   *slot
+	limits *limiter
 }
 
 // LimitToken is the fencing token of the run's limit slot (0 when its job holds none): tokens of
@@ -50,6 +51,31 @@ func (j *Job) LimitToken() int64 {
 		return 0
 	}
 	return j.slot.token
+}
+
+// LimitValidFor is how much longer the run's concurrency slot may be trusted: its TTL less a
+// fifth since its last take or renewal was sent, on the monotonic clock (which runs on while the
+// process is stopped); 0 once it lapsed or a renewal found it gone, and from then on. Check it
+// right before work that must not overlap a newer holder of the key: the context is cancelled by
+// a timer that may run after a handler resumed from a pause, while this looks at the clock (and
+// cancels the context itself, cause ErrSlotLost, when it finds the slot lapsed). A run that holds
+// no concurrency slot (its job is not limited, or by a rate only) has none to lose: the largest
+// Duration.
+func (j *Job) LimitValidFor() time.Duration {
+	if j.slot == nil || j.limits == nil {
+		return unbounded
+	}
+	return j.limits.remaining(j.slot)
+}
+
+// LimitStart is when the take of the run's limit granted its start, in Redis's clock (ms): with a
+// rate limit the start the rate reserved (the delivery waited for it), else when the slot was
+// taken; zero when its job is not limited.
+func (j *Job) LimitStart() time.Time {
+	if j.slot == nil {
+		return time.Time{}
+	}
+	return j.slot.at
 }
 
 // Fence is the token and owner of this run's lease; carry it to every write, in Redis or elsewhere

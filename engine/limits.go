@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -12,10 +13,18 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/locking"
 )
 
 // HeaderLimitKey is the delivery's limit key (Limit.Key of its spec), set at enqueue.
 const HeaderLimitKey = "jobguard-limit-key"
+
+// LimitHoldersKey is the sorted set of the slots of key's limit of task type typ (member: the
+// holder's lease owner, Job.Fence().Owner; score: its expiry, unix ms in Redis's clock; a holder
+// whose expiry has passed has lapsed), for a watcher or an upstream that checks a holder is live.
+func LimitHoldersKey(locks *locking.Client, typ, key string) string {
+	return jobstore.LimitKeysOf(locks, typ, key).Holders
+}
 
 // ErrSlotLost is the cause of a running handler's context when its limit slot lapsed (its
 // renewals failed for the slot's TTL, or it expired): the run stops and its job is requeued.
@@ -120,7 +129,11 @@ type slot struct {
 	nextRenew time.Time
 	cancel    context.CancelCauseFunc
 	expiry    *time.Timer
-	released  bool
+	// lost is set once the run was told its slot lapsed: it does not come back, as a cancelled
+	// context does not, even if a renewal still in flight lands.
+	lost bool
+
+	released bool
 }
 
 // limitTick is how often the limiter looks for slots due for renewal.
@@ -219,11 +232,34 @@ func validFor(sl *slot, sent time.Time) time.Duration { return time.Until(sent.A
 
 func (l *limiter) lose(sl *slot, why string) {
 	l.mu.Lock()
+	sl.lost = true
 	cancel := sl.cancel
 	l.mu.Unlock()
 	if cancel != nil {
 		cancel(fmt.Errorf("%w: %s", ErrSlotLost, why))
 	}
+}
+
+// unbounded is what LimitValidFor says of a run that holds no concurrency slot: nothing to lose.
+const unbounded = time.Duration(math.MaxInt64)
+
+// remaining is how much longer sl may be trusted (Job.LimitValidFor). A slot found lapsed here is
+// lost at once, not at its timer's tick: a handler that resumes from a pause may run before the
+// timer's goroutine does, and its context must say what this says.
+func (l *limiter) remaining(sl *slot) time.Duration {
+	l.mu.Lock()
+	if sl.extended.IsZero() { // a rate's start only: no slot is held
+		l.mu.Unlock()
+		return unbounded
+	}
+	d := validFor(sl, sl.extended)
+	if !sl.lost && l.held[sl] && d > 0 {
+		l.mu.Unlock()
+		return d
+	}
+	l.mu.Unlock()
+	l.lose(sl, "not renewed within its TTL")
+	return 0
 }
 
 // drop stops renewing sl (released, or to be released).

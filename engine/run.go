@@ -84,7 +84,7 @@ func (s *Stack) wrap(r registered) asynq.HandlerFunc {
 			return s.notRun(st, tc, log)
 		}
 		job := s.newJob(st, t, keys, tc, delivery, owner, sent)
-		job.slot = lslot
+		job.slot, job.limits = lslot, s.limits
 		log = log.With().Int("attempt", job.Attempt).Str("lease_owner", owner).Int64("fencing_token", st.Token).Logger()
 		span.SetAttributes(attribute.Int("jobguard.attempt", job.Attempt), attribute.Int64("jobguard.fencing_token", st.Token))
 		s.Stats.Started.Add(1)

@@ -30,12 +30,15 @@ type LimitKeys struct {
 }
 
 // LimitKeys returns the keys of key's limit of task type typ.
-func (s *Store) LimitKeys(typ, key string) LimitKeys {
+func (s *Store) LimitKeys(typ, key string) LimitKeys { return LimitKeysOf(s.locks, typ, key) }
+
+// LimitKeysOf is LimitKeys for the keys of locks (its prefix), without a store.
+func LimitKeysOf(locks *locking.Client, typ, key string) LimitKeys {
 	tag := ResourceTag("limit\x00" + typ + "\x00" + key)
 	return LimitKeys{
-		Holders: s.locks.Key(tag, "limit:holders"),
-		Fence:   s.locks.Key(tag, "limit:fence"),
-		Arrival: s.locks.Key(tag, "limit:tat"),
+		Holders: locks.Key(tag, "limit:holders"),
+		Fence:   locks.Key(tag, "limit:fence"),
+		Arrival: locks.Key(tag, "limit:tat"),
 	}
 }
 
