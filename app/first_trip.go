@@ -24,9 +24,9 @@ type firstTrip struct {
 	c *fiber.Ctx
 	// rateKey is the budget to take in the pipeline; "" none (no limit, or taken already).
 	rateKey string
-	// idemKey is the Idempotency-Key; "" none.
+	// idemKey is the Idempotency-Key ("" none), of tenant, for the request fingerprinted fp.
 	idemKey, tenant, fp string
-	identity            *identityClaim
+	identity            *identityClaim // nil: the request has no identity
 
 	sent   bool    // the pipeline was sent: the gate ran, or runs
 	claim  *claim  // the Idempotency-Key claim this request holds
@@ -58,31 +58,32 @@ func (t *firstTrip) queue(ctx context.Context, pipe redis.Pipeliner) func() erro
 		q := t.a.idem.queueClaim(ctx, pipe, t.tenant, t.idemKey, t.fp)
 		idem = &q
 	}
-	return func() error {
-		var limited error
-		if take != nil {
-			d, err := take.decision(ctx)
-			limited = t.a.limiter.judge(t.c, t.rateKey, d, err)
-		}
-		var cl *claim
-		var stored *answer
-		var err error
-		if idem != nil {
-			// Read even when the limit refused: a claim the pipeline took is this request's to
-			// release (t.claim), or it would block the key until its lease ran out.
-			cl, stored, err = idem.result(ctx)
-			t.claim = cl
-		}
-		if limited != nil {
-			return limited
-		}
-		if idem != nil {
-			if err := t.judgeClaim(stored, err); err != nil {
-				return err
-			}
-		}
-		return t.identity.take(ctx)
+	return func() error { return t.gate(ctx, take, idem) }
+}
+
+// gate reads the pipeline's take and claim (nil: not sent) and says whether the request goes on.
+func (t *firstTrip) gate(ctx context.Context, take *queuedTake, idem *queuedClaim) error {
+	var limited error
+	if take != nil {
+		d, err := take.decision(ctx)
+		limited = t.a.limiter.judge(t.c, t.rateKey, d, err)
 	}
+	var stored *answer
+	var claimErr error
+	if idem != nil {
+		// Read even when the limit refused: a claim the pipeline took is this request's to
+		// release (t.claim), or it would block the key until its lease ran out.
+		t.claim, stored, claimErr = idem.result(ctx)
+	}
+	if limited != nil {
+		return limited
+	}
+	if idem != nil {
+		if err := t.judgeClaim(stored, claimErr); err != nil {
+			return err
+		}
+	}
+	return t.identity.take(ctx)
 }
 
 // judgeClaim answers the key's claim: held (t.claim: go on), or the request's answer.
