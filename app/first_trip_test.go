@@ -298,3 +298,30 @@ func TestEnqueueAfterRedisLostItsScripts(t *testing.T) {
 		t.Fatalf("the refused request left keys: before %v, after %v", before, after)
 	}
 }
+
+// A take that fails in the create's pipeline lets the request through (fail open), without the
+// RateLimit fields; for the next second the process takes the limit alone, and fails open there.
+func TestAFailingTakeInThePipelineFailsOpen(t *testing.T) {
+	t.Parallel()
+	counter := &roundTripCounter{}
+	r := startAppWith(t, RoleAPI, nil, func(a *App) { a.Redis().AddHook(counter) })
+	// A budget key of the wrong type: the limit script's GET fails (WRONGTYPE), as a broken
+	// limiter would.
+	if err := r.Redis().HSet(context.Background(), "jobguard:{ratelimit:tenant:tf}", "x", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Warm up the scripts on another tenant, so the counts below are the requests' own.
+	if resp, body := post(t, r, "/jobs/rebuild-cache", `{"tenant_id":"t1","resource_id":"warm"}`, "Idempotency-Key", `"w"`); resp.StatusCode != 202 {
+		t.Fatal(resp.StatusCode, body)
+	}
+	for i, want := range []int64{3, 4} { // in the pipeline; then alone first
+		before := counter.n.Load()
+		resp, body := post(t, r, "/jobs/rebuild-cache", fmt.Sprintf(`{"tenant_id":"tf","resource_id":"r%d"}`, i), "Idempotency-Key", strconv.Quote(fmt.Sprint("k", i)))
+		if resp.StatusCode != 202 || resp.Header.Get("RateLimit-Limit") != "" {
+			t.Fatalf("request %d with a failing limiter: %d %s %v", i, resp.StatusCode, body, resp.Header)
+		}
+		if trips := counter.n.Load() - before; trips != want {
+			t.Errorf("request %d: %d round trips, want %d", i, trips, want)
+		}
+	}
+}
