@@ -12,7 +12,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/history"
@@ -40,7 +39,7 @@ func (a *api) routes(f *fiber.App) {
 	guard, limit := a.authenticate, a.limiter.handler()
 	openAPIRoute(f) // no token: the description is public
 	for _, t := range a.tasks {
-		f.Post("/jobs/"+t.Config.Type, guard, limit, a.enqueue(t))
+		f.Post("/jobs/"+t.Config.Type, guard, a.enqueue(t)) // the handler takes the rate limit
 	}
 	f.Get("/jobs", guard, limit, a.list)
 	f.Get("/jobs/:id", guard, limit, a.viewOrWait)
@@ -85,35 +84,37 @@ type jobAnswer struct {
 	Deduplicated bool   `json:"deduplicated"`
 }
 
+// enqueue serves POST /jobs/<type>. Its Redis round trips, the common case (firstTrip): the
+// rate limit, the Idempotency-Key claim and the job's create in one pipeline; asynq's enqueue;
+// the confirmation with the stored answer. The route has no rate-limit middleware: the take is
+// the handler's, in that pipeline or (a request refused before Redis, a budget seen spent)
+// alone first.
 func (a *api) enqueue(t tasks.Task) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		req, startBy, err := acceptJobRequest(c, t.Request())
+		var idemKey string
+		if err == nil {
+			idemKey, err = idempotencyKeyOf(c)
+		}
 		if err != nil {
+			// Refused before Redis, it still spends its budget, and a spent one is 429 first.
+			if lerr := a.limiter.admitRequest(c); lerr != nil {
+				return lerr
+			}
 			return err
 		}
-		var cl *claim
-		if raw, present := idempotencyHeader(c); present {
-			key, err := parseIdempotencyKey(raw)
-			if err != nil {
-				return &HTTPError{Status: http.StatusBadRequest, Field: "Idempotency-Key", Detail: err.Error()}
-			}
-			var stored *answer
-			cl, stored, err = a.idem.begin(c.UserContext(), req.Tenant(), key, fingerprint(c.Method(), c.Path(), c.Body()))
-			a.countIdem(err, stored)
-			switch {
-			case errors.Is(err, errIdemInFlight):
-				return &HTTPError{Status: http.StatusConflict, Code: CodeIdempotencyInFlight, Field: "Idempotency-Key", Detail: err.Error()}
-			case errors.Is(err, errIdemMismatch):
-				return &HTTPError{Status: http.StatusUnprocessableEntity, Field: "Idempotency-Key", Detail: err.Error()}
-			case err != nil:
-				return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "the Idempotency-Key could not be checked; retry later", Err: err}
-			case stored != nil:
-				c.Set("Idempotent-Replayed", "true")
-				if stored.location != "" {
-					c.Set(fiber.HeaderLocation, stored.location)
+		trip := &firstTrip{a: a, c: c, idemKey: idemKey, tenant: req.Tenant()}
+		if idemKey != "" {
+			trip.fp = fingerprint(c.Method(), c.Path(), c.Body())
+		}
+		if a.limiter != nil {
+			key := a.limiter.requestKey(c, req.Tenant())
+			if !a.limiter.speculate(key) {
+				if err := a.limiter.admit(c, key); err != nil {
+					return err
 				}
-				c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-				return c.Status(stored.status).Send(stored.body)
+			} else {
+				trip.rateKey = key
 			}
 		}
 		spec := req.Spec()
@@ -121,45 +122,59 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 		if !startBy.IsZero() {
 			spec.StartBy = startBy
 		}
-		if cl != nil {
-			// The answer is stored in the same round trip as the new job's dedup confirmation, or
-			// as the duplicate's timeline event.
-			spec.Finally = func(ctx context.Context, pipe redis.Pipeliner, res engine.Enqueued) {
-				a.idem.complete(ctx, pipe, cl, answerFor(res))
-			}
-		}
-		settle, err := a.claimIdentity(c.UserContext(), req, &spec)
-		if err != nil {
-			if cl != nil {
-				a.idem.release(c.UserContext(), cl)
-			}
-			return err
-		}
-		defer settle()
+		// The answer is stored in the same round trip as the new job's dedup confirmation, or as
+		// the duplicate's timeline event.
+		spec.Finally = trip.finally
+		trip.identity = a.prepareIdentity(req, &spec)
+		defer trip.identity.settle(c.UserContext())
+		spec.Alongside = trip.alongside()
 		res, err := a.stack.Enqueue(c.UserContext(), a.client, spec)
 		if err != nil {
-			if cl != nil {
-				a.idem.release(c.UserContext(), cl)
-			}
-			if errors.Is(err, engine.ErrOutcomeUnknown) {
-				return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Err: err,
-					Detail: "Redis did not answer in time: the job may have been queued; retry with the same Idempotency-Key to learn its outcome"}
-			}
-			if errors.Is(err, engine.ErrStartBy) {
-				return BadField("start_by", "start_by is before the job's first delivery may start")
-			}
-			if errors.Is(err, engine.ErrDedupPending) {
-				c.Set(fiber.HeaderRetryAfter, "1")
-				return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeDedupPending, Detail: "a duplicate of a job whose enqueue is not confirmed yet; nothing was kept, retry shortly", Err: err}
-			}
-			return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeEnqueueFailed, Detail: "the job could not be queued; nothing was kept, retry later", Err: err}
+			trip.release()
+			return a.enqueueError(trip, err)
 		}
 		ans := answerFor(res)
-		status, body, location := ans.status, ans.body, ans.location
-		c.Set(fiber.HeaderLocation, location)
+		c.Set(fiber.HeaderLocation, ans.location)
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-		return c.Status(status).Send(body)
+		return c.Status(ans.status).Send(ans.body)
 	}
+}
+
+// idempotencyKeyOf is the request's Idempotency-Key, "" when it sent none; a malformed one is 400.
+func idempotencyKeyOf(c *fiber.Ctx) (string, error) {
+	raw, present := idempotencyHeader(c)
+	if !present {
+		return "", nil
+	}
+	key, err := parseIdempotencyKey(raw)
+	if err != nil {
+		return "", &HTTPError{Status: http.StatusBadRequest, Field: "Idempotency-Key", Detail: err.Error()}
+	}
+	return key, nil
+}
+
+// enqueueError answers an enqueue that did not create or find a job: the gate's own answers (429,
+// the Idempotency-Key's, the identity's) as they are, the engine's errors mapped.
+func (a *api) enqueueError(trip *firstTrip, err error) error {
+	if lerr := trip.unsent(); lerr != nil {
+		return lerr
+	}
+	var he *HTTPError
+	switch {
+	case errors.Is(err, errReplay):
+		return trip.replay()
+	case errors.As(err, &he):
+		return he
+	case errors.Is(err, engine.ErrOutcomeUnknown):
+		return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Err: err,
+			Detail: "Redis did not answer in time: the job may have been queued; retry with the same Idempotency-Key to learn its outcome"}
+	case errors.Is(err, engine.ErrStartBy):
+		return BadField("start_by", "start_by is before the job's first delivery may start")
+	case errors.Is(err, engine.ErrDedupPending):
+		trip.c.Set(fiber.HeaderRetryAfter, "1")
+		return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeDedupPending, Detail: "a duplicate of a job whose enqueue is not confirmed yet; nothing was kept, retry shortly", Err: err}
+	}
+	return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeEnqueueFailed, Detail: "the job could not be queued; nothing was kept, retry later", Err: err}
 }
 
 func (a *api) countIdem(err error, stored *answer) {

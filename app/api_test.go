@@ -225,6 +225,14 @@ func TestHundredRequestsWithOneIdempotencyKey(t *testing.T) {
 	if jobs != 1 {
 		t.Fatalf("%d jobs for one idempotency key", jobs)
 	}
+	// The losers' speculative creates were abandoned: no flag of an unconfirmed job is left, and
+	// the key holds the one stored answer.
+	if pending := r.Redis().Keys(context.Background(), "jobguard:*dedup-pending*").Val(); len(pending) != 0 {
+		t.Fatalf("pending flags left: %v", pending)
+	}
+	if idem := r.Redis().Keys(context.Background(), "jobguard:{idem:*").Val(); len(idem) != 1 {
+		t.Fatalf("Idempotency-Key records: %v", idem)
+	}
 }
 
 func getJSON(t *testing.T, r *running, path string, out any, header ...string) int {

@@ -158,13 +158,14 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	}
 
 	if role.serves(RoleAPI) {
+		// One limiter: what it saw of a budget (spent, or Redis failing) serves every route.
+		limiter := newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log) // nil when RATE_LIMIT=0
 		(&api{
 			stack: a.stack, client: a.client, tokens: newTokenTable(cfg.APITokens), tasks: cfg.Tasks, metrics: hm, sql: a.sql, streams: a.streams,
-			limiter: newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log), // nil when RATE_LIMIT=0
+			limiter: limiter,
 			idem:    idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention, deadline: a.stack.WriteDeadline},
 		}).routes(a.http)
-		operatorRoutes(a.http, a.sched, newTokenTable(cfg.OperatorTokens), newTokenTable(cfg.APITokens),
-			newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log).handler())
+		operatorRoutes(a.http, a.sched, newTokenTable(cfg.OperatorTokens), newTokenTable(cfg.APITokens), limiter.handler())
 		if err := web.Mount(a.http, a.rdb, web.Monitoring{
 			User:     cfg.MonitoringUser,
 			Password: cfg.MonitoringPassword,

@@ -29,6 +29,13 @@ type running struct {
 
 func startApp(t *testing.T, role Role, env map[string]string) *running {
 	t.Helper()
+	return startAppWith(t, role, env, nil)
+}
+
+// startAppWith is startApp with before called on the App before it runs (e.g. to add a hook to its
+// Redis client while nothing else uses it).
+func startAppWith(t *testing.T, role Role, env map[string]string, before func(*App)) *running {
+	t.Helper()
 	full := map[string]string{"HTTP_ADDR": "127.0.0.1:0", "SHUTDOWN_TIMEOUT": "2s"}
 	if _, ok := env["REDIS_URL"]; !ok {
 		full["REDIS_URL"] = redistest.NewDB(t).URL()
@@ -43,6 +50,9 @@ func startApp(t *testing.T, role Role, env map[string]string) *running {
 	a, err := New(context.Background(), cfg, role, zerolog.New(zerolog.NewTestWriter(t)))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if before != nil {
+		before(a)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{App: a, base: "http://" + a.Addr(), done: make(chan error, 1), stop: cancel}

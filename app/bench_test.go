@@ -91,8 +91,8 @@ func BenchmarkEnqueueEndpoint(b *testing.B) {
 	body := func(round, i int) string { return fmt.Sprintf(`{"tenant_id":"t1","resource_id":"r%d-%d"}`, round, i) }
 
 	db := redistest.NewDB(b)
-	// One tenant sends everything: a limit that never refuses keeps the limiter's round trip in
-	// the measurement.
+	// One tenant sends everything: a limit that never refuses keeps the limiter's take (in the
+	// create's pipeline) in the measurement.
 	cfg, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": db.URL(), "HTTP_ADDR": "127.0.0.1:0",
 		"RATE_LIMIT": "1000000", "RATE_LIMIT_BURST": "1000000"}))
 	if err != nil {

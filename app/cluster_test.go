@@ -1,8 +1,14 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/redistest"
 )
@@ -35,5 +41,35 @@ func TestOnRedisCluster(t *testing.T) {
 	}
 	if resp, _ := get(t, r.base+"/monitoring/api/queues"); resp.StatusCode != 200 {
 		t.Fatalf("UI on the cluster: %d", resp.StatusCode)
+	}
+	// The key again for another order: its create ran in the first pipeline (on the order's
+	// node; the claim on the key's), and the refusal took the job back there.
+	jobKeys := func() []string {
+		var keys []string
+		var mu sync.Mutex
+		err := cl.Client.ForEachMaster(t.Context(), func(ctx context.Context, node *redis.Client) error {
+			found, err := node.Keys(ctx, cl.Prefix+":*").Result()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, k := range found {
+				if strings.Contains(k, ":job:") || strings.Contains(k, ":dedup") || strings.Contains(k, "{idem:") {
+					keys = append(keys, k)
+				}
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(keys)
+		return keys
+	}
+	before := jobKeys()
+	resp, body = post(t, r, "/jobs/reserve-stock", `{"tenant_id":"t1","order_id":"o-2","sku":"sku-2","quantity":3}`, "Idempotency-Key", `"c-1"`)
+	if p := decodeProblem(t, resp, body); p.Status != 422 {
+		t.Fatalf("the key for another order on the cluster: %+v", p)
+	}
+	if after := jobKeys(); !slices.Equal(after, before) {
+		t.Fatalf("the refused request left keys on the cluster: before %v, after %v", before, after)
 	}
 }

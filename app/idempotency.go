@@ -155,13 +155,41 @@ func fingerprint(method, path string, body []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// begin claims the key, or returns the stored answer (claim is then nil).
+// begin claims the key, or returns the stored answer (claim is then nil), in a round trip of its
+// own.
 func (s idempotency) begin(ctx context.Context, tenant, key, fp string) (*claim, *answer, error) {
+	pipe := s.rdb.Pipeline()
+	q := s.queueClaim(ctx, pipe, tenant, key, fp)
+	_, _ = pipe.Exec(ctx)
+	return q.result(ctx)
+}
+
+// queuedClaim is a claim queued in a pipeline; result reads it once the pipeline ran.
+type queuedClaim struct {
+	s    idempotency
+	c    *claim
+	cmd  *redis.Cmd
+	args []any
+}
+
+// queueClaim adds the claim of tenant's key for the request fp to pipe (by SHA: the script is
+// sent only when Redis lacks it).
+func (s idempotency) queueClaim(ctx context.Context, pipe redis.Pipeliner, tenant, key, fp string) queuedClaim {
 	var tok [12]byte
 	_, _ = rand.Read(tok[:])
 	c := &claim{key: s.recordKey(tenant, key), token: hex.EncodeToString(tok[:])}
 	lease := jobstore.ClaimTTL(ctx, idemClaimLease)
-	res, err := idemClaim.Run(ctx, s.rdb, []string{c.key}, fp, c.token, lease.Milliseconds(), s.deadlineOf(ctx)).StringSlice()
+	args := []any{fp, c.token, lease.Milliseconds(), s.deadlineOf(ctx)}
+	return queuedClaim{s: s, c: c, args: args, cmd: idemClaim.EvalSha(ctx, pipe, []string{c.key}, args...)}
+}
+
+// result is the claim (this request holds the key), or the stored answer (claim nil), or why
+// neither. A claim that found its script missing did not run, and is sent again alone.
+func (q queuedClaim) result(ctx context.Context) (*claim, *answer, error) {
+	res, err := q.cmd.StringSlice()
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		res, err = idemClaim.Eval(ctx, q.s.rdb, []string{q.c.key}, q.args...).StringSlice()
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: idempotency claim: %w", err)
 	}
@@ -172,14 +200,16 @@ func (s idempotency) begin(ctx context.Context, tenant, key, fp string) (*claim,
 	case "expired":
 		return nil, nil, fmt.Errorf("app: idempotency claim: %w", engine.ErrNotAccepted)
 	case "claimed":
-		return c, nil, nil
+		return q.c, nil, nil
 	case "inflight":
 		return nil, nil, errIdemInFlight
 	case "mismatch":
 		return nil, nil, errIdemMismatch
+	case "done":
+		status, _ := strconv.Atoi(res[1])
+		return nil, &answer{status: status, body: []byte(res[2]), location: res[3]}, nil
 	}
-	status, _ := strconv.Atoi(res[1])
-	return nil, &answer{status: status, body: []byte(res[2]), location: res[3]}, nil
+	return nil, nil, fmt.Errorf("app: idempotency claim: unexpected reply %q", res)
 }
 
 // complete stores the answer through pipe (best effort: if it fails, the claim lease runs out and

@@ -10,21 +10,36 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/locking"
 	"github.com/jobguard/jobguard/tasks"
 )
 
-// claimIdentity claims the identity of a request that has one (tasks.Identified: e.g. an order,
-// its tenant and order id bound to its content for ever) before its job is enqueued. The
-// same content proceeds (dedup or the applied record then answer for it); other content is a 409
-// naming the identity's field. The claim names the job id this request will create, so settle,
-// called when the handler returns, removes it again only if this request created it and the
-// enqueue kept nothing.
-func (a *api) claimIdentity(ctx context.Context, req tasks.Request, spec *engine.Spec) (settle func(), err error) {
+// identityClaim is the claim of a request's identity (tasks.Identified: e.g. an order, its tenant
+// and order id bound to its content for ever), made before its job may be enqueued. The same
+// content proceeds (dedup or the applied record then answer for it); other content is a 409
+// naming the identity's field. The claim names the job id this request will create, so settle
+// removes it again only if this request created it and the enqueue kept nothing.
+//
+// It is not sent speculatively with the create (firstTrip): a claim this request made and then
+// released because its gate refused it (429, 409 in flight) may already be the one a concurrent
+// request with the same content relies on; released, another content could claim the order. So
+// it is a round trip of its own, after the gate's other checks passed.
+type identityClaim struct {
+	locks *locking.Client
+	id    tasks.Identity
+	jobID string
+	claim tasks.Claim
+	ours  bool
+	kept  bool
+}
+
+// prepareIdentity fixes the id of the job a request with an identity will create, and wraps
+// spec.Finally to learn whether the enqueue kept something; nil when the request has none.
+func (a *api) prepareIdentity(req tasks.Request, spec *engine.Spec) *identityClaim {
 	idr, ok := req.(tasks.Identified)
 	if !ok {
-		return func() {}, nil
+		return nil
 	}
-	id := idr.Identity()
 	if spec.JobID == "" {
 		resource := spec.Resource
 		if resource == "" {
@@ -32,34 +47,43 @@ func (a *api) claimIdentity(ctx context.Context, req tasks.Request, spec *engine
 		}
 		spec.JobID = engine.NewJobID(resource, time.Now())
 	}
-	locks := a.stack.Locks()
-	c, err := tasks.ClaimIdentity(ctx, locks, id, spec.JobID)
-	if err != nil {
-		return nil, &HTTPError{Status: http.StatusServiceUnavailable, Detail: "the request could not be checked against earlier ones; nothing was kept, retry later", Err: err}
-	}
-	if c.State == tasks.ClaimConflict {
-		return nil, &HTTPError{Status: http.StatusConflict, Code: CodeOrderConflict, Field: id.Field,
-			Detail: fmt.Sprintf("%s was already submitted with different content; send it unchanged, or use a new %s", id.What, id.Field)}
-	}
-	if !c.Ours(spec.JobID) {
-		return func() {}, nil
-	}
+	ic := &identityClaim{locks: a.stack.Locks(), id: idr.Identity(), jobID: spec.JobID}
 	// Finally runs only when the enqueue kept something (a new job or a duplicate's answer).
-	kept := false
 	then := spec.Finally
 	spec.Finally = func(ctx context.Context, pipe redis.Pipeliner, res engine.Enqueued) {
-		kept = true
+		ic.kept = true
 		if then != nil {
 			then(ctx, pipe, res)
 		}
 	}
-	jobID := spec.JobID
-	return func() {
-		if kept {
-			return
-		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_, _ = tasks.ReleaseIdentity(rctx, locks, c, jobID) // best effort: a claim left is still this content's
-	}, nil
+	return ic
+}
+
+// take claims the identity, in one round trip; nil when the request may proceed. A nil claim
+// (no identity) takes nothing.
+func (ic *identityClaim) take(ctx context.Context) error {
+	if ic == nil {
+		return nil
+	}
+	c, err := tasks.ClaimIdentity(ctx, ic.locks, ic.id, ic.jobID)
+	if err != nil {
+		return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "the request could not be checked against earlier ones; nothing was kept, retry later", Err: err}
+	}
+	if c.State == tasks.ClaimConflict {
+		return &HTTPError{Status: http.StatusConflict, Code: CodeOrderConflict, Field: ic.id.Field,
+			Detail: fmt.Sprintf("%s was already submitted with different content; send it unchanged, or use a new %s", ic.id.What, ic.id.Field)}
+	}
+	ic.claim, ic.ours = c, c.Ours(ic.jobID)
+	return nil
+}
+
+// settle, called when the handler returns, removes a claim this request created when its
+// enqueue kept nothing.
+func (ic *identityClaim) settle(ctx context.Context) {
+	if ic == nil || !ic.ours || ic.kept {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_, _ = tasks.ReleaseIdentity(rctx, ic.locks, ic.claim, ic.jobID) // best effort: a claim left is still this content's
 }

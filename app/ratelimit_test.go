@@ -40,7 +40,8 @@ func TestRateLimitPerTenant(t *testing.T) {
 			t.Fatalf("request %d: RateLimit-Limit %q, RateLimit-Remaining %q", i, resp.Header.Get("RateLimit-Limit"), got)
 		}
 	}
-	// Any tenant route spends the same budget: an enqueue is refused now, before it writes anything.
+	// Any tenant route spends the same budget: an enqueue is refused now, and keeps no job (its
+	// create, sent with its take, is abandoned).
 	resp, body := post(t, r, "/jobs/rebuild-cache", `{"tenant_id":"t1","resource_id":"home"}`, bearer(tokenA)...)
 	p := decodeProblem(t, resp, body)
 	retry, err := strconv.Atoi(resp.Header.Get("Retry-After"))
@@ -181,6 +182,36 @@ func TestRateLimitOnEmbeddedRedis(t *testing.T) {
 		d, err := l.take(ctx, "jobguard:{ratelimit:tenant:t1}")
 		return err == nil && d.Allowed
 	})
+}
+
+// An enqueue sends its take with its create unless this process saw the budget spent, or the
+// limiter fail, within limitMemory: a flooding tenant's refused requests then cost no
+// speculative create, and a limiter's slow node no more than rateLimitTimeout.
+func TestLimiterRemembersWhatItSaw(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	l := newRateLimiter(nil, "jobguard", 1, 1, zerolog.Nop())
+	l.clock = func() time.Time { return now }
+	a, b := l.tenantKey("a"), l.tenantKey("b")
+	if !l.speculate(a) {
+		t.Fatal("a budget never seen spent is not speculated")
+	}
+	l.sawSpent(a)
+	if l.speculate(a) || !l.speculate(b) {
+		t.Fatalf("after a's refusal: speculate a %v, b %v; want false, true", l.speculate(a), l.speculate(b))
+	}
+	now = now.Add(limitMemory)
+	if !l.speculate(a) {
+		t.Fatal("a's refusal is remembered past limitMemory")
+	}
+	l.sawFailure()
+	if l.speculate(a) || l.speculate(b) {
+		t.Fatal("a failing limiter is speculated")
+	}
+	now = now.Add(limitMemory)
+	if !l.speculate(a) || !l.speculate(b) {
+		t.Fatal("the failure is remembered past limitMemory")
+	}
 }
 
 // stateKeys counts jobguard's keys but the limiter's buckets: every request spends its bucket,

@@ -68,7 +68,8 @@ func TestAnUnconfirmedRecordRunsOut(t *testing.T) {
 	defer cancel()
 	id := NewJobID("r", time.Now())
 	keys := must(h.stack.keysFor(id, "", ""))
-	state, _, err := h.stack.create(ctx, keys, id, must(taskConfigOf(h.stack, "x")), Spec{Type: "x", Resource: "r"}, "", time.Now())
+	j := h.stack.newRecord(ctx, id, must(taskConfigOf(h.stack, "x")), Spec{Type: "x", Resource: "r"}, "", time.Now())
+	state, _, err := h.stack.create(ctx, keys, j)
 	if err != nil || state != jobstore.Created {
 		t.Fatalf("create: %v %v", state, err)
 	}

@@ -76,6 +76,14 @@ type Spec struct {
 	// node on a cluster); e.g. storing an HTTP idempotency answer. Their errors are the caller's
 	// to read from the commands.
 	Finally func(ctx context.Context, pipe redis.Pipeliner, res Enqueued)
+	// Alongside queues the caller's commands in the first create's pipeline (one round trip; one
+	// per node on a cluster), e.g. a rate limit and an Idempotency-Key claim, and returns gate,
+	// which reads their answers once the pipeline ran. The create runs whatever they find, so
+	// nothing acts on its answer before gate returned nil; a gate error abandons a job the
+	// create made and is Enqueue's error, as it is. Alongside is called at most once, and gate
+	// (nil: pass) exactly once after it; neither is when Enqueue fails before its create (a spec
+	// it refuses). See gate.go.
+	Alongside func(ctx context.Context, pipe redis.Pipeliner) (gate func() error)
 }
 
 // Enqueued is what Enqueue did.
@@ -91,8 +99,9 @@ type Enqueued struct {
 // a deadline) and that no delivery runs; every write carries ctx's deadline and does nothing past
 // it. So a request that fails or gives up (ErrNotAccepted, or any error) leaves no job behind,
 // however late a stalled Redis runs what it sent, and no job is left queued without a delivery.
-// Round trips: create, enqueue, confirm (with the caller's Finally commands); a deduplicated
-// request costs create plus one to note it on the existing job's timeline. A duplicate of a job
+// Round trips: create (with the caller's Alongside commands), enqueue, confirm (with the
+// caller's Finally commands); a deduplicated request costs create plus one to note it on the
+// existing job's timeline. A duplicate of a job
 // whose enqueue is still in flight waits for it (polling create, up to pendingWait, then
 // ErrDedupPending), so it is never answered with a job that is then abandoned.
 func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (Enqueued, error) {
@@ -121,7 +130,14 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		return Enqueued{}, err
 	}
 	for try := 0; ; try++ {
-		state, existing, err := s.create(ctx, keys, id, tc, spec, dedup, now)
+		j := s.newRecord(ctx, id, tc, spec, dedup, now)
+		var state jobstore.CreateState
+		var existing string
+		if try == 0 && spec.Alongside != nil {
+			state, existing, err = s.createGated(ctx, keys, j, spec.Alongside)
+		} else {
+			state, existing, err = s.create(ctx, keys, j)
+		}
 		if err != nil {
 			return Enqueued{}, err
 		}
@@ -310,7 +326,8 @@ func dedupTTL(d *Dedup) time.Duration {
 	return 24 * time.Hour
 }
 
-func (s *Stack) create(ctx context.Context, keys jobstore.Keys, id string, tc TaskConfig, spec Spec, dedup string, now time.Time) (jobstore.CreateState, string, error) {
+// newRecord is what the create of job id writes.
+func (s *Stack) newRecord(ctx context.Context, id string, tc TaskConfig, spec Spec, dedup string, now time.Time) jobstore.NewJob {
 	claim := jobstore.ClaimTTL(ctx, claimTTL)
 	j := jobstore.NewJob{
 		ID: id, Type: spec.Type, Queue: tc.Queue, Tenant: spec.Tenant, Resource: spec.Resource, MaxAttempts: tc.MaxAttempts,
@@ -326,7 +343,17 @@ func (s *Stack) create(ctx context.Context, keys jobstore.Keys, id string, tc Ta
 			j.NotBefore = now.Add(d.Debounce)
 		}
 	}
+	return j
+}
+
+func (s *Stack) create(ctx context.Context, keys jobstore.Keys, j jobstore.NewJob) (jobstore.CreateState, string, error) {
 	state, existing, err := s.store.Create(ctx, keys, j)
+	return createAnswer(j.ID, state, existing, err)
+}
+
+// createAnswer turns the store's create answer into Enqueue's: an error, or a state that does
+// not say the request came too late.
+func createAnswer(id string, state jobstore.CreateState, existing string, err error) (jobstore.CreateState, string, error) {
 	if err != nil {
 		return "", "", fmt.Errorf("engine: %w", err)
 	}

@@ -49,6 +49,31 @@ const (
 // Create writes a new job's record (unconfirmed, for ClaimTTL) and its first timeline event,
 // unless a dedup marker names a job that covers it. One round trip.
 func (s *Store) Create(ctx context.Context, k Keys, j NewJob) (CreateState, string, error) {
+	keys, args := s.createCall(k, j)
+	res, err := createScript.Run(ctx, s.rdb, keys, args...).Result()
+	return parseCreate(res, err)
+}
+
+// CreateWith is Create sent in one pipeline after the commands with queues (one round trip; one
+// per node on a cluster), e.g. a caller's rate limit and Idempotency-Key claim. The create runs
+// whatever those commands find: what it wrote is the caller's to keep or to Abandon once it has
+// read their answers. A create that found its script missing (Redis restarted, failed over) did
+// not run and is sent again alone; the caller's commands are theirs to read and retry.
+func (s *Store) CreateWith(ctx context.Context, k Keys, j NewJob, with func(pipe redis.Pipeliner)) (CreateState, string, error) {
+	keys, args := s.createCall(k, j)
+	pipe := s.rdb.Pipeline()
+	with(pipe)
+	cmd := createScript.EvalSha(ctx, pipe, keys, args...)
+	_, _ = pipe.Exec(ctx)
+	res, err := cmd.Result()
+	if isNoScript(err) {
+		res, err = createScript.Eval(ctx, s.rdb, keys, args...).Result()
+	}
+	return parseCreate(res, err)
+}
+
+// createCall is the create script's keys and arguments for j.
+func (s *Store) createCall(k Keys, j NewJob) ([]string, []any) {
 	delivery := DeliveryID(j.ID, 1)
 	notBefore, startBy := int64(0), int64(0)
 	if !j.NotBefore.IsZero() {
@@ -58,13 +83,17 @@ func (s *Store) Create(ctx context.Context, k Keys, j NewJob) (CreateState, stri
 		startBy = j.StartBy.UnixMilli()
 	}
 	now := j.Now.UnixMilli()
-	res, err := createScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline, k.Marker, k.Pending},
+	return []string{k.Record, k.Timeline, k.Marker, k.Pending}, []any{
 		j.Deadline, s.cfg.WorkerID, j.Policy, ms(j.MarkerTTL), j.ID, ms(j.ClaimTTL),
 		FieldJobID, j.ID, FieldType, j.Type, FieldQueue, j.Queue, FieldTenant, j.Tenant, FieldResource, j.Resource,
 		FieldStatus, string(StatusQueued), FieldAttempt, 0, FieldMaxAttempts, j.MaxAttempts, FieldDeliveries, 1,
 		FieldDelivery, delivery, FieldCreatedAt, now, FieldUpdatedAt, now, FieldPayload, string(j.Payload),
 		FieldOpKey, j.OpKey, FieldDedup, j.Dedup, FieldNotBefore, notBefore, FieldStartBy, startBy,
-	).Result()
+	}
+}
+
+// parseCreate reads the create script's reply (or the error of its round trip).
+func parseCreate(res any, err error) (CreateState, string, error) {
 	if err != nil {
 		return "", "", fmt.Errorf("jobstore: create job: %w", err)
 	}
