@@ -2,7 +2,7 @@
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: run test deps vet staticcheck deploy-check actionlint unit bench bench-recovery chaos chaos-long chaos-failover chaos-failover-short chaos-limits schedule-soak
+.PHONY: run test deps vet staticcheck deploy-check actionlint unit bench bench-scripts bench-recovery chaos chaos-long chaos-failover chaos-failover-short chaos-limits schedule-soak
 
 run:
 	$(GO) run ./cmd/jobguard
@@ -45,6 +45,11 @@ bench: deps
 	@printf '\nSummary (commit %s, %s; medians and min-max over the interleaved rounds)\n' "$$(git rev-parse --short HEAD 2>/dev/null)" "$$(date -u +%F)"
 	@printf '| benchmark | measure | baseline | jobguard | jobguard / baseline |\n|---|---|---|---|---|\n'
 	@cat $(BENCH_TABLE)
+
+## bench-scripts: Redis instructions per call of each of the run's scripts, under valgrind's callgrind
+## (a count, not a time: the same on a loaded machine; about 40 s).
+bench-scripts: deps
+	$(GO) test -run '^$$' -bench 'ScriptInstructions' -benchtime 1x ./engine/jobstore/
 
 ## bench-recovery: kill -9 recovery, bare asynq against jobguard (about 5 minutes).
 bench-recovery: deps
