@@ -17,37 +17,8 @@ import (
 
 	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
 )
-
-// roundTripCounter counts a client's Redis round trips: one per command sent alone, one per
-// pipeline (sent in one write, its answers read together). Connection set-up is not counted.
-type roundTripCounter struct{ n atomic.Int64 }
-
-func (h *roundTripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *roundTripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !setUp(cmd) {
-			h.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-func (h *roundTripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) > 0 && !setUp(cmds[0]) {
-			h.n.Add(1)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func setUp(cmd redis.Cmder) bool {
-	switch cmd.Name() {
-	case "hello", "select", "client", "auth":
-		return true
-	}
-	return false
-}
 
 // asynqFault fails asynq's enqueue script (its first key is the task's hash,
 // asynq:{<queue>}:t:<id>) while on: a broker that refuses the delivery after the job's create.
@@ -105,7 +76,7 @@ func spendBudget(t *testing.T, r *running, tenant string) {
 // enqueue; the confirmation with the stored answer), and what the other answers cost.
 func TestEnqueueRoundTrips(t *testing.T) {
 	t.Parallel()
-	counter := &roundTripCounter{}
+	counter := &testsupport.RoundTrips{}
 	r := startAppWith(t, RoleAPI, nil, func(a *App) { a.Redis().AddHook(counter) })
 	idem := idempotency{rdb: r.Redis(), prefix: "jobguard", retention: time.Hour}
 	rebuild := func(tenant, resource string) string {
@@ -176,9 +147,9 @@ func TestEnqueueRoundTrips(t *testing.T) {
 			if s.setUp != nil {
 				s.setUp(pass)
 			}
-			before := counter.n.Load()
+			before := counter.N()
 			resp, body := s.send(pass)
-			trips := counter.n.Load() - before
+			trips := counter.N() - before
 			if resp.StatusCode != s.status {
 				t.Fatalf("pass %d, %s: %d %s", pass, s.name, resp.StatusCode, body)
 			}
@@ -303,7 +274,7 @@ func TestEnqueueAfterRedisLostItsScripts(t *testing.T) {
 // RateLimit fields; for the next second the process takes the limit alone, and fails open there.
 func TestAFailingTakeInThePipelineFailsOpen(t *testing.T) {
 	t.Parallel()
-	counter := &roundTripCounter{}
+	counter := &testsupport.RoundTrips{}
 	r := startAppWith(t, RoleAPI, nil, func(a *App) { a.Redis().AddHook(counter) })
 	// A budget key of the wrong type: the limit script's GET fails (WRONGTYPE), as a broken
 	// limiter would.
@@ -315,12 +286,12 @@ func TestAFailingTakeInThePipelineFailsOpen(t *testing.T) {
 		t.Fatal(resp.StatusCode, body)
 	}
 	for i, want := range []int64{3, 4} { // in the pipeline; then alone first
-		before := counter.n.Load()
+		before := counter.N()
 		resp, body := post(t, r, "/jobs/rebuild-cache", fmt.Sprintf(`{"tenant_id":"tf","resource_id":"r%d"}`, i), "Idempotency-Key", strconv.Quote(fmt.Sprint("k", i)))
 		if resp.StatusCode != 202 || resp.Header.Get("RateLimit-Limit") != "" {
 			t.Fatalf("request %d with a failing limiter: %d %s %v", i, resp.StatusCode, body, resp.Header)
 		}
-		if trips := counter.n.Load() - before; trips != want {
+		if trips := counter.N() - before; trips != want {
 			t.Errorf("request %d: %d round trips, want %d", i, trips, want)
 		}
 	}

@@ -17,35 +17,12 @@ import (
 	"github.com/jobguard/jobguard/internal/benchfig"
 )
 
-// roundTrips counts commands and pipelines sent, except a new connection's handshake.
-type roundTrips struct{ n atomic.Int64 }
-
-func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		switch cmd.Name() {
-		case "hello", "select", "client", "auth":
-		default:
-			h.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if cmds[0].Name() != "hello" && cmds[0].Name() != "select" && cmds[0].Name() != "client" {
-			h.n.Add(1)
-		}
-		return next(ctx, cmds)
-	}
-}
-
 const benchConcurrency = 10
 
 // drain starts a server of the given concurrency on a counting client, waits until done()
 // reaches n, and returns what the chunk cost per task.
 func drain(b *testing.B, db redistest.DB, n, concurrency int, mux func(rdb *redis.Client) (asynq.Handler, func(asynq.Config) asynq.Config), done func() int64) cost {
-	counter := &roundTrips{}
+	counter := &testsupport.RoundTrips{}
 	rdb := redis.NewClient(&redis.Options{Addr: db.Server.Addr, DB: db.N, PoolSize: 2*concurrency + 10})
 	rdb.AddHook(counter)
 	defer rdb.Close()
@@ -61,7 +38,7 @@ func drain(b *testing.B, db redistest.DB, n, concurrency int, mux func(rdb *redi
 	for done() < int64(n) {
 		time.Sleep(time.Millisecond)
 	}
-	c, err := m.stop(n, counter.n.Load())
+	c, err := m.stop(n, counter.N())
 	srv.Shutdown()
 	if err != nil {
 		b.Fatal(err)

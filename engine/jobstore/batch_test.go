@@ -5,25 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
 )
-
-// pipelines counts the pipelines a client sends.
-type pipelines struct{ n atomic.Int64 }
-
-func (h *pipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *pipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (h *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
 
 var echoScript = redis.NewScript(`
 -- echo (tests): KEYS[1] a key; ARGV[1] a value, stored at the key; returns it, or an error for 'fail'
@@ -42,7 +30,7 @@ func echoCall(key, v string) scriptCall {
 func TestBatcherSharesPipelines(t *testing.T) {
 	t.Parallel()
 	db := redistest.NewDB(t)
-	count := &pipelines{}
+	count := &testsupport.RoundTrips{}
 	rdb := redis.NewClient(&redis.Options{Addr: db.Server.Addr, DB: db.N})
 	rdb.AddHook(count)
 	t.Cleanup(func() { rdb.Close() })
@@ -76,10 +64,10 @@ func TestBatcherSharesPipelines(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if n := count.n.Load(); n >= callers {
+	if n := count.N(); n >= callers {
 		t.Errorf("%d callers sent %d pipelines: none shared", callers, n)
 	}
-	t.Logf("%d callers, %d pipelines", callers, count.n.Load())
+	t.Logf("%d callers, %d pipelines", callers, count.N())
 
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
