@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +15,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/jobguard/jobguard/internal/recent"
 )
 
 // Per-tenant request rate limit of the API (RATE_LIMIT, RATE_LIMIT_BURST): GCRA in Redis, one
@@ -62,10 +63,9 @@ type rateLimiter struct {
 	log      zerolog.Logger
 	// lastWarn (unix ns) keeps an outage to one log line per rateLimitWarnEvery.
 	lastWarn atomic.Int64
-	// seen remembers the budgets found spent, and failedAt (unix ns) when the limiter last
+	// spent remembers the budgets found spent, and failedAt (unix ns) when the limiter last
 	// failed, for limitMemory (speculate), on clock (nil: time.Now).
-	mu       sync.Mutex
-	seen     map[string]time.Time
+	spent    *recent.Set
 	failedAt atomic.Int64
 	clock    func() time.Time
 }
@@ -81,7 +81,10 @@ func newRateLimiter(rdb redis.UniversalClient, prefix string, rate, burst int, l
 	if rate <= 0 {
 		return nil
 	}
-	return &rateLimiter{rdb: rdb, prefix: prefix, interval: time.Second / time.Duration(rate), rate: rate, burst: burst, log: log}
+	l := &rateLimiter{rdb: rdb, prefix: prefix, interval: time.Second / time.Duration(rate), rate: rate, burst: burst, log: log,
+		spent: recent.New(limitMemory)}
+	l.spent.Clock = l.now
+	return l
 }
 
 // take spends one request of key's budget, in a round trip of its own.
@@ -223,14 +226,7 @@ func (l *rateLimiter) now() time.Time {
 }
 
 // sawSpent notes that key's budget refused a request.
-func (l *rateLimiter) sawSpent(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.seen == nil || len(l.seen) >= 10000 {
-		l.seen = map[string]time.Time{} // a bound, not an eviction policy: forgetting costs a speculation
-	}
-	l.seen[key] = l.now()
-}
+func (l *rateLimiter) sawSpent(key string) { l.spent.Saw(key) }
 
 // sawFailure notes that a take failed (Redis did not answer, or answered an error).
 func (l *rateLimiter) sawFailure() { l.failedAt.Store(l.now().UnixNano()) }
@@ -239,18 +235,10 @@ func (l *rateLimiter) sawFailure() { l.failedAt.Store(l.now().UnixNano()) }
 // budget was seen spent, or the limiter seen failing, within limitMemory. (A take that fails in
 // a pipeline fails only as fast as the pipeline: alone it gives up after rateLimitTimeout.)
 func (l *rateLimiter) speculate(key string) bool {
-	now := l.now()
-	if now.Sub(time.Unix(0, l.failedAt.Load())) < limitMemory {
+	if l.now().Sub(time.Unix(0, l.failedAt.Load())) < limitMemory {
 		return false
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	seen, ok := l.seen[key]
-	if ok && now.Sub(seen) >= limitMemory {
-		delete(l.seen, key)
-		ok = false
-	}
-	return !ok
+	return !l.spent.Seen(key)
 }
 
 func (l *rateLimiter) warn(err error) {

@@ -24,28 +24,11 @@ import (
 const fullMemory = time.Second
 
 // sawFull notes that a take found lk's key full.
-func (l *limiter) sawFull(lk jobstore.LimitKeys) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.full) >= 10000 {
-		l.full = map[string]time.Time{}
-	}
-	l.full[lk.Holders] = time.Now()
-}
+func (l *limiter) sawFull(lk jobstore.LimitKeys) { l.full.Saw(lk.Holders) }
 
 // speculate reports whether a start of lk's key may be sent with its take.
 func (l *limiter) speculate(tc TaskConfig, lk jobstore.LimitKeys) bool {
-	if tc.Limit.Rate > 0 {
-		return false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	seen, ok := l.full[lk.Holders]
-	if ok && time.Since(seen) >= fullMemory {
-		delete(l.full, lk.Holders)
-		ok = false
-	}
-	return !ok
+	return tc.Limit.Rate == 0 && !l.full.Seen(lk.Holders)
 }
 
 // limitAndStart takes the delivery's limit slot (nil when it has none) and runs the start

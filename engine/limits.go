@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/recent"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -151,8 +152,8 @@ type limiter struct {
 	held map[*slot]bool
 	// noted is when each waiting delivery's wait was last put on its timeline.
 	noted map[string]time.Time
-	// full is when a take last found each key (its holders key) full: see speculate.
-	full map[string]time.Time
+	// full remembers the keys (their holders keys) a take found full, for fullMemory: see speculate.
+	full *recent.Set
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -164,7 +165,7 @@ type limiter struct {
 
 func newLimiter(s *Stack) *limiter {
 	return &limiter{
-		s: s, held: map[*slot]bool{}, noted: map[string]time.Time{}, full: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{}),
+		s: s, held: map[*slot]bool{}, noted: map[string]time.Time{}, full: recent.New(fullMemory), stop: make(chan struct{}), done: make(chan struct{}),
 		limits: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "jobguard", Name: "limit",
 			Help: "Configured limits per key of each task type: concurrency (jobs at once), rate_per_second (starts), burst."}, []string{"type", "kind"}),
 		usage: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "jobguard", Name: "limit_slots_held",
