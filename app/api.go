@@ -129,6 +129,7 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 		defer trip.identity.settle(c.UserContext())
 		spec.Alongside = trip.alongside()
 		res, err := a.stack.Enqueue(c.UserContext(), a.client, spec)
+		trip.identity.enqueued(err)
 		if err != nil {
 			trip.release()
 			return a.enqueueError(trip, err)

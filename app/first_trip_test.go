@@ -296,3 +296,47 @@ func TestAFailingTakeInThePipelineFailsOpen(t *testing.T) {
 		}
 	}
 }
+
+// confirmStall holds the enqueue's confirmation pipeline (the one that adds the job to its
+// tenant's list, {jobs:...}) for delay before sending it, while on: a Redis that answers the
+// confirmation only after the request's deadline.
+type confirmStall struct {
+	on    atomic.Bool
+	delay time.Duration
+}
+
+func (f *confirmStall) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (f *confirmStall) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (f *confirmStall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if f.on.Load() && strings.Contains(fmt.Sprint(c.Args()...), "{jobs:") {
+				time.Sleep(f.delay)
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// An order whose confirmation reached Redis after the request's deadline was answered "nothing
+// was kept": its identity claim goes too, so the same order with other content is accepted later.
+// Before the fix the claim stayed (it counted as kept once the confirmation had been queued) and
+// that request got 409.
+func TestAnExpiredConfirmationKeepsNoOrderClaim(t *testing.T) {
+	t.Parallel()
+	stall := &confirmStall{delay: 1850 * time.Millisecond} // past the deadline Redis checks (2 s less 250 ms), before the client's
+	r := startAppWith(t, RoleAPI, map[string]string{"REQUEST_TIMEOUT": "2s"}, func(a *App) { a.Redis().AddHook(stall) })
+	stall.on.Store(true)
+	resp, body := post(t, r, "/jobs/reserve-stock", `{"tenant_id":"t1","order_id":"o-stall","sku":"s","quantity":1}`)
+	stall.on.Store(false)
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a confirmation past the deadline: %d %s", resp.StatusCode, body)
+	}
+	testsupport.Eventually(t, 5*time.Second, "the order's claim released", func() bool {
+		return r.Redis().Exists(context.Background(), "jobguard:{order:t1:o-stall}").Val() == 0
+	})
+	if resp, body := post(t, r, "/jobs/reserve-stock", `{"tenant_id":"t1","order_id":"o-stall","sku":"s","quantity":2}`); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("the order with other content after the 503: %d %s", resp.StatusCode, body)
+	}
+}

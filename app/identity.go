@@ -2,12 +2,11 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/engine"
 	"github.com/jobguard/jobguard/locking"
@@ -31,10 +30,12 @@ type identityClaim struct {
 	claim tasks.Claim
 	ours  bool
 	kept  bool
+	// deadline is the request's in Redis's clock (engine.Stack.WriteDeadline).
+	deadline func(context.Context) int64
 }
 
-// prepareIdentity fixes the id of the job a request with an identity will create, and wraps
-// spec.Finally to learn whether the enqueue kept something; nil when the request has none.
+// prepareIdentity fixes the id of the job a request with an identity will create; nil when the
+// request has none. The handler tells it the enqueue's outcome (enqueued).
 func (a *api) prepareIdentity(req tasks.Request, spec *engine.Spec) *identityClaim {
 	idr, ok := req.(tasks.Identified)
 	if !ok {
@@ -47,16 +48,16 @@ func (a *api) prepareIdentity(req tasks.Request, spec *engine.Spec) *identityCla
 		}
 		spec.JobID = engine.NewJobID(resource, time.Now())
 	}
-	ic := &identityClaim{locks: a.stack.Locks(), id: idr.Identity(), jobID: spec.JobID}
-	// Finally runs only when the enqueue kept something (a new job or a duplicate's answer).
-	then := spec.Finally
-	spec.Finally = func(ctx context.Context, pipe redis.Pipeliner, res engine.Enqueued) {
-		ic.kept = true
-		if then != nil {
-			then(ctx, pipe, res)
-		}
+	return &identityClaim{locks: a.stack.Locks(), id: idr.Identity(), jobID: spec.JobID, deadline: a.stack.WriteDeadline}
+}
+
+// enqueued tells the claim how the request's enqueue ended: something may be kept when it
+// succeeded, or when its outcome is unknown (the job may stand); after any other error nothing
+// was, whatever commands had been queued (a confirmation that came back expired leaves none).
+func (ic *identityClaim) enqueued(err error) {
+	if ic != nil {
+		ic.kept = err == nil || errors.Is(err, engine.ErrOutcomeUnknown)
 	}
-	return ic
 }
 
 // take claims the identity, in one round trip; nil when the request may proceed. A nil claim
@@ -65,7 +66,7 @@ func (ic *identityClaim) take(ctx context.Context) error {
 	if ic == nil {
 		return nil
 	}
-	c, err := tasks.ClaimIdentity(ctx, ic.locks, ic.id, ic.jobID)
+	c, err := tasks.ClaimIdentity(ctx, ic.locks, ic.id, ic.jobID, ic.deadline(ctx))
 	if err != nil {
 		return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "the request could not be checked against earlier ones; nothing was kept, retry later", Err: err}
 	}

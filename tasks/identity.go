@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/engine/jobstore"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -57,7 +58,7 @@ type Claim struct {
 func (c Claim) Ours(jobID string) bool { return c.State != ClaimConflict && c.JobID == jobID }
 
 var (
-	identityClaim   = mustScript("identity_claim.lua")
+	identityClaim   = jobstore.NewScript(scriptBody("identity_claim.lua")) // past_deadline
 	identityRelease = mustScript("identity_release.lua")
 )
 
@@ -71,12 +72,14 @@ func IdentityKey(locks *locking.Client, id Identity) (string, error) {
 
 // ClaimIdentity binds id to its fingerprint and jobID unless it is bound already, in one round
 // trip, and says which. The claim never expires (live data, like applied-operation records).
-func ClaimIdentity(ctx context.Context, locks *locking.Client, id Identity, jobID string) (Claim, error) {
+// deadline is the caller's in Redis's clock (engine.Stack.WriteDeadline; 0 none): a claim that
+// reaches a stalled Redis after it writes nothing and is ErrClaimExpired.
+func ClaimIdentity(ctx context.Context, locks *locking.Client, id Identity, jobID string, deadline int64) (Claim, error) {
 	key, err := IdentityKey(locks, id)
 	if err != nil {
 		return Claim{}, err
 	}
-	res, err := identityClaim.Run(ctx, locks.Redis(), []string{key}, id.Fingerprint, jobID).StringSlice()
+	res, err := identityClaim.Run(ctx, locks.Redis(), []string{key}, id.Fingerprint, jobID, deadline).StringSlice()
 	if err != nil {
 		return Claim{}, fmt.Errorf("tasks: claim %s: %w", id.What, err)
 	}
@@ -84,6 +87,9 @@ func ClaimIdentity(ctx context.Context, locks *locking.Client, id Identity, jobI
 		return Claim{}, fmt.Errorf("tasks: claim %s: unexpected reply %q", id.What, res)
 	}
 	c := Claim{Key: key, State: ClaimState(res[0]), JobID: res[1]}
+	if res[0] == "expired" {
+		return Claim{}, fmt.Errorf("tasks: claim %s: %w", id.What, ErrClaimExpired)
+	}
 	switch c.State {
 	case ClaimCreated, ClaimSame, ClaimConflict:
 		return c, nil
@@ -101,6 +107,9 @@ func ReleaseIdentity(ctx context.Context, locks *locking.Client, c Claim, jobID 
 	return n == 1, nil
 }
 
+// ErrClaimExpired: the claim reached Redis after its caller's deadline and wrote nothing.
+var ErrClaimExpired = errors.New("tasks: identity claim past its deadline")
+
 // ErrIdentityConflict: the job's identity is claimed by other content (a job created before
 // claims existed, or around the API); it fails for good.
 var ErrIdentityConflict = errors.New("tasks: identity claimed by other content")
@@ -109,7 +118,7 @@ var ErrIdentityConflict = errors.New("tasks: identity claimed by other content")
 // claim when it is missing and fails the job for good (Permanent, "<what> conflicts with an
 // earlier request") when another content holds it.
 func CheckIdentity(ctx context.Context, job *engine.Job, id Identity) error {
-	c, err := ClaimIdentity(ctx, job.Locks(), id, job.ID)
+	c, err := ClaimIdentity(ctx, job.Locks(), id, job.ID, 0)
 	if err != nil {
 		return err // transient: the next attempt checks again
 	}

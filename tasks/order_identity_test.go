@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -74,10 +75,18 @@ func TestIdentityClaimScripts(t *testing.T) {
 	var c Claim
 	for i, s := range steps {
 		var err error
-		c, err = ClaimIdentity(bg, locks, s.id, s.job)
+		c, err = ClaimIdentity(bg, locks, s.id, s.job, 0)
 		if err != nil || c.State != s.state || c.JobID != s.owner || c.Key != "jobguard:{order:t1:o1}" {
 			t.Fatalf("step %d: %+v %v", i, c, err)
 		}
+	}
+	// A claim that reaches Redis past its caller's deadline writes nothing.
+	late := ReserveStockPayload{TenantID: "t1", OrderID: "o-late", SKU: "s", Quantity: 1}
+	if _, err := ClaimIdentity(bg, locks, late.Identity(), "job-l", 1); !errors.Is(err, ErrClaimExpired) {
+		t.Fatalf("a claim past its deadline: %v", err)
+	}
+	if n := db.Client.Exists(bg, "jobguard:{order:t1:o-late}").Val(); n != 0 {
+		t.Fatal("a claim past its deadline was written")
 	}
 	if c.Ours("job-c") {
 		t.Fatal("a conflict is never the caller's")
@@ -90,7 +99,7 @@ func TestIdentityClaimScripts(t *testing.T) {
 	}
 	mem := db.Client.MemoryUsage(bg, c.Key).Val()
 	long := ReserveStockPayload{TenantID: strings.Repeat("t", 128), OrderID: strings.Repeat("o", 128), SKU: "s", Quantity: 1}
-	if _, err := ClaimIdentity(bg, locks, long.Identity(), engine.NewJobID("x", time.Now())); err != nil {
+	if _, err := ClaimIdentity(bg, locks, long.Identity(), engine.NewJobID("x", time.Now()), 0); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("one order claim: %d bytes; with 128-character tenant and order ids: %d bytes (MEMORY USAGE)",
@@ -98,7 +107,7 @@ func TestIdentityClaimScripts(t *testing.T) {
 	if removed, err := ReleaseIdentity(bg, locks, c, "job-a"); !removed || err != nil {
 		t.Fatalf("the creator's release: %v %v", removed, err)
 	}
-	if _, err := ClaimIdentity(bg, locks, Identity{Name: "order:{x}"}, "j"); err == nil {
+	if _, err := ClaimIdentity(bg, locks, Identity{Name: "order:{x}"}, "j", 0); err == nil {
 		t.Fatal("a name that would change the hash tag was accepted")
 	}
 }
