@@ -3,10 +3,13 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,5 +154,59 @@ func TestTracingErrorsAreRedactedLogLines(t *testing.T) {
 		if strings.Contains(text, secret) {
 			t.Errorf("the log carries %q: %s", secret, text)
 		}
+	}
+}
+
+// OpenTelemetry's own logger, which speaks while it reads the OTEL_* variables, logs through the
+// process's logger with the names of its values only: a malformed endpoint or header never puts
+// its userinfo, query or token on stderr. Before, its standard logger printed the raw input
+// ("input"="http://svc-user:hunter2@[::1/?token=KEY-42"). Not parallel: it sets environment
+// variables and OpenTelemetry's globals.
+func TestOpenTelemetryLogsNoValues(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://svc-user:hunter2@[::1/?token=KEY-42")
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%zzKEY-42")
+	prevTP, prevEH := otel.GetTracerProvider(), otel.GetErrorHandler()
+	defer func() { otel.SetTracerProvider(prevTP); otel.SetErrorHandler(prevEH) }()
+	logs := &syncBuffer{}
+	stderr := captureStderr(t)
+	shutdown, err := setupTracing(context.Background(), zerolog.New(logs))
+	if err == nil {
+		_ = shutdown(context.Background())
+	}
+	text := logs.b.String() + stderr()
+	if !strings.Contains(text, `"component":"otel"`) {
+		t.Fatalf("OpenTelemetry said nothing through the process's logger: %q (%v)", text, err)
+	}
+	for _, secret := range []string{"svc-user", "hunter2", "KEY-42"} {
+		if strings.Contains(text, secret) || (err != nil && strings.Contains(err.Error(), secret)) {
+			t.Errorf("%q reached the log or stderr: %s %v", secret, text, err)
+		}
+	}
+}
+
+// captureStderr redirects the process's file descriptor 2 (where OpenTelemetry's standard logger
+// writes, through the os.Stderr it saw at start) to a pipe until the returned function is called,
+// which restores it and returns what was written.
+func captureStderr(t *testing.T) func() string {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := syscall.Dup(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Dup2(int(w.Fd()), 2); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string)
+	go func() { b, _ := io.ReadAll(r); done <- string(b) }()
+	return func() string {
+		_ = syscall.Dup2(saved, 2)
+		_ = syscall.Close(saved)
+		_ = w.Close()
+		out := <-done
+		_ = r.Close()
+		return out
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"github.com/gofiber/fiber/v2"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
@@ -38,6 +39,7 @@ func tracingEnabled(lookup func(string) (string, bool)) bool {
 // component=otel, redacted, instead of plain text from the standard logger.
 func setupTracing(ctx context.Context, log zerolog.Logger) (func(context.Context) error, error) {
 	otelLog := log.With().Str("component", "otel").Logger()
+	otel.SetLogger(logr.New(otelSink{log: otelLog}))
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		otelLog.Warn().Err(redact.Error(err)).Msg("tracing error")
 	}))
@@ -49,6 +51,34 @@ func setupTracing(ctx context.Context, log zerolog.Logger) (func(context.Context
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	return tp.Shutdown, nil
+}
+
+// otelSink is OpenTelemetry's own logger (what it says while it reads the OTEL_* variables, say):
+// its messages become log lines with component=otel and the names of its values, never the
+// values, which may be an endpoint's userinfo or a header's token. Without it OpenTelemetry
+// prints them to stderr through the standard logger.
+type otelSink struct{ log zerolog.Logger }
+
+func (otelSink) Init(logr.RuntimeInfo)  {}
+func (otelSink) Enabled(level int) bool { return level == 0 }
+func (s otelSink) Info(_ int, msg string, kv ...any) {
+	s.log.Info().Strs("keys", keyNames(kv)).Msg(msg)
+}
+func (s otelSink) Error(err error, msg string, kv ...any) {
+	s.log.Warn().Err(redact.Error(err)).Strs("keys", keyNames(kv)).Msg(msg)
+}
+func (s otelSink) WithValues(...any) logr.LogSink { return s }
+func (s otelSink) WithName(name string) logr.LogSink {
+	return otelSink{log: s.log.With().Str("logger", name).Logger()}
+}
+
+// keyNames are the keys of a logr key-value list.
+func keyNames(kv []any) []string {
+	var out []string
+	for i := 0; i < len(kv); i += 2 {
+		out = append(out, fmt.Sprint(kv[i]))
+	}
+	return out
 }
 
 // fasthttpCarrier reads and writes W3C trace headers on a Fiber request.
