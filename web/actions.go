@@ -366,10 +366,16 @@ func (a *actions) each(ctx context.Context, act taskAction, info *asynq.TaskInfo
 	return err
 }
 
-// forget deletes a task that may already be gone (the cancel deletes the delivery it can).
+// forget deletes a task that may already be gone (the cancel deletes the delivery it can), or
+// that a worker has just taken: asynq refuses to delete an active task, whose run the cancel has
+// already stopped (its fence raised, its lease gone), and drops it when its handler returns.
 func (a *actions) forget(queue, id string) error {
-	if err := a.insp.DeleteTask(queue, id); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
-		return err
+	err := a.insp.DeleteTask(queue, id)
+	if err == nil || errors.Is(err, asynq.ErrTaskNotFound) {
+		return nil
 	}
-	return nil
+	if info, ierr := a.insp.GetTaskInfo(queue, id); ierr == nil && info.State == asynq.TaskStateActive {
+		return nil
+	}
+	return err
 }

@@ -394,3 +394,30 @@ func TestUICancelOfARunningDeliveryCancelsTheJob(t *testing.T) {
 		}
 	}
 }
+
+// Delete in the UI of a delivery that a worker took between the page's load and the click (asynq
+// refuses to delete an active task) cancels its job and answers as a delete does: the run is
+// stopped by the cancel and asynq drops the delivery when its handler returns. Before, the cancel
+// happened and the UI was answered 500.
+func TestUIDeleteOfADeliveryJustTakenCancelsTheJob(t *testing.T) {
+	t.Parallel()
+	b := startApp(t, map[string]string{"LEASE_TTL": "3s"})
+	id, _ := b.submit(t, "t1", "block-taken", 0)
+	v := b.waitStatus(t, id, "processing")
+	d := v.delivery()
+	testsupport.Eventually(t, 10*time.Second, "asynq has the delivery active", func() bool {
+		return b.taskState(t, "default", d) == "active"
+	})
+	if code, out := b.do(t, http.MethodDelete, ui+"default/pending_tasks/"+d, ""); code != http.StatusNoContent {
+		t.Fatalf("UI delete of a delivery just taken: %d %s", code, out)
+	}
+	if st := b.job(t, id).Status; st != "cancelled" {
+		t.Fatalf("after the UI delete: %s", st)
+	}
+	testsupport.Eventually(t, 15*time.Second, "the handler sees ErrCancelled", func() bool {
+		return errors.Is(b.probe.cause(id), engine.ErrCancelled)
+	})
+	testsupport.Eventually(t, 10*time.Second, "asynq drops the delivery", func() bool {
+		return b.taskState(t, "default", d) == "gone"
+	})
+}
