@@ -84,6 +84,8 @@ func TestEnqueueAnswers(t *testing.T) {
 		{"malformed key", "/jobs/rebuild-cache", rebuild, append(bearer(tokenA), "Idempotency-Key", `"unterminated`), 400, "Idempotency-Key"},
 		{"key too long", "/jobs/rebuild-cache", rebuild, append(bearer(tokenA), "Idempotency-Key", `"`+strings.Repeat("k", 256)+`"`), 400, "Idempotency-Key"},
 		{"empty key", "/jobs/rebuild-cache", rebuild, append(bearer(tokenA), "Idempotency-Key", `""`), 400, "Idempotency-Key"},
+		{"bare keys joined without a space", "/jobs/rebuild-cache", rebuild, append(bearer(tokenA), "Idempotency-Key", `a,b`), 400, "Idempotency-Key"},
+		{"bare key with a parameter", "/jobs/rebuild-cache", rebuild, append(bearer(tokenA), "Idempotency-Key", `a;p=1`), 400, "Idempotency-Key"},
 	} {
 		resp, body := post(t, r, tc.path, tc.body, tc.header...)
 		p := decodeProblem(t, resp, body)

@@ -78,7 +78,8 @@ func idempotencyHeader(c *fiber.Ctx) (string, bool) {
 }
 
 // parseIdempotencyKey accepts the draft's sf-string ("abc", with \" and \\ escapes) and, for
-// clients that do not quote, a bare token of visible ASCII without quotes, spaces or backslashes.
+// clients that do not quote, a bare token of visible ASCII without quotes, spaces, backslashes,
+// commas or semicolons.
 func parseIdempotencyKey(h string) (string, error) {
 	if strings.HasPrefix(h, `"`) {
 		if len(h) < 2 || !strings.HasSuffix(h, `"`) {
@@ -104,7 +105,9 @@ func parseIdempotencyKey(h string) (string, error) {
 		h = b.String()
 	} else {
 		for i := 0; i < len(h); i++ {
-			if c := h[i]; c <= 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			// ',' and ';' separate list members and parameters: "a,b" is two keys joined by a
+			// proxy (as "a, b" is), never one.
+			if c := h[i]; c <= 0x20 || c > 0x7e || c == '"' || c == '\\' || c == ',' || c == ';' {
 				return "", errIdemMalformed
 			}
 		}
