@@ -297,22 +297,19 @@ func TestAFailingTakeInThePipelineFailsOpen(t *testing.T) {
 	}
 }
 
-// confirmStall holds the enqueue's confirmation pipeline (the one that adds the job to its
-// tenant's list, {jobs:...}) for delay before sending it, while on: a Redis that answers the
-// confirmation only after the request's deadline.
-type confirmStall struct {
-	on    atomic.Bool
-	delay time.Duration
-}
+// expiredConfirm makes the enqueue's confirmation (the first script of the pipeline that adds
+// the job to the list indexes, {jobs} and {jobs:<tenant>}) arrive as if past its deadline, while on: its
+// deadline argument (confirm.lua's ARGV[3]) is set to 1 ms after the epoch, so Redis answers
+// "expired" and writes nothing, as it does for a confirmation a stalled Redis runs too late.
+type expiredConfirm struct{ on atomic.Bool }
 
-func (f *confirmStall) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (f *confirmStall) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (f *confirmStall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (f *expiredConfirm) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (f *expiredConfirm) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (f *expiredConfirm) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			if f.on.Load() && strings.Contains(fmt.Sprint(c.Args()...), "{jobs:") {
-				time.Sleep(f.delay)
-				break
+		if f.on.Load() && len(cmds) > 1 && strings.Contains(fmt.Sprint(cmds[1].Args()...), "{jobs") {
+			if args := cmds[0].Args(); len(args) == 11 && args[2] == 4 { // EVAL, script, 4 keys, 4 arguments
+				args[9] = 1
 			}
 		}
 		return next(ctx, cmds)
@@ -325,11 +322,11 @@ func (f *confirmStall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // that request got 409.
 func TestAnExpiredConfirmationKeepsNoOrderClaim(t *testing.T) {
 	t.Parallel()
-	stall := &confirmStall{delay: 1850 * time.Millisecond} // past the deadline Redis checks (2 s less 250 ms), before the client's
-	r := startAppWith(t, RoleAPI, map[string]string{"REQUEST_TIMEOUT": "2s"}, func(a *App) { a.Redis().AddHook(stall) })
-	stall.on.Store(true)
+	expire := &expiredConfirm{}
+	r := startAppWith(t, RoleAPI, nil, func(a *App) { a.Redis().AddHook(expire) })
+	expire.on.Store(true)
 	resp, body := post(t, r, "/jobs/reserve-stock", `{"tenant_id":"t1","order_id":"o-stall","sku":"s","quantity":1}`)
-	stall.on.Store(false)
+	expire.on.Store(false)
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("a confirmation past the deadline: %d %s", resp.StatusCode, body)
 	}
