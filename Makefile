@@ -40,8 +40,8 @@ bench: deps
 	@rm -f $(BENCH_TABLE)
 	$(GO) test -run '^$$' -bench 'LeaseVsRedsync|KeeperTick' -benchtime 3000x ./...
 	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'EnqueueEndpoint' -benchtime 1x ./app/
-	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'StackVsBareAsynq|LimitNeverReached' -benchtime 1x -timeout 30m ./engine/
-	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'RetainedJobMemory' -benchtime 2000x ./engine/
+	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'StackVsBareAsynq|LimitNeverReached' -benchtime 1x -timeout 30m ./internal/engine/
+	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'RetainedJobMemory' -benchtime 2000x ./internal/engine/
 	@printf '\nSummary (commit %s, %s; medians and min-max over the interleaved rounds)\n' "$$(git rev-parse --short HEAD 2>/dev/null)" "$$(date -u +%F)"
 	@printf '| benchmark | measure | baseline | jobguard | jobguard / baseline |\n|---|---|---|---|---|\n'
 	@cat $(BENCH_TABLE)
@@ -49,7 +49,7 @@ bench: deps
 ## bench-scripts: Redis instructions per call of each of the run's scripts, under valgrind's callgrind
 ## (a count, not a time: the same on a loaded machine; about 40 s).
 bench-scripts: deps
-	$(GO) test -run '^$$' -bench 'ScriptInstructions' -benchtime 1x ./engine/jobstore/
+	$(GO) test -run '^$$' -bench 'ScriptInstructions' -benchtime 1x ./internal/engine/jobstore/
 
 ## bench-recovery: kill -9 recovery, bare asynq against jobguard (about 5 minutes).
 bench-recovery: deps

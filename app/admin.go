@@ -13,7 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/engine"
 )
 
 // The admin endpoints: /metrics, /healthz and /readyz. They are served on ADMIN_ADDR when it is set

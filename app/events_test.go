@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
 // sse is one server-sent event as a client sees it.

@@ -8,7 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/engine"
 )
 
 // firstTrip is what an enqueue sends in its job's first create pipeline (engine Spec.Alongside):

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/locking"
 	"github.com/jobguard/jobguard/tasks"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/locking"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 
-	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/pgtest"
 	"github.com/jobguard/jobguard/sqlfence"
 	"github.com/jobguard/jobguard/tasks"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
 // maxWait bounds GET /jobs/{id}?wait=; the HTTP server's write timeout (30 s) is the hard limit.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 )
 

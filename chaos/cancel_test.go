@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/engine"
 )
 
 // cancelTarget is a job the run may cancel: an order that is submitted once only (no duplicate,

@@ -20,7 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/faultproxy"
 	"github.com/jobguard/jobguard/internal/redistest"
 )

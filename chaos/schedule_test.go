@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/schedule"
 )
 

@@ -1,8 +1,8 @@
 package history
 
 import (
-	"github.com/jobguard/jobguard/engine"
-	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
 // parse reads a copied record with the store's schema.

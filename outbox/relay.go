@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/locking"
 )
 

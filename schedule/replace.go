@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jobguard/jobguard/engine"
+	"github.com/jobguard/jobguard/internal/engine"
 )
 
 // replace cancels the previous tick's job for overlap replace: a running handler's context is

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
 func mustTime(t *testing.T, s string) time.Time {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/engine"
-	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
 // Fields of a schedule's state hash, "<prefix>:{<tag of schedule:<name>>}:schedule".

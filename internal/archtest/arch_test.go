@@ -1,5 +1,5 @@
 // Package archtest holds the test that keeps the project's dependency direction:
-// cmd -> app -> (web, tasks, schedule, engine); tasks -> (schedule, engine); schedule -> engine -> locking;
+// cmd -> app -> (web, tasks, schedule, internal/engine); tasks -> (schedule, internal/engine); schedule -> internal/engine -> locking;
 // locking -> go-redis only.
 package archtest
 
@@ -60,11 +60,11 @@ func TestDependencyDirection(t *testing.T) {
 		}},
 		{"outbox", notProject("app", "web", "tasks", "cmd", "schedule", "history")},
 		{"history", notProject("app", "web", "tasks", "cmd", "schedule", "outbox")},
-		{"engine", notProject("app", "web", "tasks", "cmd", "schedule")},
-		{"engine/jobstore", notProject("app", "web", "tasks", "cmd", "engine", "schedule")},
+		{"internal/engine", notProject("app", "web", "tasks", "cmd", "schedule")},
+		{"internal/engine/jobstore", notProject("app", "web", "tasks", "cmd", "internal/engine/", "schedule")},
 		{"schedule", notProject("app", "web", "tasks", "cmd")},
 		{"tasks", notProject("app", "web", "cmd")},
-		{"web", notProject("app", "tasks", "engine", "cmd")},
+		{"web", notProject("app", "tasks", "internal/engine", "cmd")},
 		{"app", notProject("cmd")},
 	} {
 		for _, d := range deps(t, root, c.pkg) {

@@ -3,7 +3,7 @@ package engine
 import (
 	"strings"
 
-	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
 // keysFor are the store's keys of job id with its operation key, and with its dedup marker when

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
 // ErrJobNotFound: no record for the id (never created, or expired after its retention).

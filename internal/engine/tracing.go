@@ -13,7 +13,7 @@ import (
 
 // tracer is resolved through the global provider at each use, so a process that never configures
 // OpenTelemetry pays for no-op spans only.
-func tracer() trace.Tracer { return otel.Tracer("github.com/jobguard/jobguard/engine") }
+func tracer() trace.Tracer { return otel.Tracer("github.com/jobguard/jobguard/internal/engine") }
 
 // TraceHeaders returns the W3C trace context of ctx as task headers (traceparent, tracestate), for
 // a job's deliveries to continue the trace of the request that created it.

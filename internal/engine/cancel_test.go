@@ -13,7 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/locking"
 )
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
 // Every label value the package's code counts with is in the lists initSeries creates at zero, so

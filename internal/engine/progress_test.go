@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/locking"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
 // ListQuery asks for one page of a tenant's jobs (see jobstore.ListQuery).

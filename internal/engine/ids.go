@@ -3,7 +3,7 @@ package engine
 import (
 	"time"
 
-	"github.com/jobguard/jobguard/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
 // Job ids and hash tags are the store's (jobstore/ids.go); these are the engine's names for them.
