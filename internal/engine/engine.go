@@ -201,3 +201,11 @@ func (s *Stack) bounce(typ, reason string, after time.Duration, err error) error
 	s.m.bounces.WithLabelValues(typ, reason).Inc()
 	return &delayed{bounce: true, reason: reason, delay: max(after, s.jitter(s.cfg.BounceDelay)), err: err}
 }
+
+// SetConcurrency sets the most handlers the stack runs at once, zombies included: the asynq
+// server's Concurrency, when it was not known at New. Call it before the server starts.
+func (s *Stack) SetConcurrency(n int) {
+	if n > 0 {
+		s.sema = make(chan struct{}, n)
+	}
+}

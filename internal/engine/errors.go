@@ -144,3 +144,26 @@ func RetryDelay(n int, err error, _ *asynq.Task) time.Duration {
 // IsFailure is asynq's IsFailure for servers running the stack: bounces are not failures, so asynq
 // neither counts them as retries nor as failed.
 func IsFailure(err error) bool { return !errors.Is(err, ErrBounced) }
+
+// Bounce is a delivery sent back without spending an attempt, after at least after (and asynq's
+// tick), with a jitter of BounceDelay's size: for adapters outside the stack that bounce on the
+// stack's terms (the middleware's lease level).
+func Bounce(reason string, after time.Duration, err error) error {
+	return &delayed{bounce: true, reason: reason, delay: max(after, minDelay+rand.N(minDelay+1)), err: err}
+}
+
+// DelayOf is the delay the engine chose for err (a bounce, a retry it decided), if it chose one.
+func DelayOf(err error) (time.Duration, bool) {
+	var d *delayed
+	if errors.As(err, &d) {
+		return d.delay, true
+	}
+	return 0, false
+}
+
+// Class names how a handler's error is treated ("transient", "rate_limited", "permanent",
+// "revoked"), and the upstream's Retry-After for a rate limit.
+func Class(err error) (string, time.Duration) {
+	c, after := classOf(err)
+	return [...]string{"transient", "rate_limited", "permanent", "revoked"}[c], after
+}

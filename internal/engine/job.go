@@ -177,3 +177,15 @@ func (j *Job) Apply(ctx context.Context, eff *Effect, target string, keys []stri
 	}
 	return res, err
 }
+
+// RunFor runs the effect for a run that holds fence f outside a job (the middleware's lease level):
+// KEYS are laid out as for Apply, with the target itself in the job record's place (a run without
+// a record is cancelled only by a newer token, which the fence prelude already refuses).
+func (e *Effect) RunFor(ctx context.Context, rdb redis.Scripter, f locking.Fence, target, applied string, keys []string, runID string, appliedTTL time.Duration, args ...any) (any, error) {
+	all := append(append([]string{target, applied}, keys...), target)
+	res, err := e.script.Run(ctx, rdb, f, all, append([]any{runID, appliedTTL.Milliseconds()}, args...)...).Result()
+	if err != nil && strings.HasPrefix(err.Error(), "APPLIED ") {
+		return nil, fmt.Errorf("%w by %s", ErrAlreadyApplied, strings.TrimPrefix(err.Error(), "APPLIED "))
+	}
+	return res, err
+}

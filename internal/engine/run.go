@@ -39,64 +39,94 @@ func (s *Stack) untakenFor(delivery string) time.Duration {
 const startTimeout = 5 * time.Second
 
 func (s *Stack) wrap(r registered) asynq.HandlerFunc {
-	tc := r.cfg
-	return func(ctx context.Context, t *asynq.Task) (err error) {
-		jobID, opKey := t.Headers()[HeaderJobID], t.Headers()[HeaderOpKey]
-		delivery, _ := asynq.GetTaskID(ctx)
-		keys, err := s.keysFor(jobID, opKey, t.Headers()[HeaderDedup])
-		if err != nil {
+	return func(ctx context.Context, t *asynq.Task) error {
+		err := s.serve(ctx, t, r.cfg, r.handler)
+		if errors.Is(err, ErrNotADelivery) {
 			// Not a jobguard delivery: nothing to protect or retry.
 			return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 		}
-		ctx, span := startRunSpan(ctx, t, jobID, delivery)
-		defer func() { endSpan(span, err) }()
-		log := s.log.With().Str("job_id", jobID).Str("delivery", delivery).Str("type", tc.Type).Str("worker_id", s.cfg.WorkerID).
-			Str("trace_id", traceID(span)).Logger()
-
-		// Slot: released only when the handler returns, zombies included.
-		if err := s.takeSlot(ctx, keys, delivery, tc, log); err != nil {
-			return err
-		}
-		defer func() { <-s.sema }()
-
-		owner := s.locks.NewOwner()
-		lslot, st, sent, err := s.limitAndStart(ctx, t, keys, tc, delivery, owner, log)
-		// The finish releases the slot in its round trip; a delivery that does not run, here.
-		defer s.releaseLimit(ctx, lslot)
-		if err != nil {
-			return err
-		}
-		if st.State == jobstore.Run {
-			s.untaken.Delete(delivery)
-		}
-		if st.State == jobstore.Untaken {
-			if s.untakenFor(delivery) < untakenWait {
-				return s.bounce(tc.Type, "untaken", 0, errors.New("the replay has not taken this delivery yet"))
-			}
-			// The replay failed to take it in time: acknowledge it like any stale delivery.
-			s.untaken.Delete(delivery)
-			st.State = jobstore.Stale
-		}
-		if st.State != jobstore.Run {
-			if st.State == jobstore.Applied || st.State == jobstore.Exhausted || st.State == jobstore.StartExpired {
-				defer s.ended(jobID) // the start script ended it
-			}
-			return s.notRun(st, tc, log)
-		}
-		job := s.newJob(st, t, keys, tc, delivery, owner, sent)
-		job.slot, job.limits = lslot, s.limits
-		log = log.With().Int("attempt", job.Attempt).Str("lease_owner", owner).Int64("fencing_token", st.Token).Logger()
-		span.SetAttributes(attribute.Int("jobguard.attempt", job.Attempt), attribute.Int64("jobguard.fencing_token", st.Token))
-		s.Stats.Started.Add(1)
-		s.m.lease.WithLabelValues(tc.Type, "acquired").Inc()
-		s.m.transitions.WithLabelValues(tc.Type, "processing").Inc()
-		if job.Attempt == 1 && !job.CreatedAt.IsZero() {
-			s.m.queueWait.WithLabelValues(tc.Type).Observe(seconds(sent.Sub(job.CreatedAt)))
-		}
-		err = s.run(ctx, job, r.handler, log)
-		span.SetAttributes(attribute.String("jobguard.outcome", outcomeOf(err)))
 		return err
 	}
+}
+
+// ErrNotADelivery: the task carries no job id of jobguard's (it was enqueued by a plain asynq
+// client, not through the engine); nothing ran.
+var ErrNotADelivery = errors.New("engine: not a jobguard delivery")
+
+// IsDelivery reports whether t carries jobguard's job headers (Serve would run it as a job).
+func IsDelivery(t *asynq.Task) bool { return t.Headers()[HeaderJobID] != "" }
+
+// Serve runs one delivery of a registered type through the stack with handler h (the type's
+// registered handler when h is nil). A task without jobguard's job headers gets ErrNotADelivery
+// and nothing runs.
+func (s *Stack) Serve(ctx context.Context, t *asynq.Task, h Handler) error {
+	s.mu.Lock()
+	r, ok := s.types[t.Type()]
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownType, t.Type())
+	}
+	if h == nil {
+		h = r.handler
+	}
+	return s.serve(ctx, t, r.cfg, h)
+}
+
+func (s *Stack) serve(ctx context.Context, t *asynq.Task, tc TaskConfig, h Handler) (err error) {
+	jobID, opKey := t.Headers()[HeaderJobID], t.Headers()[HeaderOpKey]
+	delivery, _ := asynq.GetTaskID(ctx)
+	keys, err := s.keysFor(jobID, opKey, t.Headers()[HeaderDedup])
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotADelivery, err)
+	}
+	ctx, span := startRunSpan(ctx, t, jobID, delivery)
+	defer func() { endSpan(span, err) }()
+	log := s.log.With().Str("job_id", jobID).Str("delivery", delivery).Str("type", tc.Type).Str("worker_id", s.cfg.WorkerID).
+		Str("trace_id", traceID(span)).Logger()
+
+	// Slot: released only when the handler returns, zombies included.
+	if err := s.takeSlot(ctx, keys, delivery, tc, log); err != nil {
+		return err
+	}
+	defer func() { <-s.sema }()
+
+	owner := s.locks.NewOwner()
+	lslot, st, sent, err := s.limitAndStart(ctx, t, keys, tc, delivery, owner, log)
+	// The finish releases the slot in its round trip; a delivery that does not run, here.
+	defer s.releaseLimit(ctx, lslot)
+	if err != nil {
+		return err
+	}
+	if st.State == jobstore.Run {
+		s.untaken.Delete(delivery)
+	}
+	if st.State == jobstore.Untaken {
+		if s.untakenFor(delivery) < untakenWait {
+			return s.bounce(tc.Type, "untaken", 0, errors.New("the replay has not taken this delivery yet"))
+		}
+		// The replay failed to take it in time: acknowledge it like any stale delivery.
+		s.untaken.Delete(delivery)
+		st.State = jobstore.Stale
+	}
+	if st.State != jobstore.Run {
+		if st.State == jobstore.Applied || st.State == jobstore.Exhausted || st.State == jobstore.StartExpired {
+			defer s.ended(jobID) // the start script ended it
+		}
+		return s.notRun(st, tc, log)
+	}
+	job := s.newJob(st, t, keys, tc, delivery, owner, sent)
+	job.slot, job.limits = lslot, s.limits
+	log = log.With().Int("attempt", job.Attempt).Str("lease_owner", owner).Int64("fencing_token", st.Token).Logger()
+	span.SetAttributes(attribute.Int("jobguard.attempt", job.Attempt), attribute.Int64("jobguard.fencing_token", st.Token))
+	s.Stats.Started.Add(1)
+	s.m.lease.WithLabelValues(tc.Type, "acquired").Inc()
+	s.m.transitions.WithLabelValues(tc.Type, "processing").Inc()
+	if job.Attempt == 1 && !job.CreatedAt.IsZero() {
+		s.m.queueWait.WithLabelValues(tc.Type).Observe(seconds(sent.Sub(job.CreatedAt)))
+	}
+	err = s.run(ctx, job, h, log)
+	span.SetAttributes(attribute.String("jobguard.outcome", outcomeOf(err)))
+	return err
 }
 
 // takeSlot waits up to SlotWait for one of the process's handler slots; a delivery that gets none

@@ -1,0 +1,160 @@
+package middleware
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/jobguard/jobguard/internal/engine"
+)
+
+// Run keeps the guard's background loops until ctx ends: the rescuers (tasks of dead or paused
+// workers get a new delivery within about the lease TTL, at both levels), the job level's
+// deadline sweep and its reconciler (records and asynq's deliveries brought back in agreement).
+// Run it in every worker process, beside the asynq server; it returns ctx's error.
+func (g *Guard) Run(ctx context.Context) error {
+	if err := g.stack.SyncClock(ctx); err != nil {
+		g.log.Warn().Err(err).Msg("could not measure Redis's clock; using this process's")
+	}
+	insp := asynq.NewInspectorFromRedisClient(g.rdb)
+	var wg sync.WaitGroup
+	loops := []func(context.Context){
+		g.stack.NewRescuer(insp, g.client, g.cfg.RescueInterval).Run,
+		g.stack.NewReconciler(insp, g.client, engine.ReconcilerConfig{}).Run,
+		func(ctx context.Context) { every(ctx, g.cfg.RescueInterval, func() { g.rescueLeases(ctx, insp) }) },
+	}
+	for _, loop := range loops {
+		wg.Add(1)
+		go func() { defer wg.Done(); loop(ctx) }()
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// every calls fn each interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+// rescueLeases makes one pass over asynq's active tasks and rescues every lease-level run whose
+// worker lost its lease.
+func (g *Guard) rescueLeases(ctx context.Context, insp *asynq.Inspector) {
+	n, err := g.RescueLeases(ctx, insp)
+	if err != nil && ctx.Err() == nil {
+		g.log.Warn().Err(err).Int("rescued", n).Msg("lease rescue pass failed")
+	}
+}
+
+// RescueLeases is one pass of the lease level's rescuer (Run makes one every RescueInterval):
+// each active task of a lease-level type whose run lost its lease (its worker died, or paused
+// past the lease) is handed to a copy that asynq delivers at once, and the original's later
+// redelivery is acknowledged without running. It returns how many it rescued.
+func (g *Guard) RescueLeases(ctx context.Context, insp *asynq.Inspector) (int, error) {
+	queues, err := insp.Queues()
+	if err != nil {
+		return 0, fmt.Errorf("middleware: rescue: list queues: %w", err)
+	}
+	rescued := 0
+	for _, q := range queues {
+		for page := 1; ; page++ {
+			active, err := insp.ListActiveTasks(q, asynq.PageSize(500), asynq.Page(page))
+			if err != nil {
+				return rescued, fmt.Errorf("middleware: rescue: list active tasks of %s: %w", q, err)
+			}
+			for _, t := range active {
+				if g.rescueLease(ctx, t) {
+					rescued++
+				}
+			}
+			if len(active) < 500 {
+				break
+			}
+		}
+	}
+	return rescued, nil
+}
+
+// leaseOf is the lease-level protection a task runs under, if it runs under one.
+func (g *Guard) leaseOf(t *asynq.Task, taskID string) (Lease, bool) {
+	switch level, l, j := g.level(t.Type()); {
+	case level == "lease":
+		return l, true
+	case level == "job" && !engine.IsDelivery(t):
+		if j.Resource == nil {
+			j.Resource = func(*asynq.Task) (string, error) { return "task:" + taskID, nil }
+		}
+		return Lease{Resource: j.Resource}, true
+	}
+	return Lease{}, false
+}
+
+func (g *Guard) rescueLease(ctx context.Context, info *asynq.TaskInfo) bool {
+	t := asynq.NewTaskWithHeaders(info.Type, info.Payload, info.Headers)
+	l, ok := g.leaseOf(t, info.ID)
+	if !ok {
+		return false
+	}
+	resource, err := l.Resource(t)
+	if err != nil {
+		return false
+	}
+	k := g.leaseKeys(resource, info.ID, "")
+	if state, err := runLeaseRescue(ctx, g.rdb, k, ""); err != nil || state != "lost" {
+		return false
+	}
+	copyID, err := g.enqueueCopy(ctx, info)
+	if err != nil {
+		g.log.Warn().Err(err).Str("delivery", info.ID).Msg("rescue copy not enqueued; tried again next pass")
+		return false
+	}
+	// The copy runs only if this commit hands it the task; a run that came back meanwhile keeps it.
+	if state, err := runLeaseRescue(ctx, g.rdb, k, copyID); err != nil || state != "superseded" {
+		return false
+	}
+	g.m.rescues.WithLabelValues(info.Type).Inc()
+	g.log.Info().Str("event", "rescued").Str("type", info.Type).Str("delivery", info.ID).Str("new_delivery", copyID).
+		Msg("task of a lost worker handed to a copy")
+	return true
+}
+
+// enqueueCopy enqueues the copy that continues info: same type, payload, queue and limits. Its id
+// is info's with a random suffix: two rescuers racing make two copies, and the one whose commit
+// lost finds the original not superseded by it and is acknowledged without running.
+func (g *Guard) enqueueCopy(ctx context.Context, info *asynq.TaskInfo) (string, error) {
+	headers := make(map[string]string, len(info.Headers)+2)
+	for k, v := range info.Headers {
+		headers[k] = v
+	}
+	root := headers[headerOpRoot]
+	if root == "" {
+		root = info.ID
+	}
+	headers[headerOpRoot], headers[headerRescueOf] = root, info.ID
+	copyID := info.ID + "~r" + strconv.FormatUint(rand.Uint64()&0xffffff, 36)
+	opts := []asynq.Option{asynq.TaskID(copyID), asynq.Queue(info.Queue), asynq.MaxRetry(max(info.MaxRetry-info.Retried, 0))}
+	if info.Timeout > 0 {
+		opts = append(opts, asynq.Timeout(info.Timeout))
+	}
+	if !info.Deadline.IsZero() {
+		opts = append(opts, asynq.Deadline(info.Deadline))
+	}
+	if info.Retention > 0 {
+		opts = append(opts, asynq.Retention(info.Retention))
+	}
+	_, err := g.client.EnqueueContext(ctx, asynq.NewTaskWithHeaders(info.Type, info.Payload, headers), opts...)
+	return copyID, err
+}

@@ -1,0 +1,59 @@
+package middleware
+
+import (
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/jobguard/jobguard/locking"
+)
+
+// Config configures a Guard; the zero value of each field is its documented default.
+type Config struct {
+	// Prefix is put before every key jobguard writes (default "jobguard"), so several
+	// applications can share one Redis. asynq's own keys are asynq's.
+	Prefix string
+	// WorkerID names this process in records, lease owners and logs (default host-pid).
+	WorkerID string
+	// Concurrency is the most job-level handlers this process runs at once, zombies included
+	// (default: what ServerConfig finds in the asynq.Config, else 10).
+	Concurrency int
+	// LeaseTTL is the default resource lease TTL (default 30s). A dead or paused worker's task is
+	// rescued about this long after its last renewal.
+	LeaseTTL time.Duration
+	// Retention is how long job records and timelines live after their last change (default 7 days).
+	Retention time.Duration
+	// RescueInterval is how often Run looks for tasks of dead or paused workers (default 2s).
+	RescueInterval time.Duration
+	// Logger receives one event per outcome worth an operator's attention (default: none).
+	Logger *zerolog.Logger
+	// Clock gives the time of every rule decided in Go (default the system clock); Redis's TTLs
+	// run on Redis's own clock.
+	Clock locking.Clock
+	// Registerer, when set, gets the guard's Prometheus collectors.
+	Registerer prometheus.Registerer
+}
+
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = "jobguard"
+	}
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		c.WorkerID = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 30 * time.Second
+	}
+	if c.RescueInterval <= 0 {
+		c.RescueInterval = 2 * time.Second
+	}
+	if c.Logger == nil {
+		nop := zerolog.Nop()
+		c.Logger = &nop
+	}
+	return c
+}

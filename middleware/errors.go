@@ -1,0 +1,20 @@
+package middleware
+
+import (
+	"time"
+
+	"github.com/jobguard/jobguard/internal/engine"
+)
+
+// Permanent marks err as not worth retrying: the task goes to asynq's archive (dead letter) at
+// once. At job level its job fails and can be replayed.
+func Permanent(err error) error { return engine.Permanent(err) }
+
+// RetryAfter marks err as an upstream asking to come back after d (a 429's Retry-After): the
+// delivery waits without spending an attempt. At job level a job older than an hour counts it as
+// a failed attempt instead.
+func RetryAfter(err error, d time.Duration) error { return engine.RateLimited(err, d) }
+
+// Revoked ends the task as no longer wanted, without retries or dead letter (asynq.RevokeTask at
+// lease level; status revoked at job level).
+func Revoked(reason string) error { return engine.Revoked(reason) }

@@ -1,0 +1,65 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/middleware"
+)
+
+// reserve adds to a SKU's reserved stock once per operation: the total and the applied-operation
+// record commit together, fenced, in one script over the SKU's slot.
+var reserve = middleware.NewEffect(`return redis.call('HINCRBY', KEYS[1], 'reserved', ARGV[5])`)
+
+// An asynq application keeps its server, mux, handlers, producer and retry policy; the guard is
+// mounted as one more middleware, and its lease-level type's producer stays a plain Enqueue.
+func Example() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	opt, _ := redis.ParseURL(os.Getenv("REDIS_URL")) // e.g. redis://localhost:6379/0
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+
+	guard := middleware.New(rdb, middleware.Config{Prefix: "shop"})
+	defer guard.Close()
+	guard.ProtectLease("stock:reserve", middleware.Lease{
+		// One run per SKU at a time, across every worker.
+		Resource: func(t *asynq.Task) (string, error) { return "sku:" + string(t.Payload()), nil },
+	})
+
+	mux := asynq.NewServeMux()
+	mux.Use(guard.Middleware())
+	mux.HandleFunc("stock:reserve", func(ctx context.Context, t *asynq.Task) error {
+		run, _ := middleware.RunFrom(ctx)
+		_, err := run.Apply(ctx, reserve, run.Key("stock"), nil, 2)
+		if errors.Is(err, middleware.ErrAlreadyApplied) {
+			return nil // a redelivery of work already done
+		}
+		return err
+	})
+	srv := asynq.NewServerFromRedisClient(rdb, guard.ServerConfig(asynq.Config{
+		Concurrency: 4, LogLevel: asynq.FatalLevel,
+		RetryDelayFunc: func(n int, err error, t *asynq.Task) time.Duration { return time.Second },
+	}))
+	if err := srv.Start(mux); err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+	go guard.Run(ctx) // rescues the tasks of dead or paused workers
+
+	client := asynq.NewClientFromRedisClient(rdb)
+	if _, err := client.Enqueue(asynq.NewTask("stock:reserve", []byte("42"))); err != nil {
+		panic(err)
+	}
+	for rdb.HGet(ctx, "shop:{sku:42}:stock", "reserved").Val() == "" {
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Println("reserved:", rdb.HGet(ctx, "shop:{sku:42}:stock", "reserved").Val())
+	// Output: reserved: 2
+}

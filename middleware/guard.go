@@ -1,0 +1,126 @@
+package middleware
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/locking"
+)
+
+// Guard protects the task types it was told about (Protect), on one Redis. Its Middleware wraps
+// an application's own handlers; ServerConfig chains the application's retry policy; Run keeps
+// the background loops; Enqueue, Cancel and Status serve producers and operators of job-level
+// types. A Guard is safe for concurrent use.
+type Guard struct {
+	cfg    Config
+	rdb    redis.UniversalClient
+	stack  *engine.Stack
+	locks  *locking.Client
+	keeper *locking.Keeper
+	client *asynq.Client
+	log    zerolog.Logger
+	m      *metrics
+
+	mu     sync.RWMutex
+	leases map[string]Lease
+	jobs   map[string]Job
+}
+
+// New returns a guard on rdb (a *redis.Client, a Sentinel failover client or a cluster client).
+// Close releases what it holds.
+func New(rdb redis.UniversalClient, cfg Config) *Guard {
+	cfg = cfg.withDefaults()
+	stack := engine.New(rdb, engine.Config{
+		Prefix: cfg.Prefix, WorkerID: cfg.WorkerID, Concurrency: cfg.Concurrency, LeaseTTL: cfg.LeaseTTL,
+		Retention: cfg.Retention, Logger: cfg.Logger, Clock: cfg.Clock,
+	})
+	locks := stack.Locks()
+	g := &Guard{
+		cfg: cfg, rdb: rdb, stack: stack, locks: locks, keeper: locks.NewKeeper(),
+		client: asynq.NewClientFromRedisClient(rdb), log: *cfg.Logger,
+		leases: map[string]Lease{}, jobs: map[string]Job{},
+	}
+	g.m = newMetrics()
+	if cfg.Registerer != nil {
+		for _, c := range append(stack.Collectors(), g.m.collectors()...) {
+			cfg.Registerer.MustRegister(c)
+		}
+	}
+	return g
+}
+
+// ProtectLease protects task type typ at lease level. Protecting a type twice, or with no
+// Resource, panics (a wiring mistake, found at start).
+func (g *Guard) ProtectLease(typ string, l Lease) {
+	if l.Resource == nil {
+		panic(fmt.Sprintf("middleware: lease-level type %q needs a Resource", typ))
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.claimType(typ)
+	if l.TTL <= 0 {
+		l.TTL = g.cfg.LeaseTTL
+	}
+	g.leases[typ] = l
+	g.m.initType(typ)
+}
+
+// ProtectJob protects task type typ at job level. Protecting a type twice panics.
+func (g *Guard) ProtectJob(typ string, j Job) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.claimType(typ)
+	g.jobs[typ] = j
+	g.stack.Register(engine.TaskConfig{
+		Type: typ, Queue: j.Queue, MaxAttempts: j.MaxAttempts, Timeout: j.Timeout, LeaseTTL: j.LeaseTTL,
+		Backoff: engine.Backoff{Base: j.BackoffBase, Max: j.BackoffMax}, AppliedTTL: j.AppliedTTL,
+		StartWithin: j.StartWithin, Limit: j.Limit.engine(),
+	}, nil)
+	g.m.initType(typ)
+}
+
+func (g *Guard) claimType(typ string) {
+	_, lease := g.leases[typ]
+	_, job := g.jobs[typ]
+	if typ == "" || lease || job {
+		panic(fmt.Sprintf("middleware: task type %q protected twice or empty", typ))
+	}
+}
+
+// level is how typ is protected: "lease", "job" or "" (not at all).
+func (g *Guard) level(typ string) (string, Lease, Job) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if l, ok := g.leases[typ]; ok {
+		return "lease", l, Job{}
+	}
+	if j, ok := g.jobs[typ]; ok {
+		return "job", Lease{}, j
+	}
+	return "", Lease{}, Job{}
+}
+
+// Locks is the guard's locking client (same prefix), for fenced writes of the application's own.
+func (g *Guard) Locks() *locking.Client { return g.locks }
+
+// Close stops renewing leases (those of handlers still running lapse within their TTL) and
+// closes the guard's asynq client. The Redis client is the caller's.
+func (g *Guard) Close() error {
+	g.keeper.Close()
+	g.stack.Close()
+	return g.client.Close()
+}
+
+func (l Limit) engine() engine.Limit {
+	el := engine.Limit{Concurrency: l.Concurrency, Rate: l.Rate, Per: l.Per, Burst: l.Burst}
+	if l.Key != nil {
+		key := l.Key
+		el.Key = func(s engine.Spec) string { return key(optionsOf(s)) }
+	}
+	return el
+}

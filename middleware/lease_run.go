@@ -1,0 +1,151 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/rs/zerolog"
+
+	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/locking"
+)
+
+// Task headers of a rescue's copy of a lease-level task.
+const (
+	// headerRescueOf names the task a rescue's copy continues.
+	headerRescueOf = "jobguard-rescue-of"
+	// headerOpRoot is the task id of the first task of a chain of rescues: the default op key.
+	headerOpRoot = "jobguard-op-root"
+)
+
+// finishTimeout bounds the finish script, on a context that outlives the delivery's.
+const finishTimeout = 5 * time.Second
+
+// serveLease runs one lease-level delivery: start (superseded and stale-copy checks, lease and
+// fence, run marker), the handler with its lease kept, finish (release, marker), and asynq's answer.
+func (g *Guard) serveLease(ctx context.Context, t *asynq.Task, next asynq.Handler, l Lease) (err error) {
+	taskID, _ := asynq.GetTaskID(ctx)
+	resource, err := l.Resource(t)
+	if err == nil {
+		err = locking.ValidateResource(resource)
+	}
+	if err != nil {
+		g.m.outcomes.WithLabelValues(t.Type(), "invalid").Inc()
+		return fmt.Errorf("middleware: %s task %s: resource: %w: %w", t.Type(), taskID, err, asynq.SkipRetry)
+	}
+	prev := t.Headers()[headerRescueOf]
+	k := g.leaseKeys(resource, taskID, prev)
+	owner := g.locks.NewOwner()
+	st, sent, err := g.startLease(ctx, k, leaseStartArgs{owner: owner, ttl: l.TTL, taskID: taskID, isCopy: prev != ""})
+	log := g.log.With().Str("type", t.Type()).Str("delivery", taskID).Str("worker_id", g.cfg.WorkerID).Logger()
+	switch {
+	case err != nil:
+		// Unknown whether it ran: a lease it took lapses within its TTL; try again soon.
+		return engine.Bounce("start_failed", 0, err)
+	case st.state == "superseded", st.state == "stale_copy":
+		g.m.outcomes.WithLabelValues(t.Type(), st.state).Inc()
+		log.Info().Str("event", "stale_delivery").Str("state", st.state).Str("by", st.by).Msg("delivery acknowledged without running")
+		return nil
+	case st.state == "held":
+		g.m.outcomes.WithLabelValues(t.Type(), "bounced").Inc()
+		return engine.Bounce("lease_not_acquired", 0, errors.New("resource lease held by another run"))
+	}
+	lease := g.locks.Granted(resource, owner, st.token, l.TTL, sent)
+	run := &Run{lease: lease, locks: g.locks, taskID: taskID, opKey: opKeyOf(t, l, taskID), appliedTTL: l.AppliedTTL,
+		resource: resource, attempt: attemptOf(ctx)}
+	hctx, stop := g.keeper.Keep(ctx, lease)
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error().Str("event", "panic").Bytes("stack", debug.Stack()).Msg("handler panicked")
+			err = fmt.Errorf("middleware: handler panicked: %v", p)
+		}
+		stop()
+		err = g.finishLease(ctx, hctx, t, k, owner, err, log)
+	}()
+	return next.ProcessTask(withRun(hctx, run), t)
+}
+
+// startLease runs the start script. A delivery on its last retry does not bounce when the
+// resource is held (asynq archives a task whose retries are spent before it asks IsFailure): it
+// waits for the lease here, asking again as the holder's TTL runs out, until ctx ends.
+func (g *Guard) startLease(ctx context.Context, k leaseKeys, a leaseStartArgs) (leaseStarted, time.Time, error) {
+	retried, _ := asynq.GetRetryCount(ctx)
+	maxRetry, _ := asynq.GetMaxRetry(ctx)
+	for wait := 10 * time.Millisecond; ; wait = min(wait*2, time.Second) {
+		sent := g.locks.Now()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		st, err := runLeaseStart(sctx, g.rdb, k, a)
+		cancel()
+		if err != nil || st.state != "held" || retried < maxRetry {
+			return st, sent, err
+		}
+		select {
+		case <-ctx.Done():
+			return st, sent, nil
+		case <-time.After(min(wait, max(st.wait, time.Millisecond))):
+		}
+	}
+}
+
+// finishLease releases the run's lease and marker, and turns the handler's error into asynq's
+// answer.
+func (g *Guard) finishLease(ctx, hctx context.Context, t *asynq.Task, k leaseKeys, owner string, herr error, log zerolog.Logger) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	fin, ferr := runLeaseFinish(fctx, g.rdb, k, owner)
+	cancel()
+	if ferr == nil && fin.superseded {
+		// A rescue handed the task to a copy while this run was lost: the copy's run counts.
+		g.m.outcomes.WithLabelValues(t.Type(), "superseded").Inc()
+		return nil
+	}
+	if cause := context.Cause(hctx); errors.Is(cause, locking.ErrLeaseLost) && herr != nil {
+		g.m.outcomes.WithLabelValues(t.Type(), "lease_lost").Inc()
+		log.Warn().Str("event", "lease_lost").Err(cause).Msg("lease lost during the run")
+		return engine.Bounce("lease_lost", 0, herr)
+	}
+	if herr == nil {
+		g.m.outcomes.WithLabelValues(t.Type(), "done").Inc()
+		return nil
+	}
+	switch class, after := engine.Class(herr); class {
+	case "permanent":
+		g.m.outcomes.WithLabelValues(t.Type(), "failed").Inc()
+		return fmt.Errorf("%w: %w", herr, asynq.SkipRetry)
+	case "revoked":
+		g.m.outcomes.WithLabelValues(t.Type(), "revoked").Inc()
+		return fmt.Errorf("%w: %w", herr, asynq.RevokeTask)
+	case "rate_limited":
+		g.m.outcomes.WithLabelValues(t.Type(), "bounced").Inc()
+		return engine.Bounce("rate_limited", after, herr)
+	}
+	g.m.outcomes.WithLabelValues(t.Type(), "retried").Inc()
+	return herr
+}
+
+func (g *Guard) leaseKeys(resource, taskID, prev string) leaseKeys {
+	k := leaseKeys{lease: g.locks.LeaseKey(resource), fence: g.locks.FenceKey(resource), marker: runMarkerKey(g.locks, resource, taskID)}
+	k.prevMarker = k.marker
+	if prev != "" {
+		k.prevMarker = runMarkerKey(g.locks, resource, prev)
+	}
+	return k
+}
+
+func opKeyOf(t *asynq.Task, l Lease, taskID string) string {
+	if l.OpKey != nil {
+		return l.OpKey(t)
+	}
+	if root := t.Headers()[headerOpRoot]; root != "" {
+		return root
+	}
+	return taskID
+}
+
+func attemptOf(ctx context.Context) int {
+	n, _ := asynq.GetRetryCount(ctx)
+	return n + 1
+}

@@ -1,0 +1,143 @@
+package middleware
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/locking"
+)
+
+//go:embed scripts/*.lua
+var scriptFiles embed.FS
+
+func mustScript(name string) *redis.Script {
+	b, err := scriptFiles.ReadFile("scripts/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return locking.NewProtocolScript(string(b))
+}
+
+var (
+	leaseStartScript  = mustScript("lease_start.lua")
+	leaseFinishScript = mustScript("lease_finish.lua")
+	leaseRescueScript = mustScript("lease_rescue.lua")
+	// allScripts are loaded by the test that checks every script compiles in a real Redis.
+	allScripts = []*redis.Script{leaseStartScript, leaseFinishScript, leaseRescueScript}
+)
+
+// runMarkerTTL bounds how long a lease-level run's marker outlives a worker that died with no
+// rescuer running; a run's own end deletes it.
+const runMarkerTTL = 24 * time.Hour
+
+// leaseKeys are the keys of one lease-level run, all in the resource's slot.
+type leaseKeys struct {
+	lease, fence, marker, prevMarker string
+}
+
+func runMarkerKey(locks *locking.Client, resource, taskID string) string {
+	return locks.Key(resource, "run:"+taskID)
+}
+
+// leaseStarted is lease_start.lua's answer.
+type leaseStarted struct {
+	state string // "run", "held", "superseded", "stale_copy"
+	token int64  // the run's fencing token (run)
+	wait  time.Duration
+	by    string // the copy that superseded this task (superseded)
+}
+
+type leaseStartArgs struct {
+	owner    string
+	ttl      time.Duration
+	taskID   string
+	isCopy   bool
+}
+
+func runLeaseStart(ctx context.Context, rdb redis.Scripter, k leaseKeys, a leaseStartArgs) (leaseStarted, error) {
+	isCopy := 0
+	if a.isCopy {
+		isCopy = 1
+	}
+	res, err := leaseStartScript.Run(ctx, rdb, []string{k.lease, k.fence, k.marker, k.prevMarker},
+		a.owner, a.ttl.Milliseconds(), runMarkerTTL.Milliseconds(), a.taskID, isCopy).Result()
+	if err != nil {
+		return leaseStarted{}, fmt.Errorf("middleware: lease start: %w", err)
+	}
+	list, ok := res.([]any)
+	if !ok || len(list) == 0 {
+		return leaseStarted{}, replyError("lease_start", res)
+	}
+	st := leaseStarted{}
+	st.state, _ = list[0].(string)
+	switch {
+	case st.state == "stale_copy":
+		return st, nil
+	case len(list) < 2:
+	case st.state == "superseded":
+		if st.by, ok = list[1].(string); ok {
+			return st, nil
+		}
+	case st.state == "run" || st.state == "held":
+		n, ok := list[1].(int64)
+		if ok && st.state == "run" {
+			st.token = n
+			return st, nil
+		}
+		if ok {
+			st.wait = time.Duration(n) * time.Millisecond
+			return st, nil
+		}
+	}
+	return leaseStarted{}, replyError("lease_start", res)
+}
+
+// leaseFinished is lease_finish.lua's answer.
+type leaseFinished struct {
+	released, superseded bool
+}
+
+func runLeaseFinish(ctx context.Context, rdb redis.Scripter, k leaseKeys, owner string) (leaseFinished, error) {
+	res, err := leaseFinishScript.Run(ctx, rdb, []string{k.lease, k.marker}, owner).Result()
+	if err != nil {
+		return leaseFinished{}, fmt.Errorf("middleware: lease finish: %w", err)
+	}
+	list, ok := res.([]any)
+	if !ok || len(list) != 2 {
+		return leaseFinished{}, replyError("lease_finish", res)
+	}
+	rel, ok1 := list[0].(int64)
+	sup, ok2 := list[1].(int64)
+	if !ok1 || !ok2 {
+		return leaseFinished{}, replyError("lease_finish", res)
+	}
+	return leaseFinished{released: rel == 1, superseded: sup == 1}, nil
+}
+
+// runLeaseRescue checks (copyID "") or commits the rescue of a run: "lost", "superseded", "alive"
+// or "skip".
+func runLeaseRescue(ctx context.Context, rdb redis.Scripter, k leaseKeys, copyID string) (string, error) {
+	mode := "check"
+	if copyID != "" {
+		mode = "commit"
+	}
+	res, err := leaseRescueScript.Run(ctx, rdb, []string{k.lease, k.marker}, mode, copyID, runMarkerTTL.Milliseconds()).Result()
+	if err != nil {
+		return "", fmt.Errorf("middleware: lease rescue: %w", err)
+	}
+	state, ok := res.(string)
+	switch {
+	case !ok:
+	case state == "lost" && copyID == "", state == "superseded" && copyID != "", state == "alive", state == "skip":
+		return state, nil
+	}
+	return "", replyError("lease_rescue", res)
+}
+
+func replyError(script string, res any) error {
+	return fmt.Errorf("middleware: %s script: unexpected reply %v", script, res)
+}

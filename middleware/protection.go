@@ -1,0 +1,72 @@
+package middleware
+
+import (
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Lease is lease-level protection for a task type that any producer enqueues with a plain
+// asynq client: each delivery runs under a lease of its resource (one run per resource at a
+// time, across every process), with batched heartbeats, a fencing token for its writes and
+// Run.Apply for effects applied once. A dead or paused worker's task is rescued within about the
+// lease TTL (Guard.Run). No job record is kept; attempts and retries stay asynq's (the
+// application's RetryDelayFunc).
+type Lease struct {
+	// Resource names what the task's run must hold alone, from the task (its payload, say); an
+	// error fails the task for good (asynq.SkipRetry). Required.
+	Resource func(*asynq.Task) (string, error)
+	// TTL overrides the guard's LeaseTTL for this type.
+	TTL time.Duration
+	// OpKey is the operation key of Run.Apply (default: the asynq task id, kept across retries
+	// and rescues).
+	OpKey func(*asynq.Task) string
+	// AppliedTTL is how long Run.Apply's applied-operation records are kept (default 0: for
+	// ever, as live data).
+	AppliedTTL time.Duration
+}
+
+// Job is job-level protection for a task type enqueued through Guard.Enqueue: on top of the
+// lease level, a job record with status and timeline, attempts counted by jobguard (bounces never
+// spend one), its own backoff, dedup policies, cancel, progress, checkpoints, start-by deadlines
+// and limits per key. A task of the type enqueued with a plain asynq client carries no job, and is
+// run at lease level (on Resource, else its task id) with a log line and a metric: never
+// archived for it.
+type Job struct {
+	// Queue is the asynq queue of its deliveries (default "default").
+	Queue string
+	// MaxAttempts is the attempt budget (default 5).
+	MaxAttempts int
+	// Backoff between failed attempts: full jitter, doubling from BackoffBase (default 1s) up to
+	// BackoffMax (default 5m).
+	BackoffBase, BackoffMax time.Duration
+	// Timeout bounds one run (asynq's Timeout, whole seconds; default asynq's 30 minutes).
+	Timeout time.Duration
+	// LeaseTTL overrides the guard's LeaseTTL for this type.
+	LeaseTTL time.Duration
+	// AppliedTTL is how long applied-operation records are kept (default 0: for ever).
+	AppliedTTL time.Duration
+	// StartWithin is the default deadline of the type's jobs from their creation (0: none).
+	StartWithin time.Duration
+	// Limit bounds the type's jobs per key across every process (zero: no bound).
+	Limit Limit
+	// Resource names the resource of a task of this type that arrives without a job (a plain
+	// asynq enqueue), for its lease-level run; nil: the task is its own resource.
+	Resource func(*asynq.Task) (string, error)
+}
+
+// Limit bounds a job-level type's jobs per key: at most Concurrency running at once and Rate
+// starts per Per, across every process. A delivery over its limit waits without spending an
+// attempt. The zero value limits nothing.
+type Limit struct {
+	// Key is the limit key of a job from its enqueue options (its tenant, say); "" is not
+	// limited. nil: one key for the whole type.
+	Key func(EnqueueOptions) string
+	// Concurrency is the most jobs of one key running at once (0: no bound).
+	Concurrency int
+	// Rate is the most starts of one key per Per (0: no rate); Per defaults to 1s.
+	Rate int
+	Per  time.Duration
+	// Burst is how many of Rate may start back to back (default 1).
+	Burst int
+}

@@ -1,0 +1,15 @@
+-- lease_rescue: whether a lease-level run lost its worker, and (commit) handing its task to a copy.
+-- A run is lost when its marker says running under an owner that no longer holds the resource's
+-- lease: its worker died or paused past the lease, and no renewal can bring that lease back.
+-- KEYS[1] the resource's lease, KEYS[2] the task's run marker
+-- ARGV[1] "check" or "commit", ARGV[2] the copy's task id (commit), ARGV[3] superseded marker TTL ms
+-- returns "lost" (check: enqueue a copy, then commit), "superseded" (commit: the copy is the task now),
+--         "alive" (its owner holds the lease), "skip" (no run marker: not started, or ended)
+local marker = redis.call('GET', KEYS[2])
+if not marker or string.sub(marker, 1, 8) ~= 'running:' then return 'skip' end
+if lease_holder(KEYS[1]) == string.sub(marker, 9) then return 'alive' end
+if ARGV[1] == 'commit' then
+  redis.call('SET', KEYS[2], 'superseded:' .. ARGV[2], 'PX', ARGV[3])
+  return 'superseded'
+end
+return 'lost'
