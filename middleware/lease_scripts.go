@@ -52,10 +52,10 @@ type leaseStarted struct {
 }
 
 type leaseStartArgs struct {
-	owner    string
-	ttl      time.Duration
-	taskID   string
-	isCopy   bool
+	owner  string
+	ttl    time.Duration
+	taskID string
+	isCopy bool
 }
 
 func runLeaseStart(ctx context.Context, rdb redis.Scripter, k leaseKeys, a leaseStartArgs) (leaseStarted, error) {
