@@ -61,10 +61,12 @@ SCHEDULE_SOAK ?= 5m
 schedule-soak: deps
 	SCHEDULE_SOAK=$(SCHEDULE_SOAK) $(GO) test -race -count=1 -v -run '^TestOneJobPerTickAcrossLeaders$$' -timeout 60m ./schedule/
 
-## chaos: the fault-injection suite, short variant (about 2 minutes), then its PostgreSQL mode
-## (about 2 minutes more); CI runs it after make test.
+## chaos: the fault-injection suite, short variant (about 2 minutes), the example asynq application
+## at lease level (examples/asynqapp, about 2 minutes), then its PostgreSQL mode (about 2 minutes
+## more); CI runs it after make test.
 chaos: deps
 	CHAOS=short $(GO) test -count=1 -v -run '^TestChaos$$' -timeout 10m ./chaos/
+	CHAOS=lease $(GO) test -count=1 -v -run '^TestChaosLeaseLevel$$' -timeout 10m ./chaos/
 	CHAOS=postgres $(GO) test -count=1 -v -run '^TestChaosPostgres$$' -timeout 10m ./chaos/
 
 ## chaos-long: at least 15 minutes of faults.
