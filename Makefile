@@ -42,6 +42,7 @@ bench: deps
 	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'EnqueueEndpoint' -benchtime 1x ./app/
 	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'StackVsBareAsynq|LimitNeverReached' -benchtime 1x -timeout 30m ./internal/engine/
 	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'RetainedJobMemory' -benchtime 2000x ./internal/engine/
+	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'LeaseVsBareAsynq' -benchtime 1x -timeout 30m ./middleware/
 	@printf '\nSummary (commit %s, %s; medians and min-max over the interleaved rounds)\n' "$$(git rev-parse --short HEAD 2>/dev/null)" "$$(date -u +%F)"
 	@printf '| benchmark | measure | baseline | jobguard | jobguard / baseline |\n|---|---|---|---|---|\n'
 	@cat $(BENCH_TABLE)
