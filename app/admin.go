@@ -12,8 +12,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/jobguard/jobguard/internal/engine"
 )
 
 // The admin endpoints: /metrics, /healthz and /readyz. They are served on ADMIN_ADDR when it is set
@@ -51,30 +49,20 @@ func newWorkerHealth(insp *asynq.Inspector, interval time.Duration) *workerHealt
 	return &workerHealth{insp: insp, host: host, pid: os.Getpid(), interval: interval, now: time.Now}
 }
 
-// rescue runs the rescuer's passes every interval until ctx ends, noting when each finishes (its
-// error logged, as engine.Rescuer.Run does) so /healthz can tell a live loop from a stuck one.
-func (w *workerHealth) rescue(ctx context.Context, r *engine.Rescuer, warn func(error)) {
-	w.lastPass.Store(w.now().UnixNano())
-	t := time.NewTicker(w.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_, err := r.Pass(ctx)
-			if err != nil && ctx.Err() == nil {
-				w.passFails.Add(1)
-				warn(err)
-			} else {
-				w.passFails.Store(0)
-			}
-			w.lastPass.Store(w.now().UnixNano())
-		}
+// beganPasses notes that the guard's rescue loop starts now (Run).
+func (w *workerHealth) beganPasses() { w.lastPass.Store(w.now().UnixNano()) }
+
+// passed notes the end of one rescue pass (middleware.Config.OnRescuePass), so /healthz can tell
+// a live loop from a stuck one.
+func (w *workerHealth) passed(err error) {
+	if err != nil {
+		w.passFails.Add(1)
+	} else {
+		w.passFails.Store(0)
 	}
+	w.lastPass.Store(w.now().UnixNano())
 }
 
-// live is nil while the rescuer's loop keeps passing.
 func (w *workerHealth) live() error {
 	last := w.lastPass.Load()
 	if last == 0 {

@@ -13,8 +13,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/history"
+	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -39,7 +39,7 @@ func (a *api) routes(f *fiber.App) {
 	guard, limit := a.authenticate, a.limiter.handler()
 	openAPIRoute(f) // no token: the description is public
 	for _, t := range a.tasks {
-		f.Post("/jobs/"+t.Config.Type, guard, a.enqueue(t)) // the handler takes the rate limit
+		f.Post("/jobs/"+t.Type, guard, a.enqueue(t)) // the handler takes the rate limit
 	}
 	f.Get("/jobs", guard, limit, a.list)
 	f.Get("/jobs/:id", guard, limit, a.viewOrWait)

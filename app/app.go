@@ -18,8 +18,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
-	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/history"
+	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/guardstack"
+	"github.com/jobguard/jobguard/middleware"
 	"github.com/jobguard/jobguard/outbox"
 	"github.com/jobguard/jobguard/schedule"
 	"github.com/jobguard/jobguard/tasks"
@@ -66,7 +68,9 @@ type App struct {
 	client    *asynq.Client
 	inspector *asynq.Inspector
 	server    *asynq.Server
-	stack     *engine.Stack
+	guard     *middleware.Guard
+	stack     *engine.Stack // the guard's, for the API (guardstack)
+	mux       *asynq.ServeMux
 	sched     *schedule.Scheduler // runs in worker roles; its overview is served in api roles
 
 	http *fiber.App
@@ -106,13 +110,23 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	}
 	a.client = asynq.NewClientFromRedisClient(a.rdb)
 	a.inspector = asynq.NewInspectorFromRedisClient(a.rdb)
-	a.stack = engine.New(a.rdb, engine.Config{
-		Prefix:      cfg.KeyPrefix,
-		Concurrency: cfg.WorkerConcurrency,
-		LeaseTTL:    cfg.LeaseTTL,
-		Retention:   cfg.JobRetention,
-		Logger:      &a.log,
+	// The template is the library's first user: its workers run on a guard as any asynq
+	// application would, and its API reaches the engine under it for what only HTTP needs.
+	a.guard = middleware.New(a.rdb, middleware.Config{
+		Prefix:            cfg.KeyPrefix,
+		Concurrency:       cfg.WorkerConcurrency,
+		LeaseTTL:          cfg.LeaseTTL,
+		Retention:         cfg.JobRetention,
+		RescueInterval:    cfg.RescueInterval,
+		ReconcileInterval: cfg.ReconcileInterval,
+		Logger:            &a.log,
+		OnRescuePass: func(err error) {
+			if a.worker != nil {
+				a.worker.passed(err)
+			}
+		},
 	})
+	a.stack = guardstack.Of(a.guard)
 	if err := a.stack.SyncClock(ctx); err != nil {
 		return nil, err
 	}
@@ -130,7 +144,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	}
 	deps := cfg.taskDeps()
 	deps.SQL = a.sql
-	tasks.RegisterTasks(a.stack, deps, cfg.Tasks)
+	a.mux = tasks.Protect(a.guard, deps, cfg.Tasks)
 	a.sched, err = schedule.New(a.stack, a.client, cfg.schedules(), schedule.Config{LeaseTTL: cfg.LeaseTTL, Build: buildJob(cfg.Tasks), Logger: &a.log})
 	if err != nil {
 		return nil, &ConfigError{Var: "SCHEDULES", Err: err}
@@ -139,7 +153,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	hm := newHTTPMetrics()
 	a.http = newFiber(cfg, a.log, hm)
 	ping := func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() }
-	reg := newRegistry(hm, append(a.stack.Collectors(), a.sched.Collectors()...), a.inspector, ping)
+	reg := newRegistry(hm, append(a.guard.Collectors(), a.sched.Collectors()...), a.inspector, ping)
 	reg.MustRegister(buildInfoCollector(Build()))
 	if role.serves(RoleWorker) {
 		a.worker = newWorkerHealth(a.inspector, cfg.RescueInterval)
@@ -183,7 +197,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	if role.serves(RoleWorker) {
 		// ServerConfig adds the stack's retry delays and failure test, and sets asynq's
 		// DelayedTaskCheckInterval to 1 s: the floor of every bounce and retry delay.
-		a.server = asynq.NewServerFromRedisClient(a.rdb, a.stack.ServerConfig(asynq.Config{
+		a.server = asynq.NewServerFromRedisClient(a.rdb, a.guard.ServerConfig(asynq.Config{
 			Concurrency:     cfg.WorkerConcurrency,
 			Queues:          cfg.Queues,
 			ShutdownTimeout: cfg.ShutdownTimeout,
@@ -228,7 +242,7 @@ func (a *App) Client() *asynq.Client { return a.client }
 func (a *App) Run(ctx context.Context) error {
 	defer a.Close()
 	if a.server != nil {
-		if err := a.server.Start(a.stack.Mux()); err != nil {
+		if err := a.server.Start(a.mux); err != nil {
 			return fmt.Errorf("app: start worker: %w", err)
 		}
 		a.worker.start()
@@ -259,15 +273,12 @@ func (a *App) Run(ctx context.Context) error {
 	} else {
 		close(relayDone)
 	}
-	if a.server != nil {
-		warn := func(err error) { a.log.Warn().Err(err).Msg("rescue pass failed") }
-		go a.worker.rescue(rescueCtx, a.stack.NewRescuer(a.inspector, a.client, a.cfg.RescueInterval), warn)
-	}
-	// Every worker reconciles records with deliveries, like the rescuer; it stops with the rescuer.
+	// Every worker rescues the jobs of lost workers and reconciles records with deliveries: the
+	// guard's background loops, stopped with the scheduler.
 	reconcileDone := make(chan struct{})
 	if a.server != nil {
-		r := a.stack.NewReconciler(a.inspector, a.client, engine.ReconcilerConfig{Interval: a.cfg.ReconcileInterval})
-		go func() { defer close(reconcileDone); r.Run(rescueCtx) }()
+		a.worker.beganPasses()
+		go func() { defer close(reconcileDone); _ = a.guard.Run(rescueCtx) }()
 	} else {
 		close(reconcileDone)
 	}
@@ -298,7 +309,7 @@ func (a *App) Run(ctx context.Context) error {
 			defer wg.Done()
 			// Handlers cancelled from here on are requeued with their attempt given back. asynq
 			// waits up to ShutdownTimeout for them, then cancels their contexts and requeues.
-			a.stack.BeginShutdown()
+			a.guard.BeginShutdown()
 			a.worker.stop() // not ready from here on
 			a.server.Shutdown()
 			// A handler that ignores its context keeps its lease until it returns or the TTL
@@ -344,8 +355,8 @@ func (a *App) Close() {
 		if a.inspector != nil {
 			_ = a.inspector.Close()
 		}
-		if a.stack != nil {
-			a.stack.Close()
+		if a.guard != nil {
+			_ = a.guard.Close()
 		}
 		if a.rdb != nil {
 			_ = a.rdb.Close()

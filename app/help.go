@@ -54,7 +54,7 @@ Environment (name, default, meaning):
 	}
 	for _, t := range list {
 		for _, s := range t.Settings {
-			row(s.Name, s.Default, s.Help+" [task "+t.Config.Type+"]")
+			row(s.Name, s.Default, s.Help+" [task "+t.Type+"]")
 		}
 	}
 	_ = tw.Flush()
@@ -77,7 +77,7 @@ func writeEnvExample(w io.Writer, list []tasks.Task) {
 	}
 	for _, t := range list {
 		for _, s := range t.Settings {
-			entry(s.Name, s.Default, s.Help+" [task "+t.Config.Type+"]")
+			entry(s.Name, s.Default, s.Help+" [task "+t.Type+"]")
 		}
 	}
 }

@@ -92,7 +92,7 @@ func TestHelpListsRolesSubcommandsAndEveryVariable(t *testing.T) {
 	for _, task := range tasks.All() {
 		for _, s := range task.Settings {
 			if row(s.Name) == "" {
-				t.Errorf("help lacks the setting %s of task %s", s.Name, task.Config.Type)
+				t.Errorf("help lacks the setting %s of task %s", s.Name, task.Type)
 			}
 		}
 	}

@@ -19,7 +19,9 @@ import (
 
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/guardstack"
 	"github.com/jobguard/jobguard/internal/redact"
+	"github.com/jobguard/jobguard/middleware"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -217,20 +219,19 @@ func openJobsCLI(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*jo
 		return nil, nil, err
 	}
 	host, _ := os.Hostname()
-	stack := engine.New(rdb, engine.Config{Prefix: cfg.KeyPrefix, LeaseTTL: cfg.LeaseTTL, Retention: cfg.JobRetention,
+	guard := middleware.New(rdb, middleware.Config{Prefix: cfg.KeyPrefix, LeaseTTL: cfg.LeaseTTL, Retention: cfg.JobRetention,
 		WorkerID: fmt.Sprintf("cli-%s-%d", host, os.Getpid()), Logger: &nop})
-	closeAll := func() { stack.Close(); _ = rdb.Close() }
+	closeAll := func() { _ = guard.Close(); _ = rdb.Close() }
+	stack := guardstack.Of(guard)
 	if err := stack.SyncClock(ctx); err != nil {
 		closeAll()
 		return nil, nil, err
 	}
 	for _, t := range cfg.Tasks {
-		stack.Register(t.Config, func(context.Context, *engine.Job) error {
-			return engine.Permanent(errors.New("app: the jobs command runs no handler"))
-		})
+		guard.ProtectJob(t.Type, t.Config) // its queue and attempts, for a retry; it serves nothing
 	}
 	client := asynq.NewClientFromRedisClient(rdb)
-	closeAll = func() { _ = client.Close(); stack.Close(); _ = rdb.Close() }
+	closeAll = func() { _ = client.Close(); _ = guard.Close(); _ = rdb.Close() }
 	return &jobsCLI{stack: stack, client: client, stdout: stdout, stderr: stderr}, closeAll, nil
 }
 

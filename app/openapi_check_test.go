@@ -85,14 +85,14 @@ var testTaskRoutes sync.Map // string -> []string ("METHOD pattern")
 func describeTestTasks(base string, list []tasks.Task) {
 	shipped := map[string]bool{}
 	for _, t := range tasks.All() {
-		shipped[t.Config.Type] = true
+		shipped[t.Type] = true
 	}
 	var pats []string
 	for _, t := range list {
-		if shipped[t.Config.Type] {
+		if shipped[t.Type] {
 			continue
 		}
-		pats = append(pats, http.MethodPost+" /jobs/"+t.Config.Type)
+		pats = append(pats, http.MethodPost+" /jobs/"+t.Type)
 		for _, r := range t.Routes {
 			pats = append(pats, http.MethodGet+" "+r.Path, http.MethodHead+" "+r.Path)
 		}

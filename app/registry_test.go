@@ -12,8 +12,10 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/guardstack"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/middleware"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -39,16 +41,16 @@ func (g *greetRequest) Spec() engine.Spec {
 }
 
 var greet = tasks.Task{
-	Config:  engine.TaskConfig{Type: "greet"},
+	Type:    "greet",
 	Request: func() tasks.Request { return &greetRequest{} },
-	Handler: func(tasks.Deps) engine.Handler {
+	Handler: guardstack.EngineHandlerOf(func(tasks.Deps) engine.Handler {
 		return func(ctx context.Context, j *engine.Job) error {
 			var g greetRequest
 			_ = json.Unmarshal(j.Payload, &g)
 			j.SetResult("hello " + g.Name)
 			return nil
 		}
-	},
+	}),
 }
 
 // The task list alone gives a type both its route and its handler.
@@ -56,15 +58,16 @@ func TestTaskListDrivesRouteAndHandler(t *testing.T) {
 	t.Parallel()
 	db := redistest.NewDB(t)
 	list := append(tasks.All(), greet)
-	stack := engine.New(db.Client, engine.Config{})
-	defer stack.Close()
-	tasks.RegisterTasks(stack, tasks.Deps{}, list)
+	guard := middleware.New(db.Client, middleware.Config{})
+	defer guard.Close()
+	mux := tasks.Protect(guard, tasks.Deps{}, list)
+	stack := guardstack.Of(guard)
 	f := fiber.New(fiber.Config{ErrorHandler: errorHandler(nopLogger())})
 	(&api{stack: stack, client: asynq.NewClientFromRedisClient(db.Client), tasks: list,
 		idem: idempotency{rdb: db.Client, prefix: "jobguard", retention: time.Hour}}).routes(f)
-	srv := asynq.NewServerFromRedisClient(db.Client, stack.ServerConfig(asynq.Config{
+	srv := asynq.NewServerFromRedisClient(db.Client, guard.ServerConfig(asynq.Config{
 		Concurrency: 2, Queues: map[string]int{"default": 1}, Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel}))
-	if err := srv.Start(stack.Mux()); err != nil {
+	if err := srv.Start(mux); err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()

@@ -55,7 +55,7 @@ func (c Config) schedules() []schedule.Spec {
 	for _, t := range c.Tasks {
 		for _, s := range t.Schedules {
 			if s.Type == "" {
-				s.Type = t.Config.Type
+				s.Type = t.Type
 			}
 			out = append(out, s)
 		}
@@ -96,7 +96,7 @@ func buildJob(list []tasks.Task) func(schedule.Spec) (engine.Spec, error) {
 		var task tasks.Task
 		found := false
 		for _, t := range list {
-			if t.Config.Type == s.Type {
+			if t.Type == s.Type {
 				task, found = t, true
 			}
 		}

@@ -19,7 +19,7 @@ func sqlCancelFence(db *pgxpool.Pool, list []tasks.Task) engine.CancelHook {
 	fenced := map[string]bool{}
 	for _, t := range list {
 		if t.SQLFenced {
-			fenced[t.Config.Type] = true
+			fenced[t.Type] = true
 		}
 	}
 	return func(ctx context.Context, run engine.CancelledRun) error {

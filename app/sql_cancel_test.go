@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/guardstack"
 	"github.com/jobguard/jobguard/internal/pgtest"
 	"github.com/jobguard/jobguard/sqlfence"
 	"github.com/jobguard/jobguard/tasks"
@@ -34,10 +35,10 @@ func (l *ledgerRequest) Spec() engine.Spec {
 // does not stop when cancelled), then commits its row fenced by its token and sends the outcome.
 func ledgerTask(started chan<- string, release <-chan struct{}, written chan<- error) tasks.Task {
 	return tasks.Task{
-		Config:    engine.TaskConfig{Type: "ledger"},
+		Type:      "ledger",
 		Request:   func() tasks.Request { return &ledgerRequest{} },
 		SQLFenced: true,
-		Handler: func(d tasks.Deps) engine.Handler {
+		Handler: guardstack.EngineHandlerOf(func(d tasks.Deps) engine.Handler {
 			return func(_ context.Context, job *engine.Job) error {
 				var l ledgerRequest
 				if err := json.Unmarshal(job.Payload, &l); err != nil {
@@ -54,7 +55,7 @@ func ledgerTask(started chan<- string, release <-chan struct{}, written chan<- e
 				written <- err
 				return err
 			}
-		},
+		}),
 	}
 }
 

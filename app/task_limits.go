@@ -12,7 +12,7 @@ import (
 
 // applyTaskLimits overrides the limits per key of the listed task types (TASK_LIMITS):
 // "type=concurrency:N,rate:R/PERIOD,burst:B;type2=..." (each part optional; 0 turns one off). The
-// key a limit counts by stays the task's own (engine.Limit.Key, in code). It returns a copy of
+// key a limit counts by stays the task's own (middleware.Limit.Key, in code). It returns a copy of
 // list; a type not in it, or a bad part, is an error.
 func applyTaskLimits(v string, list []tasks.Task) ([]tasks.Task, error) {
 	out := slices.Clone(list)
@@ -22,7 +22,7 @@ func applyTaskLimits(v string, list []tasks.Task) ([]tasks.Task, error) {
 			continue
 		}
 		typ, parts, ok := strings.Cut(entry, "=")
-		i := slices.IndexFunc(out, func(t tasks.Task) bool { return t.Config.Type == strings.TrimSpace(typ) })
+		i := slices.IndexFunc(out, func(t tasks.Task) bool { return t.Type == strings.TrimSpace(typ) })
 		if !ok || i < 0 {
 			return nil, fmt.Errorf("%q does not name a task type (want type=concurrency:N,rate:R/1s,burst:B)", typ)
 		}

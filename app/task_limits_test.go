@@ -19,9 +19,9 @@ func TestTaskLimitsOverrideTheCode(t *testing.T) {
 	limits := map[string]string{}
 	for _, task := range c.Tasks {
 		l := task.Config.Limit
-		limits[task.Config.Type] = l.String()
+		limits[task.Type] = l.String()
 		if l.Key == nil {
-			t.Errorf("%s lost its key", task.Config.Type)
+			t.Errorf("%s lost its key", task.Type)
 		}
 	}
 	if limits["rebuild-cache"] != "concurrency 3, rate 20 per 2s, burst 4" || limits["reserve-stock"] != "concurrency 1" {
@@ -29,7 +29,7 @@ func TestTaskLimitsOverrideTheCode(t *testing.T) {
 	}
 	for _, task := range tasks.All() {
 		if l := task.Config.Limit; l.Concurrency != 0 || l.Rate != 0 {
-			t.Fatalf("the registry changed: %s %+v", task.Config.Type, l)
+			t.Fatalf("the registry changed: %s %+v", task.Type, l)
 		}
 	}
 	for _, bad := range []string{"nosuch=concurrency:1", "rebuild-cache=concurrency:x", "rebuild-cache=rate:5/soon",

@@ -29,7 +29,7 @@ func (p *envParser) taskSettings(list []tasks.Task) map[string]string {
 		for _, s := range t.Settings {
 			if slices.Contains(own, s.Name) {
 				if p.err == nil {
-					p.err = fmt.Errorf("app: task %s: setting %s is a variable of the app", t.Config.Type, s.Name)
+					p.err = fmt.Errorf("app: task %s: setting %s is a variable of the app", t.Type, s.Name)
 				}
 				return nil
 			}
@@ -66,7 +66,7 @@ func (c Config) validateTasks() error {
 		for _, path := range paths {
 			for _, p := range appPaths {
 				if path == p || strings.HasPrefix(path, p+"/") {
-					return fmt.Errorf("app: task %s: route %s is under %s, a path of the app", t.Config.Type, path, p)
+					return fmt.Errorf("app: task %s: route %s is under %s, a path of the app", t.Type, path, p)
 				}
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/guardstack"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/tasks"
 )
@@ -47,7 +48,7 @@ func noteTask() tasks.Task {
 		return nil
 	}
 	return tasks.Task{
-		Config:  engine.TaskConfig{Type: "note"},
+		Type:    "note",
 		Request: func() tasks.Request { return &noteRequest{} },
 		Settings: []tasks.Setting{{Name: "NOTE_PREFIX", Default: "note:", Help: "put before every note",
 			Validate: func(v string) error {
@@ -65,7 +66,7 @@ func noteTask() tasks.Task {
 				}
 				return map[string]string{"text": text}, err
 			}}},
-		Handler: func(d tasks.Deps) engine.Handler {
+		Handler: guardstack.EngineHandlerOf(func(d tasks.Deps) engine.Handler {
 			return func(ctx context.Context, job *engine.Job) error {
 				var n noteRequest
 				if err := json.Unmarshal(job.Payload, &n); err != nil {
@@ -73,7 +74,7 @@ func noteTask() tasks.Task {
 				}
 				return job.Redis().Set(ctx, engine.ResourceKey(job.Locks(), n.TenantID+":note", "note"), d.Setting("NOTE_PREFIX")+n.Text, 0).Err()
 			}
-		},
+		}),
 	}
 }
 

@@ -23,10 +23,10 @@ func (g *Guard) Run(ctx context.Context) error {
 	}
 	insp := asynq.NewInspectorFromRedisClient(g.rdb)
 	var wg sync.WaitGroup
+	jobs := g.stack.NewRescuer(insp, g.client, g.cfg.RescueInterval)
 	loops := []func(context.Context){
-		g.stack.NewRescuer(insp, g.client, g.cfg.RescueInterval).Run,
-		g.stack.NewReconciler(insp, g.client, engine.ReconcilerConfig{}).Run,
-		func(ctx context.Context) { every(ctx, g.cfg.RescueInterval, func() { g.rescueLeases(ctx, insp) }) },
+		func(ctx context.Context) { every(ctx, g.cfg.RescueInterval, func() { g.rescuePass(ctx, insp, jobs) }) },
+		g.stack.NewReconciler(insp, g.client, engine.ReconcilerConfig{Interval: g.cfg.ReconcileInterval}).Run,
 	}
 	for _, loop := range loops {
 		wg.Add(1)
@@ -50,12 +50,20 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 	}
 }
 
-// rescueLeases makes one pass over asynq's active tasks and rescues every lease-level run whose
-// worker lost its lease.
-func (g *Guard) rescueLeases(ctx context.Context, insp *asynq.Inspector) {
-	n, err := g.RescueLeases(ctx, insp)
-	if err != nil && ctx.Err() == nil {
-		g.log.Warn().Err(err).Int("rescued", n).Msg("lease rescue pass failed")
+// rescuePass is one pass of both rescuers (the job level's ends with its deadline sweep).
+func (g *Guard) rescuePass(ctx context.Context, insp *asynq.Inspector, jobs *engine.Rescuer) {
+	_, err := jobs.Pass(ctx)
+	if _, lerr := g.RescueLeases(ctx, insp); err == nil {
+		err = lerr
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		g.log.Warn().Err(err).Msg("rescue pass failed")
+	}
+	if g.cfg.OnRescuePass != nil {
+		g.cfg.OnRescuePass(err)
 	}
 }
 

@@ -28,6 +28,12 @@ type Config struct {
 	Retention time.Duration
 	// RescueInterval is how often Run looks for tasks of dead or paused workers (default 2s).
 	RescueInterval time.Duration
+	// ReconcileInterval is how often Run compares job records with asynq's deliveries and repairs
+	// what drifted (default 15s).
+	ReconcileInterval time.Duration
+	// OnRescuePass, when set, is called after each of Run's rescue passes with its error (nil when
+	// it passed): a liveness probe can watch that the passes go on.
+	OnRescuePass func(err error)
 	// Logger receives one event per outcome worth an operator's attention (default: none).
 	Logger *zerolog.Logger
 	// Clock gives the time of every rule decided in Go (default the system clock); Redis's TTLs

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
@@ -47,7 +48,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Guard {
 	}
 	g.m = newMetrics()
 	if cfg.Registerer != nil {
-		for _, c := range append(stack.Collectors(), g.m.collectors()...) {
+		for _, c := range g.Collectors() {
 			cfg.Registerer.MustRegister(c)
 		}
 	}
@@ -104,6 +105,17 @@ func (g *Guard) level(typ string) (string, Lease, Job) {
 	}
 	return "", Lease{}, Job{}
 }
+
+// Collectors are the guard's Prometheus collectors, for an application that registers them itself
+// (Config.Registerer does it for the others).
+func (g *Guard) Collectors() []prometheus.Collector {
+	return append(g.stack.Collectors(), g.m.collectors()...)
+}
+
+// BeginShutdown says the asynq server is stopping: call it right before srv.Shutdown. Job-level
+// runs cancelled from then on (asynq's ShutdownTimeout) are requeued with their attempt given back
+// instead of counted as failures.
+func (g *Guard) BeginShutdown() { g.stack.BeginShutdown() }
 
 // Locks is the guard's locking client (same prefix), for fenced writes of the application's own.
 func (g *Guard) Locks() *locking.Client { return g.locks }

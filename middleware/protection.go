@@ -70,3 +70,7 @@ type Limit struct {
 	// Burst is how many of Rate may start back to back (default 1).
 	Burst int
 }
+
+// String is the limit as TASK_LIMITS-style text ("concurrency=2,rate=10/1s"), "none" when it
+// limits nothing.
+func (l Limit) String() string { return l.engine().String() }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/locking"
 )
@@ -166,3 +168,7 @@ type Effect struct{ e *engine.Effect }
 // hash), KEYS[2] the applied-operation record, and the caller's keys start at KEYS[3]; ARGV[1..4]
 // are reserved and the caller's arguments start at ARGV[5]. The body's return value is Apply's.
 func NewEffect(body string) *Effect { return &Effect{e: engine.NewEffect(body)} }
+
+// Load loads the effect's script into Redis (every master of a cluster): a test can check that
+// its body compiles before a run needs it.
+func (e *Effect) Load(ctx context.Context, rdb redis.Scripter) error { return e.e.Load(ctx, rdb) }

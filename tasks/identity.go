@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/locking"
+	"github.com/jobguard/jobguard/middleware"
 )
 
 // Identity is what a request stands for, for ever (see Identified).
@@ -117,13 +117,13 @@ var ErrIdentityConflict = errors.New("tasks: identity claimed by other content")
 // CheckIdentity is what a handler runs before the effect of an Identified job: it creates the
 // claim when it is missing and fails the job for good (Permanent, "<what> conflicts with an
 // earlier request") when another content holds it.
-func CheckIdentity(ctx context.Context, job *engine.Job, id Identity) error {
-	c, err := ClaimIdentity(ctx, job.Locks(), id, job.ID, 0)
+func CheckIdentity(ctx context.Context, job *middleware.Run, id Identity) error {
+	c, err := ClaimIdentity(ctx, job.Locks(), id, job.JobID(), 0)
 	if err != nil {
 		return err // transient: the next attempt checks again
 	}
 	if c.State == ClaimConflict {
-		return engine.Permanent(&conflictError{what: id.What})
+		return middleware.Permanent(&conflictError{what: id.What})
 	}
 	return nil
 }

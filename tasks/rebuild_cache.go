@@ -16,11 +16,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/locking"
+	"github.com/jobguard/jobguard/middleware"
 )
 
 // TypeRebuildCache rebuilds a tenant's cache entry for a resource from its source.
@@ -66,10 +68,10 @@ const maxSourceBytes = 1 << 20
 const SettingSourceURL = "REBUILD_SOURCE_URL"
 
 var rebuildCache = Task{
-	Config: engine.TaskConfig{Type: TypeRebuildCache, Queue: "default", MaxAttempts: 6,
-		Backoff: engine.Backoff{Base: 2 * time.Second, Max: 2 * time.Minute},
+	Type: TypeRebuildCache,
+	Config: middleware.Job{Queue: "default", MaxAttempts: 6, BackoffBase: 2 * time.Second, BackoffMax: 2 * time.Minute,
 		// Limits count per tenant; none by default (TASK_LIMITS sets them per deployment).
-		Limit: engine.Limit{Key: func(s engine.Spec) string { return s.Tenant }}},
+		Limit: middleware.Limit{Key: tenantOf}},
 	Request: func() Request { return &RebuildCachePayload{} },
 	Settings: []Setting{{Name: SettingSourceURL, Validate: validateSourceURL,
 		Help: "where rebuild-cache fetches its source (an http(s) URL); empty: the value is computed locally"}},
@@ -78,27 +80,28 @@ var rebuildCache = Task{
 		Read: func(ctx context.Context, r ReadDeps, params map[string]string) (any, error) {
 			return ReadCache(ctx, r.Locks, params["tenant"], params["resource"])
 		}}},
-	Handler: func(d Deps) engine.Handler {
-		return func(ctx context.Context, job *engine.Job) error {
+	Handler: func(d Deps) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			job, _ := middleware.RunFrom(ctx)
 			var p RebuildCachePayload
-			if err := json.Unmarshal(job.Payload, &p); err != nil {
-				return engine.Permanent(fmt.Errorf("payload: %w", err))
+			if err := json.Unmarshal(t.Payload(), &p); err != nil {
+				return middleware.Permanent(fmt.Errorf("payload: %w", err))
 			}
 			if err := p.Validate(); err != nil {
-				return engine.Permanent(err)
+				return middleware.Permanent(err)
 			}
 			value, err := fetchSource(ctx, d, p)
 			if err != nil {
 				return err
 			}
-			version, err := cacheWrite.Run(ctx, job.Redis(), job.Fence(), []string{p.cacheKey(job.Locks())},
-				value, job.ID, time.Now().UnixMilli()).Int64()
+			version, err := cacheWrite.Run(ctx, job.Locks().Redis(), job.Fence(), []string{p.cacheKey(job.Locks())},
+				value, job.JobID(), time.Now().UnixMilli()).Int64()
 			if err != nil {
 				return err // a stale token ends here: the newer run's entry stays
 			}
 			job.SetResult("version=" + strconv.FormatInt(version, 10))
 			return nil
-		}
+		})
 	},
 }
 
@@ -130,7 +133,7 @@ func fetchSource(ctx context.Context, d Deps, p RebuildCachePayload) (string, er
 	}
 	u, err := url.Parse(source)
 	if err != nil {
-		return "", engine.Permanent(errors.New("source: REBUILD_SOURCE_URL is not a valid URL"))
+		return "", middleware.Permanent(errors.New("source: REBUILD_SOURCE_URL is not a valid URL"))
 	}
 	q := u.Query()
 	q.Set("tenant_id", p.TenantID)
@@ -138,23 +141,23 @@ func fetchSource(ctx context.Context, d Deps, p RebuildCachePayload) (string, er
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return "", engine.Permanent(errors.New("source: REBUILD_SOURCE_URL cannot make a request"))
+		return "", middleware.Permanent(errors.New("source: REBUILD_SOURCE_URL cannot make a request"))
 	}
 	resp, err := d.HTTP.Do(req)
 	if err != nil {
-		return "", engine.Transient(sourceFailure("request failed", err))
+		return "", sourceFailure("request failed", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSourceBytes))
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
-		return "", engine.RateLimited(errors.New("source: HTTP 429"), retryAfter(resp.Header.Get("Retry-After")))
+		return "", middleware.RetryAfter(errors.New("source: HTTP 429"), retryAfter(resp.Header.Get("Retry-After")))
 	case resp.StatusCode >= 500:
-		return "", engine.Transient(fmt.Errorf("source: HTTP %d", resp.StatusCode))
+		return "", fmt.Errorf("source: HTTP %d", resp.StatusCode)
 	case resp.StatusCode >= 400:
-		return "", engine.Permanent(fmt.Errorf("source: HTTP %d", resp.StatusCode))
+		return "", middleware.Permanent(fmt.Errorf("source: HTTP %d", resp.StatusCode))
 	case err != nil:
-		return "", engine.Transient(sourceFailure("reading the body failed", err))
+		return "", sourceFailure("reading the body failed", err)
 	}
 	return string(body), nil
 }

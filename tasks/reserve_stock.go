@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/locking"
+	"github.com/jobguard/jobguard/middleware"
 )
 
 // TypeReserveStock reserves a quantity of a SKU for an order, exactly once per (tenant, order).
@@ -79,9 +81,10 @@ func (p ReserveStockPayload) Spec() engine.Spec {
 
 var reserveStock = Task{
 	// Applied-order records are live data: they never expire (AppliedTTL 0).
-	Config: engine.TaskConfig{Type: TypeReserveStock, Queue: "critical", MaxAttempts: 8,
+	Type: TypeReserveStock,
+	Config: middleware.Job{Queue: "critical", MaxAttempts: 8,
 		// Limits count per tenant; none by default (TASK_LIMITS sets them per deployment).
-		Limit: engine.Limit{Key: func(s engine.Spec) string { return s.Tenant }}},
+		Limit: middleware.Limit{Key: tenantOf}},
 	Request: func() Request { return &ReserveStockPayload{} },
 	Routes: []Route{{Method: http.MethodGet, Path: "/stock/:tenant/:sku", Tenant: "tenant",
 		Params: map[string]func(string) error{"tenant": idParam("tenant"), "sku": idParam("sku")},
@@ -95,14 +98,15 @@ var reserveStock = Task{
 	SQLSchema:  reserveStockSchema,
 	SQLVersion: 101,
 	SQLFenced:  true,
-	Handler: func(d Deps) engine.Handler {
-		return func(ctx context.Context, job *engine.Job) error {
+	Handler: func(d Deps) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			job, _ := middleware.RunFrom(ctx)
 			var p ReserveStockPayload
-			if err := json.Unmarshal(job.Payload, &p); err != nil {
-				return engine.Permanent(fmt.Errorf("payload: %w", err))
+			if err := json.Unmarshal(t.Payload(), &p); err != nil {
+				return middleware.Permanent(fmt.Errorf("payload: %w", err))
 			}
 			if err := p.Validate(); err != nil {
-				return engine.Permanent(err)
+				return middleware.Permanent(err)
 			}
 			// The applied-order record lives in the sku's slot: only the order's claim stops the
 			// same order from applying on another sku.
@@ -110,7 +114,7 @@ var reserveStock = Task{
 				return err
 			}
 			total, err := reserve(ctx, d, job, p)
-			if errors.Is(err, engine.ErrAlreadyApplied) {
+			if errors.Is(err, middleware.ErrAlreadyApplied) {
 				job.SetResult("already_applied")
 				return nil
 			}
@@ -119,12 +123,12 @@ var reserveStock = Task{
 			}
 			job.SetResult("reserved_total=" + fmt.Sprint(total))
 			return nil
-		}
+		})
 	},
 }
 
 // reserve applies the order: in PostgreSQL when the process has DATABASE_URL, else in Redis.
-func reserve(ctx context.Context, d Deps, job *engine.Job, p ReserveStockPayload) (any, error) {
+func reserve(ctx context.Context, d Deps, job *middleware.Run, p ReserveStockPayload) (any, error) {
 	if d.SQL != nil {
 		return applySQL(ctx, d.SQL, job, p)
 	}
@@ -135,7 +139,7 @@ func reserve(ctx context.Context, d Deps, job *engine.Job, p ReserveStockPayload
 
 // reserveEffect commits the reserved total, the ledger entry and (by Apply) the applied-order
 // record in one fenced script.
-var reserveEffect = engine.NewEffect(scriptBody("reserve_effect.lua"))
+var reserveEffect = middleware.NewEffect(scriptBody("reserve_effect.lua"))
 
 // Stock is the read model of a tenant's SKU.
 type Stock struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/middleware"
 	"github.com/jobguard/jobguard/outbox"
 	"github.com/jobguard/jobguard/sqlfence"
 )
@@ -47,12 +48,12 @@ func fenceResource(p ReserveStockPayload) string {
 // applySQL reserves the order's quantity in one fenced transaction and returns the new total;
 // engine.ErrAlreadyApplied when the order was applied before, a *sqlfence.StaleError when a newer
 // run owns the SKU (nothing written either way).
-func applySQL(ctx context.Context, db *pgxpool.Pool, job *engine.Job, p ReserveStockPayload) (int64, error) {
+func applySQL(ctx context.Context, db *pgxpool.Pool, job *middleware.Run, p ReserveStockPayload) (int64, error) {
 	f := sqlfence.Fence{Token: job.Fence().Token, Owner: job.Fence().Owner}
 	var total int64
 	var stale *sqlfence.StaleError
 	err := sqlfence.InTx(ctx, db, fenceResource(p), f, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, reserveStockApply, p.TenantID, p.OrderID, p.SKU, p.Quantity, job.ID, f.Token)
+		tag, err := tx.Exec(ctx, reserveStockApply, p.TenantID, p.OrderID, p.SKU, p.Quantity, job.JobID(), f.Token)
 		if err != nil {
 			return err
 		}
@@ -63,7 +64,7 @@ func applySQL(ctx context.Context, db *pgxpool.Pool, job *engine.Job, p ReserveS
 	})
 	switch {
 	case errors.Is(err, errOrderApplied):
-		return 0, fmt.Errorf("%w: order %s", engine.ErrAlreadyApplied, p.OrderID)
+		return 0, fmt.Errorf("%w: order %s", middleware.ErrAlreadyApplied, p.OrderID)
 	case errors.As(err, &stale):
 		// A newer run wrote the SKU in SQL, or Redis's fence counter was lost (a failover) and
 		// restarted below what SQL has seen: lift it above, so the next run's token can write.

@@ -12,8 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/guardstack"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/middleware"
 )
 
 // sqlWorker is one worker process of reserve-stock in SQL mode on rdb: a stack (lease TTL 2 s)
@@ -25,15 +27,16 @@ type sqlWorker struct {
 
 func startSQLWorker(t *testing.T, rdb *redis.Client, deps Deps, id string, task Task) sqlWorker {
 	t.Helper()
-	s := engine.New(rdb, engine.Config{Concurrency: 2, LeaseTTL: 2 * time.Second, WorkerID: id})
-	RegisterTasks(s, deps, []Task{task})
-	srv := asynq.NewServerFromRedisClient(rdb, s.ServerConfig(asynq.Config{
+	g := middleware.New(rdb, middleware.Config{Concurrency: 2, LeaseTTL: 2 * time.Second, WorkerID: id})
+	mux := Protect(g, deps, []Task{task})
+	s := guardstack.Of(g)
+	srv := asynq.NewServerFromRedisClient(rdb, g.ServerConfig(asynq.Config{
 		Concurrency: 2, Queues: map[string]int{"critical": 1}, Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel,
 	}))
-	if err := srv.Start(s.Mux()); err != nil {
+	if err := srv.Start(mux); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.BeginShutdown(); srv.Shutdown(); waitHandlers(s); s.Close() })
+	t.Cleanup(func() { g.BeginShutdown(); srv.Shutdown(); waitHandlers(s); _ = g.Close() })
 	return sqlWorker{stack: s, srv: srv}
 }
 
@@ -74,16 +77,16 @@ func TestReserveStockInSQLAppliesOnceWhenRescued(t *testing.T) {
 	committed, hang := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int32
 	dying := reserveStock
-	dying.Handler = func(d Deps) engine.Handler {
+	dying.Handler = func(d Deps) asynq.Handler {
 		h := reserveStock.Handler(d)
-		return func(ctx context.Context, j *engine.Job) error {
-			err := h(ctx, j)
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			err := h.ProcessTask(ctx, t)
 			if runs.Add(1) == 1 {
 				close(committed)
 				<-hang // ignores its context, like a process that is gone: no finish reaches Redis
 			}
 			return err
-		}
+		})
 	}
 	a := startSQLWorker(t, db.Client, deps, "dying", dying)
 	t.Cleanup(func() { close(hang) }) // runs before a's shutdown, which waits for the handler

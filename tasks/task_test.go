@@ -12,8 +12,10 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/guardstack"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/middleware"
 )
 
 // probeRequest is the smallest task type: its handler reports its key and its setting.
@@ -30,20 +32,21 @@ func (p *probeRequest) Spec() engine.Spec {
 
 func probeTask() Task {
 	return Task{
-		Config:   engine.TaskConfig{Type: "probe"},
+		Type:     "probe",
 		Request:  func() Request { return &probeRequest{} },
 		Settings: []Setting{{Name: "PROBE_WORD", Default: "default-word"}},
 		Routes: []Route{{Method: http.MethodGet, Path: "/probe/:tenant/:name", Tenant: "tenant",
 			Params: map[string]func(string) error{"tenant": idParam("tenant"), "name": idParam("name")},
 			Read:   func(context.Context, ReadDeps, map[string]string) (any, error) { return nil, NotFound("nothing") }}},
-		Handler: func(d Deps) engine.Handler {
-			return func(ctx context.Context, job *engine.Job) error {
+		Handler: func(d Deps) asynq.Handler {
+			return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+				job, _ := middleware.RunFrom(ctx)
 				var p probeRequest
-				_ = json.Unmarshal(job.Payload, &p)
+				_ = json.Unmarshal(t.Payload(), &p)
 				key := engine.ResourceKey(job.Locks(), p.TenantID+":probe", "result")
 				same := job.Key("result") == key
-				return job.Redis().Set(ctx, key, d.Setting("PROBE_WORD")+" same_key="+map[bool]string{true: "yes", false: "no"}[same], 0).Err()
-			}
+				return job.Locks().Redis().Set(ctx, key, d.Setting("PROBE_WORD")+" same_key="+map[bool]string{true: "yes", false: "no"}[same], 0).Err()
+			})
 		},
 	}
 }
@@ -53,14 +56,15 @@ func probeTask() Task {
 func TestResourceKeyAndSettingDefault(t *testing.T) {
 	t.Parallel()
 	db := redistest.NewDB(t)
-	s := engine.New(db.Client, engine.Config{})
-	RegisterTasks(s, Deps{}, []Task{probeTask()})
-	srv := asynq.NewServerFromRedisClient(db.Client, s.ServerConfig(asynq.Config{
+	g := middleware.New(db.Client, middleware.Config{})
+	mux := Protect(g, Deps{}, []Task{probeTask()})
+	s := guardstack.Of(g)
+	srv := asynq.NewServerFromRedisClient(db.Client, g.ServerConfig(asynq.Config{
 		Concurrency: 1, Queues: map[string]int{"default": 1}, Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel}))
-	if err := srv.Start(s.Mux()); err != nil {
+	if err := srv.Start(mux); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.BeginShutdown(); srv.Shutdown(); waitHandlers(s); s.Close() })
+	t.Cleanup(func() { g.BeginShutdown(); srv.Shutdown(); waitHandlers(s); _ = g.Close() })
 	if _, err := s.Enqueue(bg, asynq.NewClientFromRedisClient(db.Client), (&probeRequest{TenantID: "t1"}).Spec()); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +86,7 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("the registry: %v", err)
 	}
 	for name, mutate := range map[string]func(*Task){
-		"empty type":          func(t *Task) { t.Config.Type = "" },
+		"empty type":          func(t *Task) { t.Type = "" },
 		"no handler":          func(t *Task) { t.Handler = nil },
 		"a POST route":        func(t *Task) { t.Routes[0].Method = http.MethodPost },
 		"no tenant parameter": func(t *Task) { t.Routes[0].Tenant = "owner" },
@@ -101,7 +105,7 @@ func TestCheck(t *testing.T) {
 		}
 	}
 	other := probeTask()
-	other.Config.Type = "probe-2"
+	other.Type = "probe-2"
 	if err := Check([]Task{probeTask(), other}); err == nil || !strings.Contains(err.Error(), "probe's too") {
 		t.Errorf("a route and a setting of two tasks: %v", err)
 	}

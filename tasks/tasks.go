@@ -13,10 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/locking"
+	"github.com/jobguard/jobguard/middleware"
 	"github.com/jobguard/jobguard/schedule"
 )
 
@@ -38,10 +40,15 @@ func (d Deps) Setting(name string) string { return d.Settings[name] }
 // read models and its settings. The API serves POST /jobs/<type> and every route of every task in
 // the registry; the configuration reads every task's settings.
 type Task struct {
-	Config engine.TaskConfig
+	// Type is the asynq task type.
+	Type string
+	// Config is how its jobs are protected (job level: enqueued through the API or a guard).
+	Config middleware.Job
 	// Request returns an empty request body to decode into.
 	Request func() Request
-	Handler func(Deps) engine.Handler
+	// Handler is a plain asynq handler; under the guard's middleware it finds its run with
+	// middleware.RunFrom.
+	Handler func(Deps) asynq.Handler
 	// Routes are the task's read models, served behind the API's authentication and rate limit.
 	Routes []Route
 	// Schedules are periodic jobs of this type declared in code (Type may be left empty); a
@@ -179,7 +186,7 @@ type Identified interface {
 // Lookup returns the registered task of a type.
 func Lookup(typ string) (Task, bool) {
 	for _, t := range registry {
-		if t.Config.Type == typ {
+		if t.Type == typ {
 			return t, true
 		}
 	}
@@ -195,12 +202,10 @@ var registry = []Task{
 // All returns the registered task types.
 func All() []Task { return append([]Task(nil), registry...) }
 
-// Register adds every registered task type's handler to the stack.
-func Register(s *engine.Stack, deps Deps) { RegisterTasks(s, deps, registry) }
-
-// RegisterTasks adds the handlers of list to the stack. A setting of list that deps.Settings
-// lacks gets its default.
-func RegisterTasks(s *engine.Stack, deps Deps, list []Task) {
+// Protect protects every task type of list with guard (job level) and returns a mux that serves
+// their handlers under the guard's middleware, as any asynq application mounts it. A setting of
+// list that deps.Settings lacks gets its default.
+func Protect(guard *middleware.Guard, deps Deps, list []Task) *asynq.ServeMux {
 	if deps.HTTP == nil {
 		deps.HTTP = &http.Client{Timeout: 10 * time.Second}
 	}
@@ -216,10 +221,17 @@ func RegisterTasks(s *engine.Stack, deps Deps, list []Task) {
 		}
 	}
 	deps.Settings = settings
+	mux := asynq.NewServeMux()
+	mux.Use(guard.Middleware())
 	for _, t := range list {
-		s.Register(t.Config, t.Handler(deps))
+		guard.ProtectJob(t.Type, t.Config)
+		mux.Handle(t.Type, t.Handler(deps))
 	}
+	return mux
 }
+
+// tenantOf is the limit key of the example tasks: their tenant.
+func tenantOf(o middleware.EnqueueOptions) string { return o.Tenant }
 
 // Check reports the first mistake in a task list: a type that is empty or listed twice, a task
 // without its request or handler, a route that is not a GET, whose tenant or parameters lack a
@@ -228,7 +240,7 @@ func Check(list []Task) error {
 	types, routes, settings := map[string]bool{}, map[string]string{}, map[string]string{}
 	versions := map[int64]string{}
 	for _, t := range list {
-		typ := t.Config.Type
+		typ := t.Type
 		if typ == "" || types[typ] {
 			return fmt.Errorf("tasks: type %q is empty or listed twice", typ)
 		}

@@ -16,8 +16,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/guardstack"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/middleware"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -32,15 +34,16 @@ type env struct {
 // start runs every registered task type on a real asynq server and a fresh database.
 func start(t *testing.T, deps Deps) env {
 	db := redistest.NewDB(t)
-	s := engine.New(db.Client, engine.Config{Concurrency: 4, LeaseTTL: 5 * time.Second})
-	Register(s, deps)
-	srv := asynq.NewServerFromRedisClient(db.Client, s.ServerConfig(asynq.Config{
+	g := middleware.New(db.Client, middleware.Config{Concurrency: 4, LeaseTTL: 5 * time.Second})
+	mux := Protect(g, deps, All())
+	s := guardstack.Of(g)
+	srv := asynq.NewServerFromRedisClient(db.Client, g.ServerConfig(asynq.Config{
 		Concurrency: 4, Queues: map[string]int{"critical": 2, "default": 1}, Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel,
 	}))
-	if err := srv.Start(s.Mux()); err != nil {
+	if err := srv.Start(mux); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.BeginShutdown(); srv.Shutdown(); waitHandlers(s); s.Close() })
+	t.Cleanup(func() { g.BeginShutdown(); srv.Shutdown(); waitHandlers(s); _ = g.Close() })
 	return env{t: t, rdb: db.Client, stack: s, client: asynq.NewClientFromRedisClient(db.Client)}
 }
 
@@ -202,8 +205,8 @@ func TestRegistryDrivesHandlers(t *testing.T) {
 	t.Parallel()
 	e := start(t, Deps{})
 	for _, task := range All() {
-		if _, ok := e.stack.TaskConfig(task.Config.Type); !ok {
-			t.Errorf("%s is in the registry but not served", task.Config.Type)
+		if _, ok := e.stack.TaskConfig(task.Type); !ok {
+			t.Errorf("%s is in the registry but not served", task.Type)
 		}
 	}
 	if len(All()) != 2 {

@@ -17,8 +17,10 @@ import (
 
 	"github.com/jobguard/jobguard/app"
 	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/guardstack"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/middleware"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -73,9 +75,10 @@ func (r *probeRequest) Spec() engine.Spec {
 
 func (p *probe) task() tasks.Task {
 	return tasks.Task{
-		Config:  engine.TaskConfig{Type: probeType, MaxAttempts: 1},
+		Type:    probeType,
+		Config:  middleware.Job{MaxAttempts: 1},
 		Request: func() tasks.Request { return &probeRequest{} },
-		Handler: func(tasks.Deps) engine.Handler {
+		Handler: guardstack.EngineHandlerOf(func(tasks.Deps) engine.Handler {
 			return func(ctx context.Context, j *engine.Job) error {
 				p.mu.Lock()
 				p.runs[j.ID]++
@@ -97,7 +100,7 @@ func (p *probe) task() tasks.Task {
 				}
 				return nil
 			}
-		},
+		}),
 	}
 }
 
@@ -115,16 +118,17 @@ func (r *flakyRequest) Spec() engine.Spec {
 
 func (p *probe) flakyTask() tasks.Task {
 	return tasks.Task{
-		Config:  engine.TaskConfig{Type: flakyType, MaxAttempts: 3, Backoff: engine.Backoff{Base: 24 * time.Hour, Max: 24 * time.Hour}},
+		Type:    flakyType,
+		Config:  middleware.Job{MaxAttempts: 3, BackoffBase: 24 * time.Hour, BackoffMax: 24 * time.Hour},
 		Request: func() tasks.Request { return &flakyRequest{} },
-		Handler: func(tasks.Deps) engine.Handler {
+		Handler: guardstack.EngineHandlerOf(func(tasks.Deps) engine.Handler {
 			return func(ctx context.Context, j *engine.Job) error {
 				p.mu.Lock()
 				p.runs[j.ID]++
 				p.mu.Unlock()
 				return errors.New("flaky probe fails for now")
 			}
-		},
+		}),
 	}
 }
 

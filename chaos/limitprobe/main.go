@@ -20,6 +20,8 @@ import (
 
 	"github.com/jobguard/jobguard/app"
 	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/guardstack"
+	"github.com/jobguard/jobguard/middleware"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -63,10 +65,11 @@ func (r *request) Spec() engine.Spec {
 
 func probeTask(log zerolog.Logger) tasks.Task {
 	return tasks.Task{
-		Config: engine.TaskConfig{Type: TypeLimitProbe, MaxAttempts: 20,
-			Limit: engine.Limit{Key: func(s engine.Spec) string { return s.Tenant }, Concurrency: 3}},
+		Type: TypeLimitProbe,
+		Config: middleware.Job{MaxAttempts: 20,
+			Limit: middleware.Limit{Key: func(o middleware.EnqueueOptions) string { return o.Tenant }, Concurrency: 3}},
 		Request: func() tasks.Request { return &request{} },
-		Handler: func(tasks.Deps) engine.Handler { return probe{log: log}.run },
+		Handler: guardstack.EngineHandlerOf(func(tasks.Deps) engine.Handler { return probe{log: log}.run }),
 	}
 }
 

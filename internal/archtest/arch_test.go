@@ -1,5 +1,5 @@
 // Package archtest holds the test that keeps the project's dependency direction:
-// cmd -> app -> (web, tasks, schedule, internal/engine); tasks -> (schedule, internal/engine); schedule -> internal/engine -> locking;
+// cmd -> app -> (web, tasks, schedule, middleware); tasks -> (schedule, middleware); middleware -> internal/engine -> locking;
 // locking -> go-redis only.
 package archtest
 
@@ -60,6 +60,9 @@ func TestDependencyDirection(t *testing.T) {
 		}},
 		{"outbox", notProject("app", "web", "tasks", "cmd", "schedule", "history")},
 		{"history", notProject("app", "web", "tasks", "cmd", "schedule", "outbox")},
+		{"middleware", func(d string) bool {
+			return notProject("app", "web", "tasks", "cmd", "schedule", "history", "outbox")(d) && !strings.HasPrefix(d, "github.com/gofiber/")
+		}},
 		{"internal/engine", notProject("app", "web", "tasks", "cmd", "schedule")},
 		{"internal/engine/jobstore", notProject("app", "web", "tasks", "cmd", "internal/engine/", "schedule")},
 		{"schedule", notProject("app", "web", "tasks", "cmd")},

@@ -1,0 +1,76 @@
+package middleware_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A separate module, a plain asynq application (testdata/adopt/before), adds jobguard through a
+// replace directive to this repository without touching its producers, handlers or retry policy
+// (testdata/adopt/after): it builds, and the change is at most a dozen lines.
+func TestASeparateModuleAdoptsTheGuard(t *testing.T) {
+	t.Parallel()
+	root, _ := filepath.Abs("..")
+	before, _ := os.ReadFile("testdata/adopt/before/main.go")
+	after, _ := os.ReadFile("testdata/adopt/after/main.go")
+	if changed := changedLines(string(before), string(after)); changed > 12 {
+		t.Fatalf("adding jobguard changed %d lines, want at most 12", changed)
+	}
+	goVersion := ""
+	for _, line := range strings.Split(mustRead(t, filepath.Join(root, "go.mod")), "\n") {
+		if strings.HasPrefix(line, "go ") {
+			goVersion = line
+		}
+	}
+	for name, src := range map[string][]byte{"before": before, "after": after} {
+		dir := t.TempDir()
+		mod := "module example.com/shop\n\n" + goVersion + "\n\nrequire github.com/jobguard/jobguard v0.0.0\n\nreplace github.com/jobguard/jobguard => " + root + "\n"
+		write(t, filepath.Join(dir, "go.mod"), mod)
+		write(t, filepath.Join(dir, "go.sum"), mustRead(t, filepath.Join(root, "go.sum")))
+		write(t, filepath.Join(dir, "main.go"), string(src))
+		cmd := exec.Command("go", "build", "-mod=mod", "-o", os.DevNull, ".")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: go build: %v\n%s", name, err, out)
+		}
+	}
+}
+
+// changedLines counts the lines of b that a does not have, and of a that b does not have.
+func changedLines(a, b string) int {
+	count := func(x, y string) int {
+		seen := map[string]int{}
+		for _, l := range strings.Split(y, "\n") {
+			seen[l]++
+		}
+		n := 0
+		for _, l := range strings.Split(x, "\n") {
+			if seen[l] > 0 {
+				seen[l]--
+			} else {
+				n++
+			}
+		}
+		return n
+	}
+	return max(count(a, b), count(b, a))
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
