@@ -98,3 +98,18 @@ func TestGoBuildNamesItsCommit(t *testing.T) {
 		t.Fatalf("version of a go build at %s with an uncommitted file: %q", head, out)
 	}
 }
+
+// TestReleaseNotesReadTheChangelog: the release workflow's text is the tag's section of
+// CHANGELOG.md, and a tag without one fails the release.
+func TestReleaseNotesReadTheChangelog(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("../../scripts/release-notes.sh", "v0.1.0").Output()
+	notes := string(out)
+	if err != nil || !strings.Contains(notes, "### Added") || !strings.Contains(notes, "locking/") ||
+		strings.Contains(notes, "## [") || strings.Contains(notes, "[0.1.0]:") {
+		t.Fatalf("release notes of v0.1.0: %v\n%s", err, notes)
+	}
+	if err := exec.Command("../../scripts/release-notes.sh", "v0.0.0-nosuch").Run(); err == nil {
+		t.Fatal("a tag without a CHANGELOG.md section got release notes")
+	}
+}
