@@ -6,14 +6,18 @@
 # the USER's ids from a read-only directory, and runs the HEALTHCHECK command against it. Keep the
 # build on one `RUN go build` line so that test reads it.
 
-FROM golang:1.26.8-bookworm AS build
+# The builder runs on the build machine's platform and cross-compiles for the target's (buildx
+# --platform linux/amd64,linux/arm64 sets TARGETOS and TARGETARCH; empty, Go builds for its own).
+FROM --platform=$BUILDPLATFORM golang:1.26.8-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=devel
 ARG COMMIT=unknown
-ENV CGO_ENABLED=0
+ARG TARGETOS
+ARG TARGETARCH
+ENV CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH}
 RUN go build -trimpath -ldflags "-s -w -X github.com/jobguard/jobguard/app.version=${VERSION} -X github.com/jobguard/jobguard/app.commit=${COMMIT}" -o /out/jobguard ./cmd/jobguard
 
 FROM gcr.io/distroless/static-debian12:nonroot

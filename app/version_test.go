@@ -16,6 +16,10 @@ func TestBuildInfoPrefersTheLinkerThenTheModule(t *testing.T) {
 	devel := func() (*debug.BuildInfo, bool) {
 		return &debug.BuildInfo{GoVersion: "go1.99", Main: debug.Module{Version: "(devel)"}}, true
 	}
+	// go install github.com/jobguard/jobguard/cmd/jobguard@v0.1.0: the module's version, no VCS.
+	installed := func() (*debug.BuildInfo, bool) {
+		return &debug.BuildInfo{GoVersion: "go1.99", Main: debug.Module{Path: "github.com/jobguard/jobguard", Version: "v0.1.0"}}, true
+	}
 	none := func() (*debug.BuildInfo, bool) { return nil, false }
 	for _, tc := range []struct {
 		name, ver, rev string
@@ -24,6 +28,7 @@ func TestBuildInfoPrefersTheLinkerThenTheModule(t *testing.T) {
 	}{
 		{"linker wins", "v2.0.0", "feed", stamped, BuildInfo{"v2.0.0", "feed", "go1.99"}},
 		{"module and vcs", "", "", stamped, BuildInfo{"v1.4.0", "abc123-dirty", "go1.99"}},
+		{"go install", "", "", installed, BuildInfo{"v0.1.0", "unknown", "go1.99"}},
 		{"devel build", "", "", devel, BuildInfo{"devel", "unknown", "go1.99"}},
 		{"no build info", "", "", none, BuildInfo{"devel", "unknown", runtime.Version()}},
 	} {

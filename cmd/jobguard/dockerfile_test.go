@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,6 +62,12 @@ func readDockerfile(t *testing.T) dockerfile {
 		case "FROM":
 			stage++
 			img := strings.Fields(rest)[0]
+			for _, w := range strings.Fields(rest) { // past flags such as --platform=$BUILDPLATFORM
+				if !strings.HasPrefix(w, "--") {
+					img = w
+					break
+				}
+			}
 			if stage == 1 {
 				d.builder = img
 			} else {
@@ -161,6 +168,13 @@ func TestImageBinaryRunsAsTheDockerfileSays(t *testing.T) {
 	if d.buildEnv["CGO_ENABLED"] != "0" {
 		t.Errorf("the build stage does not set CGO_ENABLED=0: %v", d.buildEnv)
 	}
+	// The release builds the image for amd64 and arm64: the builder cross-compiles rather than run
+	// go under emulation.
+	_, osArg := d.buildArgs["TARGETOS"]
+	_, archArg := d.buildArgs["TARGETARCH"]
+	if d.buildEnv["GOOS"] != "${TARGETOS}" || d.buildEnv["GOARCH"] != "${TARGETARCH}" || !osArg || !archArg {
+		t.Errorf("the build stage does not build for the target platform (GOOS=${TARGETOS} GOARCH=${TARGETARCH}): %v", d.buildEnv)
+	}
 	uidS, gidS, _ := strings.Cut(d.user, ":")
 	uid, err1 := strconv.Atoi(uidS)
 	gid, err2 := strconv.Atoi(gidS)
@@ -188,8 +202,10 @@ func TestImageBinaryRunsAsTheDockerfileSays(t *testing.T) {
 	build := exec.Command(args[0], args[1:]...)
 	build.Dir = "../.."
 	build.Env = os.Environ()
+	// The platform arguments as buildx sets them for this machine's platform.
+	platform := strings.NewReplacer("${TARGETOS}", runtime.GOOS, "${TARGETARCH}", runtime.GOARCH)
 	for k, v := range d.buildEnv {
-		build.Env = append(build.Env, k+"="+v)
+		build.Env = append(build.Env, k+"="+platform.Replace(v))
 	}
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", line, err, out)
