@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/jobguard/jobguard/internal/benchfig"
 	"github.com/jobguard/jobguard/internal/benchpeers/peer"
 )
 
@@ -91,7 +92,8 @@ func Run(ctx context.Context, cfg Config, w, log io.Writer) error {
 				for k, v := range f {
 					results[s.Name][round][k] = v
 				}
-				fmt.Fprintf(log, "round %d/%d %-22s %-9s %s\n", round+1, cfg.Rounds, ph.name, s.Name, time.Since(start).Round(time.Millisecond))
+				fmt.Fprintf(log, "round %d/%d %-22s %-9s %8s %-9s (%s)\n", round+1, cfg.Rounds, ph.name, s.Name,
+					benchfig.Format(f[ph.headline]), ph.unit, time.Since(start).Round(time.Millisecond))
 			}
 		}
 	}
@@ -99,22 +101,23 @@ func Run(ctx context.Context, cfg Config, w, log io.Writer) error {
 	return nil
 }
 
-// phase is one measurement each system runs once a round.
+// phase is one measurement each system runs once a round; the progress line shows its figure
+// headline, in unit.
 type phase struct {
-	name string
-	run  func(context.Context, prepared) (figures, error)
+	name, headline, unit string
+	run                  func(context.Context, prepared) (figures, error)
 }
 
 func (r *runner) phases() []phase {
 	ps := []phase{
-		{"enqueue", r.enqueue},
-		{"drain, no-op handler", func(ctx context.Context, s prepared) (figures, error) { return r.drain(ctx, s, 0, "noop") }},
-		{"drain, 5 ms handler", func(ctx context.Context, s prepared) (figures, error) {
+		{"enqueue", "enqueue", "inserts/s", r.enqueue},
+		{"drain, no-op handler", "noop", "jobs/s", func(ctx context.Context, s prepared) (figures, error) { return r.drain(ctx, s, 0, "noop") }},
+		{"drain, 5 ms handler", "io5", "jobs/s", func(ctx context.Context, s prepared) (figures, error) {
 			return r.drain(ctx, s, 5*time.Millisecond, "io5")
 		}},
 	}
 	if !r.cfg.skipLatency {
-		ps = append(ps, phase{"latency", r.latency})
+		ps = append(ps, phase{"latency", "latency.p50", "ms p50", r.latency})
 	}
 	return ps
 }
