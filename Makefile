@@ -2,7 +2,7 @@
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: run test deps vet staticcheck deploy-check compose-check actionlint unit release bench bench-scripts bench-recovery chaos chaos-long chaos-failover chaos-failover-short chaos-limits schedule-soak
+.PHONY: run test deps vet staticcheck deploy-check compose-check actionlint unit release bench bench-peers bench-scripts bench-recovery chaos chaos-long chaos-failover chaos-failover-short chaos-limits schedule-soak
 
 run:
 	$(GO) run ./cmd/jobguard
@@ -75,6 +75,13 @@ bench: deps
 	@printf '\nSummary (commit %s, %s; medians and min-max over the interleaved rounds)\n' "$$(git rev-parse --short HEAD 2>/dev/null)" "$$(date -u +%F)"
 	@printf '| benchmark | measure | baseline | jobguard | jobguard / baseline |\n|---|---|---|---|---|\n'
 	@cat $(BENCH_TABLE)
+
+## bench-peers: jobguard against bare asynq, BullMQ (Node, installed with npm into a temporary
+## directory; skipped without node) and River (PostgreSQL the run starts; skipped without it), the
+## systems interleaved over BENCH_ROUNDS rounds (default 3; BENCH_JOBS, BENCH_INSERTS: see
+## docs/BENCHMARKS.md). About 10 minutes at the default sizes; not part of make test.
+bench-peers: deps
+	$(GO) run ./internal/benchpeers/cmd/benchpeers
 
 ## bench-scripts: Redis instructions per call of each of the run's scripts, under valgrind's callgrind
 ## (a count, not a time: the same on a loaded machine; about 40 s).
