@@ -42,6 +42,7 @@ func Systems() []System {
 	return []System{
 		{Name: "asynq", Store: Redis, Prepare: goPeer(".", "./internal/benchpeers/cmd/asynqpeer", "github.com/hibiken/asynq")},
 		{Name: "jobguard", Ours: true, Store: Redis, Prepare: goPeer(".", "./internal/benchpeers/cmd/jobguardpeer", "")},
+		{Name: "jobguard-lease", Ours: true, Store: Redis, Prepare: goPeer(".", "./internal/benchpeers/cmd/leasepeer", "")},
 		{Name: "BullMQ", Store: Redis, Prepare: bullmqPeer},
 		{Name: "River", Store: Postgres, Prepare: goPeer("bench/peers", "./river", "github.com/riverqueue/river")},
 	}

@@ -1,0 +1,58 @@
+// Command leasepeer is jobguard's lease level in make bench-peers: producers enqueue with a plain
+// asynq client, and the worker's mux runs the middleware (a lease and a fencing token per job,
+// batched heartbeats, a run marker for rescue) around a plain asynq handler.
+package main
+
+import (
+	"context"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/benchpeers/peer"
+	"github.com/jobguard/jobguard/middleware"
+)
+
+const taskType = "noop"
+
+func main() {
+	f := peer.ParseFlags()
+	opt, err := redis.ParseURL(f.URL)
+	if err != nil {
+		panic(err)
+	}
+	opt.PoolSize = 2*f.Concurrency + 10
+	rdb := redis.NewClient(opt)
+	client := asynq.NewClientFromRedisClient(rdb)
+	peer.Main(f, func(ctx context.Context, body []byte) error {
+		_, err := client.EnqueueContext(ctx, asynq.NewTask(taskType, body))
+		return err
+	}, func() (peer.Worker, error) {
+		return &worker{rdb: rdb, concurrency: f.Concurrency}, rdb.Ping(context.Background()).Err()
+	})
+}
+
+type worker struct {
+	rdb         *redis.Client
+	concurrency int
+	guard       *middleware.Guard
+	srv         *asynq.Server
+}
+
+// Start protects the type at lease level: each job is its own resource (its payload names the
+// moment it was enqueued, unique enough; two alike would only take turns).
+func (w *worker) Start(run func(context.Context, []byte) error) error {
+	w.guard = middleware.New(w.rdb, middleware.Config{})
+	w.guard.ProtectLease(taskType, middleware.Lease{Resource: func(t *asynq.Task) (string, error) { return "job:" + string(t.Payload()), nil }})
+	mux := asynq.NewServeMux()
+	mux.Use(w.guard.Middleware())
+	mux.HandleFunc(taskType, func(ctx context.Context, t *asynq.Task) error { return run(ctx, t.Payload()) })
+	w.srv = asynq.NewServerFromRedisClient(w.rdb, w.guard.ServerConfig(asynq.Config{Concurrency: w.concurrency, LogLevel: asynq.FatalLevel}))
+	return w.srv.Start(mux)
+}
+
+func (w *worker) Stop() {
+	w.guard.BeginShutdown()
+	w.srv.Shutdown()
+	_ = w.guard.Close()
+}
