@@ -78,7 +78,7 @@ func (g *Guard) startLease(ctx context.Context, k leaseKeys, a leaseStartArgs) (
 	for wait := 10 * time.Millisecond; ; wait = min(wait*2, time.Second) {
 		sent := g.locks.Now()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-		st, err := runLeaseStart(sctx, g.rdb, k, a)
+		st, err := runLeaseStart(sctx, g.stack.Store().RunScript, k, a)
 		cancel()
 		if err != nil || st.state != "held" || retried < maxRetry {
 			return st, sent, err
@@ -95,7 +95,7 @@ func (g *Guard) startLease(ctx context.Context, k leaseKeys, a leaseStartArgs) (
 // answer.
 func (g *Guard) finishLease(ctx, hctx context.Context, t *asynq.Task, k leaseKeys, owner string, herr error, log zerolog.Logger) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-	fin, ferr := runLeaseFinish(fctx, g.rdb, k, owner)
+	fin, ferr := runLeaseFinish(fctx, g.stack.Store().RunScript, k, owner)
 	cancel()
 	if ferr == nil && fin.superseded {
 		// A rescue handed the task to a copy while this run was lost: the copy's run counts.

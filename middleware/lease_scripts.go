@@ -58,12 +58,16 @@ type leaseStartArgs struct {
 	isCopy bool
 }
 
-func runLeaseStart(ctx context.Context, rdb redis.Scripter, k leaseKeys, a leaseStartArgs) (leaseStarted, error) {
+// scriptRunner runs a script's call: the engine's batcher (calls of concurrent runs share a
+// pipeline), or a plain client.
+type scriptRunner func(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd
+
+func runLeaseStart(ctx context.Context, run scriptRunner, k leaseKeys, a leaseStartArgs) (leaseStarted, error) {
 	isCopy := 0
 	if a.isCopy {
 		isCopy = 1
 	}
-	res, err := leaseStartScript.Run(ctx, rdb, []string{k.lease, k.fence, k.marker, k.prevMarker},
+	res, err := run(ctx, leaseStartScript, []string{k.lease, k.fence, k.marker, k.prevMarker},
 		a.owner, a.ttl.Milliseconds(), runMarkerTTL.Milliseconds(), a.taskID, isCopy).Result()
 	if err != nil {
 		return leaseStarted{}, fmt.Errorf("middleware: lease start: %w", err)
@@ -101,8 +105,8 @@ type leaseFinished struct {
 	released, superseded bool
 }
 
-func runLeaseFinish(ctx context.Context, rdb redis.Scripter, k leaseKeys, owner string) (leaseFinished, error) {
-	res, err := leaseFinishScript.Run(ctx, rdb, []string{k.lease, k.marker}, owner).Result()
+func runLeaseFinish(ctx context.Context, run scriptRunner, k leaseKeys, owner string) (leaseFinished, error) {
+	res, err := run(ctx, leaseFinishScript, []string{k.lease, k.marker}, owner).Result()
 	if err != nil {
 		return leaseFinished{}, fmt.Errorf("middleware: lease finish: %w", err)
 	}

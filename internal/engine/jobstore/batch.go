@@ -132,3 +132,12 @@ func newBatcher(rdb redis.UniversalClient) *batcher {
 	_, cluster := rdb.(*redis.ClusterClient)
 	return &batcher{rdb: rdb, cluster: cluster}
 }
+
+// RunScript runs script through the store's batcher, sharing pipelines with the runs' own
+// scripts (group commit): for adapters whose scripts are on every run's path too (the
+// middleware's lease level). Its answer is the command's, as Script.Run's would be.
+func (s *Store) RunScript(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return s.batch.run(ctx, []scriptCall{{script, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
+		return script.EvalSha(ctx, c, keys, args...)
+	}}})[0]
+}

@@ -5,6 +5,8 @@ package main
 
 import (
 	"context"
+	"hash/fnv"
+	"strconv"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -39,11 +41,15 @@ type worker struct {
 	srv         *asynq.Server
 }
 
-// Start protects the type at lease level: each job is its own resource (its payload names the
-// moment it was enqueued, unique enough; two alike would only take turns).
+// Start protects the type at lease level: each job is its own resource, a hash of its payload
+// (which names the moment it was enqueued, unique enough; two alike would only take turns).
 func (w *worker) Start(run func(context.Context, []byte) error) error {
 	w.guard = middleware.New(w.rdb, middleware.Config{})
-	w.guard.ProtectLease(taskType, middleware.Lease{Resource: func(t *asynq.Task) (string, error) { return "job:" + string(t.Payload()), nil }})
+	w.guard.ProtectLease(taskType, middleware.Lease{Resource: func(t *asynq.Task) (string, error) {
+		h := fnv.New64a()
+		h.Write(t.Payload())
+		return "job:" + strconv.FormatUint(h.Sum64(), 36), nil
+	}})
 	mux := asynq.NewServeMux()
 	mux.Use(w.guard.Middleware())
 	mux.HandleFunc(taskType, func(ctx context.Context, t *asynq.Task) error { return run(ctx, t.Payload()) })
