@@ -212,3 +212,31 @@ func TestRescuerPassesKeepTheWorkerLive(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A worker with ADMIN_ADDR serves nothing on HTTP_ADDR (its probes and /metrics moved), so it does
+// not listen there: a port that only ever answered 404 is a port a scanner finds for nothing.
+func TestWorkerWithAdminAddrDoesNotListenOnHTTPAddr(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpAddr := ln.Addr().String()
+	_ = ln.Close() // free again: the worker would take it if it listened
+	r := startApp(t, RoleWorker, map[string]string{"HTTP_ADDR": httpAddr, "ADMIN_ADDR": "127.0.0.1:0"})
+	if resp, body := get(t, "http://"+r.AdminAddr()+"/healthz"); resp.StatusCode != 200 {
+		t.Fatalf("admin /healthz: %d %s", resp.StatusCode, body)
+	}
+	if r.Addr() != "" {
+		t.Errorf("Addr() = %q, want \"\": the worker serves nothing on HTTP_ADDR", r.Addr())
+	}
+	if conn, err := net.DialTimeout("tcp", httpAddr, time.Second); err == nil {
+		_ = conn.Close()
+		t.Errorf("a worker with ADMIN_ADDR accepts connections on HTTP_ADDR %s", httpAddr)
+	}
+	// The roles that serve the API keep HTTP_ADDR.
+	api := startApp(t, RoleAPI, map[string]string{"ADMIN_ADDR": "127.0.0.1:0"})
+	if resp, _ := get(t, api.base+"/openapi.json"); resp.StatusCode != 200 {
+		t.Errorf("api with ADMIN_ADDR: /openapi.json %d on HTTP_ADDR", resp.StatusCode)
+	}
+}

@@ -51,6 +51,9 @@ func (a *api) routes(f *fiber.App) {
 			f.Get(r.Path, guard, pathTenant(r), limit, a.readModel(r)) // GET only: tasks.Check
 		}
 		for _, c := range t.Commands {
+			if c.SQL && a.sql == nil {
+				continue // not served in this configuration: 404, not 405 (tasks.Command.SQL)
+			}
 			f.Post(c.Path, guard, limit, a.command(c))
 		}
 	}

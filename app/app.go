@@ -151,7 +151,11 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	}
 
 	hm := newHTTPMetrics()
-	a.http = newFiber(cfg, a.log, hm)
+	// HTTP_ADDR serves the API and UI, and the admin endpoints without ADMIN_ADDR: a worker whose
+	// admin endpoints moved there has nothing for it, so it does not listen on it at all.
+	if role.serves(RoleAPI) || cfg.AdminAddr == "" {
+		a.http = newFiber(cfg, a.log, hm)
+	}
 	ping := func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() }
 	reg := newRegistry(hm, append(a.guard.Collectors(), a.sched.Collectors()...), a.inspector, ping)
 	reg.MustRegister(buildInfoCollector(Build()))
@@ -205,11 +209,12 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 			LogLevel:        asynqLevel(cfg.LogLevel),
 		}))
 	}
-	a.http.Use(fallback(a.http)) // 405 for a known path's wrong method, else 404
-
-	a.ln, err = net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return nil, &ConfigError{Var: "HTTP_ADDR", Err: err}
+	if a.http != nil {
+		a.http.Use(fallback(a.http)) // 405 for a known path's wrong method, else 404
+		a.ln, err = net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			return nil, &ConfigError{Var: "HTTP_ADDR", Err: err}
+		}
 	}
 	if a.admin != nil {
 		a.adminLn, err = net.Listen("tcp", cfg.AdminAddr)
@@ -228,8 +233,14 @@ func (a *App) AdminAddr() string {
 	return a.adminLn.Addr().String()
 }
 
-// Addr is the address the HTTP listener is bound to (useful with HTTP_ADDR=127.0.0.1:0).
-func (a *App) Addr() string { return a.ln.Addr().String() }
+// Addr is the address the HTTP listener is bound to (useful with HTTP_ADDR=127.0.0.1:0), "" when
+// there is none (a worker with ADMIN_ADDR serves nothing on HTTP_ADDR).
+func (a *App) Addr() string {
+	if a.ln == nil {
+		return ""
+	}
+	return a.ln.Addr().String()
+}
 
 // Redis is the process's shared client.
 func (a *App) Redis() redis.UniversalClient { return a.rdb }
@@ -283,7 +294,9 @@ func (a *App) Run(ctx context.Context) error {
 		close(reconcileDone)
 	}
 	httpErr := make(chan error, 2)
-	go func() { httpErr <- a.http.Listener(a.ln) }()
+	if a.http != nil {
+		go func() { httpErr <- a.http.Listener(a.ln) }()
+	}
 	if a.admin != nil {
 		go func() { httpErr <- a.admin.Listener(a.adminLn) }()
 	}
@@ -322,8 +335,10 @@ func (a *App) Run(ctx context.Context) error {
 		}()
 	}
 	a.stopStreams() // open event streams end now, or the shutdown below would wait for them
-	if err := a.http.ShutdownWithTimeout(httpShutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		a.log.Warn().Err(err).Msg("http shutdown")
+	if a.http != nil {
+		if err := a.http.ShutdownWithTimeout(httpShutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			a.log.Warn().Err(err).Msg("http shutdown")
+		}
 	}
 	if a.admin != nil {
 		if err := a.admin.ShutdownWithTimeout(httpShutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {

@@ -1,12 +1,14 @@
 package app
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/freetext"
 )
 
 // cancelRequest is the optional body of POST /jobs/{id}/cancel.
@@ -16,6 +18,18 @@ type cancelRequest struct {
 
 // maxCancelReason bounds the reason kept on the timeline and in last_error.
 const maxCancelReason = 200
+
+// checkReason is nil for a reason of at most maxCancelReason bytes of printable text on one line
+// (the API's and jobguard jobs cancel --reason's rule): it is shown on terminals and pages.
+func checkReason(reason string) error {
+	if len(reason) > maxCancelReason {
+		return fmt.Errorf("must be at most %d bytes, not %d", maxCancelReason, len(reason))
+	}
+	if err := freetext.Check(reason); err != nil {
+		return fmt.Errorf("must be one line of printable text: %w", err)
+	}
+	return nil
+}
 
 // cancelAnswer is the body of a cancel's 200.
 type cancelAnswer struct {
@@ -36,8 +50,8 @@ func (a *api) cancel(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	if len(req.Reason) > maxCancelReason || strings.ContainsAny(req.Reason, "\r\n") {
-		return &HTTPError{Status: http.StatusBadRequest, Field: "reason", Detail: "reason must be one line of at most 200 bytes"}
+	if err := checkReason(req.Reason); err != nil {
+		return &HTTPError{Status: http.StatusBadRequest, Field: "reason", Detail: "reason " + err.Error(), Err: err}
 	}
 	v, err := a.load(c) // tenant rule: another tenant's job is 404
 	if err != nil {

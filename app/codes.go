@@ -56,8 +56,8 @@ func (k ProblemCode) Type() string { return ProblemTypeBase + k.Code }
 
 // ProblemCodes lists every error kind the API answers with, in the README table's order.
 var ProblemCodes = []ProblemCode{
-	{CodeValidationFailed, http.StatusBadRequest, "a field, parameter or header (named by `field`) is invalid", "fix the request; do not retry it unchanged"},
-	{CodeMalformedRequest, http.StatusBadRequest, "the request is not valid HTTP/1.1 and was not read", "fix the client"},
+	{CodeValidationFailed, http.StatusBadRequest, "a field, parameter or header (named by `field`) is invalid, or a single-valued header is sent twice", "fix the request; do not retry it unchanged"},
+	{CodeMalformedRequest, http.StatusBadRequest, "the request is not valid HTTP/1.1 and was not read, or its body length is ambiguous (Transfer-Encoding with Content-Length; the connection is closed)", "fix the client"},
 	{CodeUnauthorized, http.StatusUnauthorized, "no valid bearer token", "send one of API_TOKENS (on /schedules, of OPERATOR_TOKENS)"},
 	{CodeForbiddenTenant, http.StatusForbidden, "the tenant named by `field` is not the token's", "use that tenant's own token"},
 	{CodeOperatorRequired, http.StatusForbidden, "the route is for operators and the token is a tenant's", "use a token of OPERATOR_TOKENS"},

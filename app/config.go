@@ -142,7 +142,7 @@ var Variables = []Variable{
 	{Name: "REDIS_URL", Help: "the Redis to use; empty: an embedded in-memory Redis that loses everything at exit (development only)"},
 	{Name: "REDIS_MODE", Default: RedisStandalone, Help: "how REDIS_URL is read: standalone, sentinel (needs master_name=NAME) or cluster (?addr= for more nodes)"},
 	{Name: "HTTP_ADDR", Default: "127.0.0.1:8080", Help: "listen address of the API and UI, and of /metrics, /healthz, /readyz when ADMIN_ADDR is empty"},
-	{Name: "ADMIN_ADDR", Help: "listen address of /metrics, /healthz and /readyz apart from the API (e.g. 0.0.0.0:9090); empty: they are on HTTP_ADDR"},
+	{Name: "ADMIN_ADDR", Help: "listen address of /metrics, /healthz and /readyz apart from the API (e.g. 0.0.0.0:9090); empty: they are on HTTP_ADDR. A worker with it does not listen on HTTP_ADDR"},
 	{Name: "WORKER_CONCURRENCY", Default: "10", Help: "most handlers one worker runs at once, zombies included (1-10000)"},
 	{Name: "QUEUES", Default: "critical=6,default=3,low=1", Help: "queues a worker serves, with their weights"},
 	{Name: "LEASE_TTL", Default: "30s", Help: "resource lease TTL; also how soon a dead worker's job is rescued (2s-1h)"},

@@ -32,6 +32,7 @@ func newFiber(cfg Config, log zerolog.Logger, hm *httpMetrics) *fiber.App {
 			log.Error().Str("request_id", requestID(c)).Interface("panic", e).Msg("handler panicked")
 		},
 	}))
+	f.Use(fieldLines) // before any handler reads a header or the body
 	unknownMethods(f)
 	return f
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/freetext"
 	"github.com/jobguard/jobguard/internal/guardstack"
 	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/middleware"
@@ -118,8 +119,8 @@ func runJobs(ctx context.Context, args []string, lookup func(string) (string, bo
 	if verb == "list" && (q.Limit < 1 || q.Limit > 200) {
 		return usage(stderr, "--limit must be from 1 to 200")
 	}
-	if len(reason) > maxCancelReason || strings.ContainsAny(reason, "\r\n") {
-		return usage(stderr, "--reason must be one line of at most 200 bytes")
+	if err := checkReason(reason); err != nil {
+		return usage(stderr, "--reason "+err.Error())
 	}
 
 	cfg, err := FromLookupTasks(lookup, list)
@@ -284,7 +285,7 @@ func (c *jobsCLI) list(ctx context.Context, q engine.ListQuery) error {
 	tw := tabwriter.NewWriter(c.stdout, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB ID\tTENANT\tTYPE\tSTATUS\tATTEMPT\tCREATED\tUPDATED")
 	for _, j := range p.Jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.JobID, dash(j.Tenant), j.Type, j.Status, j.Attempt, when(j.CreatedAt), when(j.UpdatedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", freetext.Quote(j.JobID), freetext.Quote(dash(j.Tenant)), freetext.Quote(j.Type), freetext.Quote(string(j.Status)), j.Attempt, when(j.CreatedAt), when(j.UpdatedAt))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -308,9 +309,11 @@ func (c *jobsCLI) get(ctx context.Context, id string) error {
 		return c.writeJSON(view)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 2, 8, 2, ' ', 0)
+	// Every value is stored text, some of it a tenant's or a handler's: printed quoted when it holds
+	// a character a terminal would obey.
 	row := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+			fmt.Fprintf(tw, "%s\t%s\n", k, freetext.Quote(v))
 		}
 	}
 	r := v.Record
@@ -349,7 +352,7 @@ func (c *jobsCLI) get(ctx context.Context, id string) error {
 	fmt.Fprintln(c.stdout, "timeline:")
 	tw = tabwriter.NewWriter(c.stdout, 2, 8, 2, ' ', 0)
 	for _, e := range v.Timeline {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", time.UnixMilli(e.At).UTC().Format(time.RFC3339Nano), e.Event, e.Delivery, e.Detail)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", time.UnixMilli(e.At).UTC().Format(time.RFC3339Nano), freetext.Quote(e.Event), freetext.Quote(e.Delivery), freetext.Quote(e.Detail))
 	}
 	return tw.Flush()
 }

@@ -98,9 +98,12 @@ func (m monitoringJobs) Schedules(ctx context.Context) (web.Schedules, error) {
 	out := web.Schedules{Leader: ov.Leader}
 	for _, s := range ov.Schedules {
 		e := web.Schedule{Name: s.Name, Spec: s.Cron, Type: s.Type, Timezone: s.Timezone, Overlap: string(s.Overlap),
-			CatchUp: string(s.CatchUp), NextTick: s.NextTick, LastJobID: s.LastJobID, LastJobStatus: s.LastJobStatus, Paused: s.Paused}
+			CatchUp: string(s.CatchUp), LastJobID: s.LastJobID, LastJobStatus: s.LastJobStatus, Paused: s.Paused}
 		if s.LastTick != nil {
 			e.LastTick = *s.LastTick
+		}
+		if s.NextTick != nil {
+			e.NextTick = *s.NextTick // the page shows nothing for the zero time
 		}
 		out.Entries = append(out.Entries, e)
 	}

@@ -27,6 +27,7 @@ func TestSchedulesConfig(t *testing.T) {
 		{`[` + good + `,{"name":"b","spec":"@every 1m","type":"rebuild-cache","Payload":{}}]`, `entry 2: Payload: unknown field`},
 		{`[` + good + `,{"name":"b","spec":"61 * * * *","type":"rebuild-cache"}]`, `entry 2 ("b"): schedule: spec:`},
 		{`[{"name":"b","spec":"@daily","type":"rebuild-cache","timezone":"Mars/Base"}]`, `entry 1 ("b"): schedule: timezone:`},
+		{`[{"name":"feb30","spec":"0 0 30 2 *","type":"rebuild-cache","payload":{"tenant_id":"t1","resource_id":"r"}}]`, `entry 1 ("feb30"): schedule: spec: never fires`},
 		{`[{"name":"b","spec":"@daily","type":"send-fax"}]`, `entry 1 ("b"): schedule: type: "send-fax" is not a task type`},
 		{`[{"name":"b","spec":"@daily","type":"rebuild-cache","payload":{"tenant_id":"t 1","resource_id":"r"}}]`, `entry 1 ("b"): schedule: payload.tenant_id:`},
 		{`[{"name":"b","spec":"@daily","type":"rebuild-cache","payload":{"tenant":"t1"}}]`, `entry 1 ("b"): schedule: payload: unknown field tenant`},

@@ -78,13 +78,21 @@ func TestPlaceOrderThroughTheOutbox(t *testing.T) {
 	}
 }
 
-// Without DATABASE_URL there is nowhere to record an order: POST /orders is 404.
+// Without DATABASE_URL there is nowhere to record an order: /orders is not a route, 404 for POST
+// as for every method; with it, /orders is POST's (405 Allow POST to GET).
 func TestPlaceOrderNeedsSQL(t *testing.T) {
 	t.Parallel()
 	r := startApp(t, RoleAPI, nil)
 	resp, body := post(t, r, "/orders", `{"tenant_id":"t1","order_id":"o9","sku":"s9","quantity":2}`)
 	if p := decodeProblem(t, resp, body); p.Status != http.StatusNotFound {
 		t.Fatalf("%+v", p)
+	}
+	if resp, _ := get(t, r.base+"/orders"); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("GET /orders without DATABASE_URL: %d, want 404", resp.StatusCode)
+	}
+	withSQL := startApp(t, RoleAPI, map[string]string{"DATABASE_URL": pgtest.NewDB(t), "DATABASE_MIGRATE": "true"})
+	if resp, _ := get(t, withSQL.base+"/orders"); resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+		t.Fatalf("GET /orders with DATABASE_URL: %d Allow %q, want 405 Allow POST", resp.StatusCode, resp.Header.Get("Allow"))
 	}
 }
 

@@ -125,8 +125,9 @@ func (r *Run) Apply(ctx context.Context, eff *Effect, target string, keys []stri
 	return eff.e.RunFor(ctx, r.locks.Redis(), r.Fence(), target, applied, keys, r.taskID, r.appliedTTL, args...)
 }
 
-// Progress reports how far the job is (percent 0-100, a note of at most 200 bytes), fenced, never
-// backwards within a run. Job level only (ErrNotAJob).
+// Progress reports how far the job is (percent 0-100, a note of at most 200 bytes of printable
+// text: a control or format character such as ESC or U+202E is an error), fenced, never backwards
+// within a run. Job level only (ErrNotAJob).
 func (r *Run) Progress(ctx context.Context, percent int, note string) error {
 	if r.job == nil {
 		return ErrNotAJob
@@ -153,7 +154,8 @@ func (r *Run) Checkpoint() []byte {
 }
 
 // SetResult sets the short result kept in the job record when the job is done (job level; at
-// lease level it does nothing: use asynq's ResultWriter).
+// lease level it does nothing: use asynq's ResultWriter). Control and format characters in it are
+// stored escaped.
 func (r *Run) SetResult(result string) {
 	if r.job != nil {
 		r.job.SetResult(result)

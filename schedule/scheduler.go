@@ -173,7 +173,7 @@ func (s *Scheduler) lead(ctx context.Context, f locking.Fence) error {
 			} else if err != nil && ctx.Err() == nil {
 				s.cfg.Logger.Warn().Str("event", "schedule_tick_error").Str("schedule", p.Name).Err(err).Msg("schedule tick")
 			}
-			if t := p.Next(now); t.Before(next) {
+			if t := p.Next(now); !t.IsZero() && t.Before(next) { // zero: no tick to wait for (it would poll every 5 ms)
 				next = t
 			}
 		}

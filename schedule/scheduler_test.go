@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"sort"
@@ -417,7 +418,7 @@ func TestPauseResumeAndOverview(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ov.Leader != "w7" || len(ov.Schedules) != 1 || !ov.Schedules[0].Paused || ov.Schedules[0].LastTick != nil ||
-		!ov.Schedules[0].NextTick.Equal(t0.Add(3500*time.Millisecond)) {
+		ov.Schedules[0].NextTick == nil || !ov.Schedules[0].NextTick.Equal(t0.Add(3500*time.Millisecond)) {
 		t.Fatalf("overview while paused: %+v", ov)
 	}
 	if n := len(b.jobs("p")); n != 0 {
@@ -558,5 +559,22 @@ func TestJobPastTheCursorIsNotMissed(t *testing.T) {
 	recent, err := s.Jobs(ctx, "j")
 	if err != nil || len(recent) != 4 || recent[3].JobID != id {
 		t.Fatalf("the schedule's jobs: %+v, %v; want tick 1's job %s among them", recent, err, id)
+	}
+}
+
+// TestOverviewOmitsANextTickThatNeverComes: a schedule with no tick within robfig/cron's five-year
+// search (29 February, seen from March 2097: the next is in 2104) shows no next_tick, not year 1.
+func TestOverviewOmitsANextTickThatNeverComes(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock(time.Date(2097, 3, 1, 0, 0, 0, 0, time.UTC))
+	b := newBundle(t, Config{Clock: clock, Poll: time.Hour}, Spec{Name: "leap", Cron: "0 0 29 2 *", Type: typ})
+	in := b.start("w1", nil)
+	ov, err := in.sch.Overview(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(ov.Schedules[0])
+	if strings.Contains(string(out), "next_tick") || strings.Contains(string(out), "0001-01-01") {
+		t.Fatalf("overview of a schedule with no next tick: %s", out)
 	}
 }

@@ -143,6 +143,12 @@ func (s Spec) compile() (*plan, error) {
 		return nil, &FieldError{"timezone", fmt.Sprintf("unknown time zone %q (want an IANA name such as Europe/Berlin)", s.Timezone)}
 	}
 	p.loc = loc
+	// A day no month has (30 February, 31 April) parses but never comes; robfig/cron's Next
+	// answers the zero time for it. Any tick a cron spec has comes within eight years of any date
+	// (leap days), so one looked for from a fixed date decides, the same on every run.
+	if p.Next(neverRef).IsZero() {
+		return nil, &FieldError{"spec", "never fires: no date matches it (a day its months do not have, such as 30 February)"}
+	}
 	switch s.Overlap {
 	case Skip, Allow, Replace:
 	default:
@@ -184,6 +190,10 @@ func (p *plan) Next(t time.Time) time.Time {
 	}
 	return time.Time{}
 }
+
+// neverRef is the date a spec's first tick is looked for from to tell one that never fires: a
+// leap year's first day, so a 29 February tick is found within robfig/cron's five-year search.
+var neverRef = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // starBit is robfig/cron's mark of a field written as "*".
 const starBit = 1 << 63

@@ -67,8 +67,12 @@ func TestTicks(t *testing.T) {
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	ok := Spec{Name: "nightly", Cron: "0 3 * * *", Type: "rebuild-cache", Payload: json.RawMessage(`{"a":1}`)}
-	if err := ok.Validate(); err != nil {
-		t.Fatalf("valid spec: %v", err)
+	for _, spec := range []string{ok.Cron, "0 0 29 2 *", "0 0 31 1-12 *"} { // leap days, and months that have a 31st
+		s := ok
+		s.Cron = spec
+		if err := s.Validate(); err != nil {
+			t.Fatalf("valid spec %q: %v", spec, err)
+		}
 	}
 	for _, c := range []struct {
 		field string
@@ -82,6 +86,9 @@ func TestValidate(t *testing.T) {
 		{"spec", func(s *Spec) { s.Cron = "CRON_TZ=Europe/Berlin 0 3 * * *" }},
 		{"spec", func(s *Spec) { s.Cron = "@every 500ms" }},
 		{"spec", func(s *Spec) { s.Cron = "@every soon" }},
+		{"spec", func(s *Spec) { s.Cron = "0 0 30 2 *" }},          // 30 February: never
+		{"spec", func(s *Spec) { s.Cron = "*/5 * 31 4,6 *" }},      // 31 April and June, every hour's
+		{"spec", func(s *Spec) { s.Cron = "0 0 31 2,4,6,9,11 *" }}, // months without a 31st
 		{"timezone", func(s *Spec) { s.Timezone = "Mars/Olympus" }},
 		{"timezone", func(s *Spec) { s.Timezone = "Local" }},
 		{"overlap", func(s *Spec) { s.Overlap = "sometimes" }},

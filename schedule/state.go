@@ -95,8 +95,9 @@ func (s *Scheduler) SetPaused(ctx context.Context, name string, paused bool) err
 // Status is what GET /schedules shows of one schedule.
 type Status struct {
 	Spec
-	// NextTick is the next tick after now.
-	NextTick time.Time `json:"next_tick"`
+	// NextTick is the next tick after now; nil (omitted) when none comes within robfig/cron's
+	// five-year search (29 February seen from 2097), never the zero time.
+	NextTick *time.Time `json:"next_tick,omitempty"`
 	// LastTick is the last tick that has a job, LastJobID that job and LastJobStatus its status
 	// ("" when its record expired).
 	LastTick      *time.Time `json:"last_tick,omitempty"`
@@ -129,7 +130,11 @@ func (s *Scheduler) Overview(ctx context.Context) (Overview, error) {
 	}
 	now := s.cfg.Clock.Now()
 	for i, p := range s.plans {
-		st := Status{Spec: p.Spec, NextTick: p.Next(now).UTC(), LastJobID: sts[i].lastJob, Paused: sts[i].paused}
+		st := Status{Spec: p.Spec, LastJobID: sts[i].lastJob, Paused: sts[i].paused}
+		if next := p.Next(now); !next.IsZero() {
+			next = next.UTC()
+			st.NextTick = &next
+		}
 		if !sts[i].lastAt.IsZero() {
 			at := sts[i].lastAt.UTC()
 			st.LastTick = &at

@@ -94,7 +94,7 @@ var reserveStock = Task{
 			}
 			return ReadStock(ctx, r.Locks, params["tenant"], params["sku"])
 		}}},
-	Commands:   []Command{{Path: "/orders", Accept: func() Request { return &ReserveStockPayload{} }, Do: placeOrder}},
+	Commands:   []Command{{Path: "/orders", Accept: func() Request { return &ReserveStockPayload{} }, Do: placeOrder, SQL: true}},
 	SQLSchema:  reserveStockSchema,
 	SQLVersion: 101,
 	SQLFenced:  true,

@@ -103,6 +103,9 @@ type Command struct {
 	Accept func() Request
 	// Do carries the command out; its errors map as a read model's, plus Conflict (409).
 	Do func(ctx context.Context, r ReadDeps, req Request) (Answer, error)
+	// SQL says Do needs PostgreSQL (ReadDeps.SQL): without DATABASE_URL the route is not mounted,
+	// so its path is 404 for every method rather than 405 to all but the one that fails.
+	SQL bool
 }
 
 // Answer is a command's answer: status, JSON body and Location ("" none).

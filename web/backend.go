@@ -41,6 +41,10 @@ const pingTimeout = 500 * time.Millisecond
 func apiCalls(h http.Handler, ui fiber.Handler, prefix string, timeout time.Duration, ping func(context.Context) error) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		if !strings.HasPrefix(c.Path(), prefix) {
+			// The UI's files and its client-side pages: asynqmon serves them to any method.
+			if c.Method() != fiber.MethodGet && c.Method() != fiber.MethodHead {
+				return methodNotAllowed(c, allowRead)
+			}
 			return ui(c)
 		}
 		change := c.Method() != fiber.MethodGet && c.Method() != fiber.MethodHead

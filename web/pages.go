@@ -32,6 +32,25 @@ var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 // ErrReadOnly answers a cancel or retry sent to a read-only UI.
 var ErrReadOnly = &fiber.Error{Code: fiber.StatusMethodNotAllowed, Message: "the monitoring UI is read-only (MONITORING_READONLY)"}
 
+// The methods of the pages, for Allow (RFC 9110 section 15.5.6: every 405 carries one). The pages
+// are served inside the UI's mount, so the app's own 405 fallback never sees their paths.
+const (
+	allowRead   = "GET, HEAD"
+	allowChange = "POST"
+)
+
+// methodNotAllowed answers a page asked with a method it does not take: 405 naming those it does.
+func methodNotAllowed(c *fiber.Ctx, allow string) error {
+	c.Set(fiber.HeaderAllow, allow)
+	return fiber.ErrMethodNotAllowed
+}
+
+// readOnly answers a change page of a read-only UI: it takes no method now, so Allow is empty.
+func readOnly(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderAllow, "")
+	return ErrReadOnly
+}
+
 // maxPageRows bounds a list page.
 const maxPageRows = 200
 
@@ -79,7 +98,7 @@ func (p *pages) serve(c *fiber.Ctx) (handled bool, err error) {
 // get runs a page's handler for GET and HEAD, with the UI's timeout.
 func (p *pages) get(c *fiber.Ctx, h func(context.Context, *fiber.Ctx) error) error {
 	if c.Method() != fiber.MethodGet && c.Method() != fiber.MethodHead {
-		return fiber.ErrMethodNotAllowed
+		return methodNotAllowed(c, allowRead)
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), p.timeout)
 	defer cancel()
@@ -89,11 +108,11 @@ func (p *pages) get(c *fiber.Ctx, h func(context.Context, *fiber.Ctx) error) err
 // change is POST {root}/jobs/{id}/cancel|retry: done, the browser is sent back to the job's page
 // (303); an error is the app's problem answer (404, 409).
 func (p *pages) change(c *fiber.Ctx, id, op string) error {
-	if c.Method() != fiber.MethodPost {
-		return fiber.ErrMethodNotAllowed
-	}
 	if p.readOnly {
-		return ErrReadOnly
+		return readOnly(c)
+	}
+	if c.Method() != fiber.MethodPost {
+		return methodNotAllowed(c, allowChange)
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), p.timeout)
 	defer cancel()
@@ -117,11 +136,11 @@ func (p *pages) pauseSchedule(c *fiber.Ctx, rest string) error {
 	if err != nil || name == "" || (op != "pause" && op != "resume") {
 		return fiber.ErrNotFound
 	}
-	if c.Method() != fiber.MethodPost {
-		return fiber.ErrMethodNotAllowed
-	}
 	if p.readOnly {
-		return ErrReadOnly
+		return readOnly(c)
+	}
+	if c.Method() != fiber.MethodPost {
+		return methodNotAllowed(c, allowChange)
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), p.timeout)
 	defer cancel()

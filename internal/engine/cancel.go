@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/freetext"
 	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/locking"
 )
@@ -65,7 +66,8 @@ func (s *Stack) Cancel(ctx context.Context, id string, req CancelRequest) (Cance
 	if keys, err = s.keysFor(id, "", info.Dedup); err != nil {
 		return Cancelled{}, fmt.Errorf("engine: cancel %s: %w", id, err)
 	}
-	res, err := s.store.Cancel(ctx, keys, jobstore.CancelArgs{Now: s.now(), By: req.By, Why: req.Why})
+	// Callers check the reason (the API, the CLI); one that did not gets it stored escaped.
+	res, err := s.store.Cancel(ctx, keys, jobstore.CancelArgs{Now: s.now(), By: freetext.Escape(req.By), Why: freetext.Escape(req.Why)})
 	if err != nil {
 		return Cancelled{}, fmt.Errorf("engine: cancel %s: %w", id, err)
 	}

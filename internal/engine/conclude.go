@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/freetext"
 	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/locking"
 )
@@ -121,6 +122,8 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 	ctx, span := scriptSpan(ctx, "jobguard.finish")
 	defer func() { endSpan(span, err) }()
 	o.Result = job.result
+	// A handler's error text may carry a tenant's input: stored escaped, as results are.
+	o.Error, o.Detail = freetext.Escape(o.Error), freetext.Escape(o.Detail)
 	f := job.lease.Fence()
 	res, err := s.store.Finish(ctx, job.keys, jobstore.FinishArgs{
 		Delivery: job.Delivery, Token: f.Token, Owner: f.Owner, Now: s.now(), HasOpKey: job.OpKey != "",

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/freetext"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -94,8 +95,9 @@ func (j *Job) Locks() *locking.Client { return j.locks }
 // Redis is the stack's client.
 func (j *Job) Redis() redis.UniversalClient { return j.rdb }
 
-// SetResult sets the short result stored in the job record when the job is done.
-func (j *Job) SetResult(result string) { j.result = result }
+// SetResult sets the short result stored in the job record when the job is done. A control or
+// format character in it is stored escaped (freetext.Escape): it is shown on terminals and pages.
+func (j *Job) SetResult(result string) { j.result = freetext.Escape(result) }
 
 // SaveCheckpoint stores progress in the job record, fenced: a later attempt starts with it in
 // Checkpoint. It fails with locking.ErrStaleToken when a newer run owns the job.
@@ -125,6 +127,10 @@ func (j *Job) Progress(ctx context.Context, percent int, note string) (err error
 	}
 	if percent < 0 || percent > 100 || len(note) > maxProgressNote {
 		return fmt.Errorf("engine: progress %d%% with a %d-byte note: percent is 0-100, the note at most %d bytes", percent, len(note), maxProgressNote)
+	}
+	if err := freetext.Check(note); err != nil {
+		// The note is shown on terminals and pages: refused, as the API refuses a cancel reason.
+		return fmt.Errorf("engine: progress note: %w", err)
 	}
 	ctx, span := scriptSpan(ctx, "jobguard.progress")
 	defer func() { endSpan(span, err) }()

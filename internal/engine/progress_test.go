@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/freetext"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -14,7 +15,7 @@ import (
 // written), starts again in the next run, and rejects values out of range.
 func TestProgressNeverGoesBackwardsWithinARun(t *testing.T) {
 	t.Parallel()
-	type report struct{ backwards, outOfRange error }
+	type report struct{ backwards, outOfRange, unprintable error }
 	reported, release := make(chan report, 1), make(chan struct{})
 	h := newHarness(t, Config{}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "steps", Backoff: Backoff{Base: time.Second, Max: time.Second}}, func(ctx context.Context, j *Job) error {
@@ -26,15 +27,15 @@ func TestProgressNeverGoesBackwardsWithinARun(t *testing.T) {
 					return err
 				}
 			}
-			reported <- report{backwards: j.Progress(ctx, 40, "back"), outOfRange: j.Progress(ctx, 101, "")}
+			reported <- report{backwards: j.Progress(ctx, 40, "back"), outOfRange: j.Progress(ctx, 101, ""), unprintable: j.Progress(ctx, 70, "\x1b]0;pwned\a")}
 			<-release
 			return errors.New("first run fails")
 		})
 	})
 	id := h.enqueue(Spec{Type: "steps"})
 	r := <-reported
-	if !errors.Is(r.backwards, ErrProgressBackwards) || r.outOfRange == nil {
-		t.Fatalf("backwards: %v, out of range: %v", r.backwards, r.outOfRange)
+	if !errors.Is(r.backwards, ErrProgressBackwards) || r.outOfRange == nil || !errors.Is(r.unprintable, freetext.ErrUnprintable) {
+		t.Fatalf("backwards: %v, out of range: %v, a note with ESC: %v", r.backwards, r.outOfRange, r.unprintable)
 	}
 	v, _ := h.stack.Get(bg, id)
 	if v.Record.Progress != 60 || v.Record.ProgressNote != "step" || v.Record.ProgressAt.IsZero() {
