@@ -40,7 +40,7 @@ func (g *Guard) serveLease(ctx context.Context, t *asynq.Task, next asynq.Handle
 	prev := t.Headers()[headerRescueOf]
 	k := g.leaseKeys(resource, taskID, prev)
 	owner := g.locks.NewOwner()
-	st, sent, err := g.startLease(ctx, k, leaseStartArgs{owner: owner, ttl: l.TTL, taskID: taskID, isCopy: prev != ""})
+	st, sent, err := g.startLease(ctx, k, leaseStartArgs{owner: owner, ttl: l.TTL, taskID: taskID, isCopy: prev != "", fenceTTL: l.FenceTTL})
 	log := g.log.With().Str("type", t.Type()).Str("delivery", taskID).Str("worker_id", g.cfg.WorkerID).Logger()
 	switch {
 	case err != nil:

@@ -56,6 +56,8 @@ type leaseStartArgs struct {
 	ttl    time.Duration
 	taskID string
 	isCopy bool
+	// fenceTTL is the fence counter's TTL (0: none, a long-lived resource's).
+	fenceTTL time.Duration
 }
 
 // scriptRunner runs a script's call: the engine's batcher (calls of concurrent runs share a
@@ -68,7 +70,7 @@ func runLeaseStart(ctx context.Context, run scriptRunner, k leaseKeys, a leaseSt
 		isCopy = 1
 	}
 	res, err := run(ctx, leaseStartScript, []string{k.lease, k.fence, k.marker, k.prevMarker},
-		a.owner, a.ttl.Milliseconds(), runMarkerTTL.Milliseconds(), a.taskID, isCopy).Result()
+		a.owner, a.ttl.Milliseconds(), runMarkerTTL.Milliseconds(), a.taskID, isCopy, a.fenceTTL.Milliseconds()).Result()
 	if err != nil {
 		return leaseStarted{}, fmt.Errorf("middleware: lease start: %w", err)
 	}

@@ -162,3 +162,31 @@ func TestLeaseLevelErrorClasses(t *testing.T) {
 		t.Fatalf("the application's RetryDelayFunc was asked %d times for jobguard's own delays", n)
 	}
 }
+
+// Finished lease-level runs leave nothing that does not expire: run markers are deleted, and a
+// per-task resource's fence counter carries FenceTTL.
+func TestLeaseLevelLeavesNothingWithoutAnExpiry(t *testing.T) {
+	t.Parallel()
+	b := setup(t, middleware.Config{})
+	b.guard.ProtectLease("once", middleware.Lease{Resource: skuOf, FenceTTL: time.Hour})
+	var done atomic.Int64
+	b.serve(t, asynq.Config{Concurrency: 4}, map[string]asynq.HandlerFunc{"once": func(ctx context.Context, task *asynq.Task) error {
+		done.Add(1)
+		return nil
+	}})
+	for i := range 20 {
+		if _, err := b.client.Enqueue(asynq.NewTask("once", []byte(fmt.Sprint(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "20 tasks done", func() bool { return done.Load() == 20 })
+	eventually(t, 5*time.Second, "every key of jobguard's with a TTL", func() bool {
+		keys := b.rdb.Keys(ctx, "t:*").Val()
+		for _, k := range keys {
+			if b.rdb.PTTL(ctx, k).Val() < 0 {
+				return false
+			}
+		}
+		return len(keys) == 20 // the fence counters, expiring
+	})
+}

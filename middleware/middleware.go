@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -46,13 +47,22 @@ func (g *Guard) serveUnadopted(ctx context.Context, t *asynq.Task, next asynq.Ha
 	g.m.unadopted.WithLabelValues(t.Type()).Inc()
 	g.log.Warn().Str("event", "unadopted").Str("type", t.Type()).Str("delivery", id).
 		Msg("job-level task enqueued without Guard.Enqueue: run at lease level, with no job record")
-	resource := j.Resource
+	resource, fenceTTL := j.Resource, time.Duration(0)
 	if resource == nil {
-		resource = func(*asynq.Task) (string, error) { return "task:" + id, nil }
+		// The task is its own resource: its fence counter goes with the job records' retention.
+		resource, fenceTTL = func(*asynq.Task) (string, error) { return "task:" + id, nil }, g.retention()
 	}
 	ttl := j.LeaseTTL
 	if ttl <= 0 {
 		ttl = g.cfg.LeaseTTL
 	}
-	return g.serveLease(ctx, t, next, Lease{Resource: resource, TTL: ttl, AppliedTTL: j.AppliedTTL})
+	return g.serveLease(ctx, t, next, Lease{Resource: resource, TTL: ttl, AppliedTTL: j.AppliedTTL, FenceTTL: fenceTTL})
+}
+
+// retention is the job records' retention (Config.Retention, default 7 days).
+func (g *Guard) retention() time.Duration {
+	if g.cfg.Retention > 0 {
+		return g.cfg.Retention
+	}
+	return 7 * 24 * time.Hour
 }

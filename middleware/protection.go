@@ -24,6 +24,11 @@ type Lease struct {
 	// AppliedTTL is how long Run.Apply's applied-operation records are kept (default 0: for
 	// ever, as live data).
 	AppliedTTL time.Duration
+	// FenceTTL is how long a resource's fence counter outlives its last acquisition (default 0:
+	// for ever, as a long-lived resource's must). Set it when resources die with their tasks (one
+	// per task), so that Redis does not keep a counter per finished task; it must outlive every
+	// write that holds one of its tokens.
+	FenceTTL time.Duration
 }
 
 // Job is job-level protection for a task type enqueued through Guard.Enqueue: on top of the

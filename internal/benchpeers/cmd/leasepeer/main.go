@@ -7,6 +7,7 @@ import (
 	"context"
 	"hash/fnv"
 	"strconv"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -49,7 +50,7 @@ func (w *worker) Start(run func(context.Context, []byte) error) error {
 		h := fnv.New64a()
 		h.Write(t.Payload())
 		return "job:" + strconv.FormatUint(h.Sum64(), 36), nil
-	}})
+	}, FenceTTL: time.Hour}) // a resource per job: its counter must not outlive it for ever
 	mux := asynq.NewServeMux()
 	mux.Use(w.guard.Middleware())
 	mux.HandleFunc(taskType, func(ctx context.Context, t *asynq.Task) error { return run(ctx, t.Payload()) })
