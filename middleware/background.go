@@ -103,7 +103,7 @@ func (g *Guard) leaseOf(t *asynq.Task, taskID string) (Lease, bool) {
 		return l, true
 	case level == "job" && !engine.IsDelivery(t):
 		if j.Resource == nil {
-			j.Resource = func(*asynq.Task) (string, error) { return "task:" + taskID, nil }
+			j.Resource = ownResource(taskID)
 		}
 		return Lease{Resource: j.Resource}, true
 	}

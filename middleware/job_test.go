@@ -104,3 +104,40 @@ func metricVec(t *testing.T, reg *prometheus.Registry, name string) prometheus.C
 	c.Add(sum)
 	return c
 }
+
+// A job-level task that came without a job and lost its run is rescued like any lease-level task:
+// its copy takes the same resource (named by the original's id), runs, and the task completes.
+func TestUnadoptedTaskIsRescued(t *testing.T) {
+	t.Parallel()
+	b := setup(t, middleware.Config{LeaseTTL: time.Second})
+	b.guard.ProtectJob("report", middleware.Job{})
+	var runs atomic.Int64
+	firstStarted, firstGoOn := make(chan string, 1), make(chan struct{})
+	b.serve(t, asynq.Config{Concurrency: 2}, map[string]asynq.HandlerFunc{"report": func(ctx context.Context, task *asynq.Task) error {
+		if runs.Add(1) == 1 {
+			run, _ := middleware.RunFrom(ctx)
+			firstStarted <- run.Lease().Resource
+			<-firstGoOn
+		}
+		return nil
+	}})
+	info, err := b.client.Enqueue(asynq.NewTask("report", []byte("q5")), asynq.Retention(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource := <-firstStarted
+	if resource != "task:"+info.ID {
+		t.Fatalf("resource %q, want task:%s", resource, info.ID)
+	}
+	b.rdb.Del(ctx, b.guard.Locks().LeaseKey(resource))
+	eventually(t, 10*time.Second, "the lost run rescued", func() bool {
+		n, _ := b.guard.RescueLeases(ctx, b.insp)
+		return n == 1
+	})
+	eventually(t, 10*time.Second, "the copy ran", func() bool { return runs.Load() == 2 })
+	close(firstGoOn)
+	eventually(t, 10*time.Second, "original and copy completed", func() bool {
+		done, _ := b.insp.ListCompletedTasks("default")
+		return len(done) == 2
+	})
+}

@@ -50,7 +50,7 @@ func (g *Guard) serveUnadopted(ctx context.Context, t *asynq.Task, next asynq.Ha
 	resource, fenceTTL := j.Resource, time.Duration(0)
 	if resource == nil {
 		// The task is its own resource: its fence counter goes with the job records' retention.
-		resource, fenceTTL = func(*asynq.Task) (string, error) { return "task:" + id, nil }, g.retention()
+		resource, fenceTTL = ownResource(id), g.retention()
 	}
 	ttl := j.LeaseTTL
 	if ttl <= 0 {
@@ -65,4 +65,15 @@ func (g *Guard) retention() time.Duration {
 		return g.cfg.Retention
 	}
 	return 7 * 24 * time.Hour
+}
+
+// ownResource is the resource of a task that is its own: named by the first task of its chain of
+// rescues, so that a rescue's copy takes the same lease and finds its original's run marker.
+func ownResource(taskID string) func(*asynq.Task) (string, error) {
+	return func(t *asynq.Task) (string, error) {
+		if root := t.Headers()[headerOpRoot]; root != "" {
+			return "task:" + root, nil
+		}
+		return "task:" + taskID, nil
+	}
 }
