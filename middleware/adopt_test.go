@@ -19,24 +19,30 @@ func TestASeparateModuleAdoptsTheGuard(t *testing.T) {
 	if changed := changedLines(string(before), string(after)); changed > 12 {
 		t.Fatalf("adding jobguard changed %d lines, want at most 12", changed)
 	}
+	for name, src := range map[string]string{"before": string(before), "after": string(after)} {
+		if out, err := buildModule(t, root, src); err != nil {
+			t.Fatalf("%s: go build: %v\n%s", name, err, out)
+		}
+	}
+}
+
+// buildModule builds src as the main package of a module of its own that requires this
+// repository through a replace directive, as a separate application would.
+func buildModule(t *testing.T, root, src string) ([]byte, error) {
+	t.Helper()
 	goVersion := ""
 	for _, line := range strings.Split(mustRead(t, filepath.Join(root, "go.mod")), "\n") {
 		if strings.HasPrefix(line, "go ") {
 			goVersion = line
 		}
 	}
-	for name, src := range map[string][]byte{"before": before, "after": after} {
-		dir := t.TempDir()
-		mod := "module example.com/shop\n\n" + goVersion + "\n\nrequire github.com/jobguard/jobguard v0.0.0\n\nreplace github.com/jobguard/jobguard => " + root + "\n"
-		write(t, filepath.Join(dir, "go.mod"), mod)
-		write(t, filepath.Join(dir, "go.sum"), mustRead(t, filepath.Join(root, "go.sum")))
-		write(t, filepath.Join(dir, "main.go"), string(src))
-		cmd := exec.Command("go", "build", "-mod=mod", "-o", os.DevNull, ".")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: go build: %v\n%s", name, err, out)
-		}
-	}
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "go.mod"), "module example.com/app\n\n"+goVersion+"\n\nrequire github.com/jobguard/jobguard v0.0.0\n\nreplace github.com/jobguard/jobguard => "+root+"\n")
+	write(t, filepath.Join(dir, "go.sum"), mustRead(t, filepath.Join(root, "go.sum")))
+	write(t, filepath.Join(dir, "main.go"), src)
+	cmd := exec.Command("go", "build", "-mod=mod", "-o", os.DevNull, ".")
+	cmd.Dir = dir
+	return cmd.CombinedOutput()
 }
 
 // changedLines counts the lines of b that a does not have, and of a that b does not have.
@@ -72,5 +78,41 @@ func write(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The README's "On your own asynq server" snippet compiles, inside a function that declares what
+// it takes from the application around it.
+func TestTheREADMESnippetCompiles(t *testing.T) {
+	t.Parallel()
+	root, _ := filepath.Abs("..")
+	readme := mustRead(t, filepath.Join(root, "README.md"))
+	section := readme[strings.Index(readme, "## On your own asynq server"):]
+	start := strings.Index(section, "```go\n") + len("```go\n")
+	snippet := section[start : start+strings.Index(section[start:], "```")]
+	src := `package main
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/middleware"
+)
+
+var reserve = middleware.NewEffect("return 1")
+
+func main() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{})
+	mux := asynq.NewServeMux()
+	yourAsynqConfig := asynq.Config{}
+` + snippet + `	_ = srv
+}
+`
+	if out, err := buildModule(t, root, src); err != nil {
+		t.Fatalf("the README's snippet does not compile: %v\n%s\n%s", err, out, src)
 	}
 }
