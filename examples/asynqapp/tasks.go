@@ -84,9 +84,11 @@ func (a *app) report(ctx context.Context, t *asynq.Task) error {
 	return nil
 }
 
-// email fails its first try: the application's RetryDelayFunc decides when it comes back.
+// email fails its first try (asynq's retry count 0, whichever worker takes it): the application's
+// RetryDelayFunc decides when it comes back.
 func (a *app) email(ctx context.Context, t *asynq.Task) error {
-	if a.emailsTried.Add(1) == 1 {
+	a.emailsTried.Add(1)
+	if retried, _ := asynq.GetRetryCount(ctx); retried == 0 {
 		return errors.New("smtp: try again")
 	}
 	return nil
