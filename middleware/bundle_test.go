@@ -36,13 +36,19 @@ func setup(t *testing.T, cfg middleware.Config) *bundle {
 // (by type); it stops when the test ends.
 func (b *bundle) serve(t *testing.T, cfg asynq.Config, handlers map[string]asynq.HandlerFunc) {
 	t.Helper()
+	b.serveWith(t, b.guard, cfg, handlers)
+}
+
+// serveWith is serve with guard g (another process's guard on the bundle's database, say).
+func (b *bundle) serveWith(t *testing.T, g *middleware.Guard, cfg asynq.Config, handlers map[string]asynq.HandlerFunc) {
+	t.Helper()
 	mux := asynq.NewServeMux()
-	mux.Use(b.guard.Middleware())
+	mux.Use(g.Middleware())
 	for typ, h := range handlers {
 		mux.Handle(typ, h)
 	}
 	cfg.LogLevel = asynq.FatalLevel
-	srv := asynq.NewServerFromRedisClient(b.rdb, b.guard.ServerConfig(cfg))
+	srv := asynq.NewServerFromRedisClient(b.rdb, g.ServerConfig(cfg))
 	if err := srv.Start(mux); err != nil {
 		t.Fatal(err)
 	}

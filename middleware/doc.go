@@ -25,6 +25,12 @@
 //   - Guard.Run's rescuer hands the task of a run whose lease lapsed (its worker died, or paused past
 //     the lease) to a copy within about the lease TTL plus RescueInterval; asynq's own recovery
 //     takes 60-120 s. asynq's later redelivery of the original is acknowledged without running.
+//   - Lease.Limit bounds runs per key (a tenant, an upstream host: LeaseLimit.Key of the task)
+//     across every process: at most Concurrency at once, zombies included, and Rate starts per
+//     Per. A delivery takes a slot of its key before its lease; over the limit it bounces (no
+//     failure), or on its last retry waits for a slot in the process. A slot that lapses (its
+//     holder cut off from Redis) cancels the handler's context (cause ErrSlotLost) before Redis
+//     gives it to another, and Run.ValidFor counts it.
 //   - Attempts, retry delays and the archive stay asynq's and the application's.
 //
 // Job level (ProtectJob) is jobguard's full engine for tasks enqueued through Guard.Enqueue: a job

@@ -6,6 +6,11 @@ import (
 	"github.com/jobguard/jobguard/internal/engine"
 )
 
+// ErrSlotLost is the cause of a handler's context when its run's limit slot lapsed (its
+// renewals failed for most of the slot's TTL, or Redis dropped it): the delivery bounces, not a
+// failure (though asynq archives a bounce on a task's last retry, as it does a lost lease's).
+var ErrSlotLost = engine.ErrSlotLost
+
 // Permanent marks err as not worth retrying: the task goes to asynq's archive (dead letter) at
 // once. At job level its job fails and can be replayed.
 func Permanent(err error) error { return engine.Permanent(err) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -62,4 +63,43 @@ func Example() {
 	}
 	fmt.Println("reserved:", rdb.HGet(ctx, "shop:{sku:42}:stock", "reserved").Val())
 	// Output: reserved: 2
+}
+
+// A lease-level type limited per key: at most two deliveries to one host at once and ten starts
+// per second, across every worker; a delivery over the limit waits without failing.
+func ExampleLeaseLimit() {
+	opt, _ := redis.ParseURL(os.Getenv("REDIS_URL"))
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+
+	guard := middleware.New(rdb, middleware.Config{Prefix: "hooks"})
+	defer guard.Close()
+	guard.ProtectLease("webhook:deliver", middleware.Lease{
+		Resource: func(t *asynq.Task) (string, error) { return "hook:" + string(t.Payload()), nil },
+		Limit: middleware.LeaseLimit{
+			Key:         func(t *asynq.Task) string { host, _, _ := strings.Cut(string(t.Payload()), "/"); return host },
+			Concurrency: 2, Rate: 10, Per: time.Second,
+		},
+	})
+
+	tokens := make(chan int64, 1)
+	mux := asynq.NewServeMux()
+	mux.Use(guard.Middleware())
+	mux.HandleFunc("webhook:deliver", func(ctx context.Context, t *asynq.Task) error {
+		run, _ := middleware.RunFrom(ctx)
+		tokens <- run.LimitToken() // the slot's token: an upstream may refuse an older holder
+		return nil
+	})
+	srv := asynq.NewServerFromRedisClient(rdb, guard.ServerConfig(asynq.Config{Concurrency: 4, LogLevel: asynq.FatalLevel}))
+	if err := srv.Start(mux); err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+
+	client := asynq.NewClientFromRedisClient(rdb)
+	if _, err := client.Enqueue(asynq.NewTask("webhook:deliver", []byte("example.com/orders/7"))); err != nil {
+		panic(err)
+	}
+	fmt.Println("ran holding a slot of example.com:", <-tokens > 0)
+	// Output: ran holding a slot of example.com: true
 }

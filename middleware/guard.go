@@ -55,8 +55,9 @@ func New(rdb redis.UniversalClient, cfg Config) *Guard {
 	return g
 }
 
-// ProtectLease protects task type typ at lease level. Protecting a type twice, or with no
-// Resource, panics (a wiring mistake, found at start).
+// ProtectLease protects task type typ at lease level. Protecting a type twice, with no
+// Resource, or with a limit Redis cannot keep (negative, or more than one start per millisecond)
+// panics (a wiring mistake, found at start).
 func (g *Guard) ProtectLease(typ string, l Lease) {
 	if l.Resource == nil {
 		panic(fmt.Sprintf("middleware: lease-level type %q needs a Resource", typ))
@@ -66,6 +67,9 @@ func (g *Guard) ProtectLease(typ string, l Lease) {
 	g.claimType(typ)
 	if l.TTL <= 0 {
 		l.TTL = g.cfg.LeaseTTL
+	}
+	if l.Limit.on() || l.Limit.Concurrency < 0 || l.Limit.Rate < 0 {
+		g.stack.RegisterLimit(typ, l.Limit.engine())
 	}
 	g.leases[typ] = l
 	g.m.initType(typ)

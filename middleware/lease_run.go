@@ -25,8 +25,9 @@ const (
 // finishTimeout bounds the finish script, on a context that outlives the delivery's.
 const finishTimeout = 5 * time.Second
 
-// serveLease runs one lease-level delivery: start (superseded and stale-copy checks, lease and
-// fence, run marker), the handler with its lease kept, finish (release, marker), and asynq's answer.
+// serveLease runs one lease-level delivery: its key's limit slot (when limited), start
+// (superseded and stale-copy checks, lease and fence, run marker), the handler with its lease and
+// slot kept, finish (release, marker), the slot's release, and asynq's answer.
 func (g *Guard) serveLease(ctx context.Context, t *asynq.Task, next asynq.Handler, l Lease) (err error) {
 	taskID, _ := asynq.GetTaskID(ctx)
 	resource, err := l.Resource(t)
@@ -40,6 +41,13 @@ func (g *Guard) serveLease(ctx context.Context, t *asynq.Task, next asynq.Handle
 	prev := t.Headers()[headerRescueOf]
 	k := g.leaseKeys(resource, taskID, prev)
 	owner := g.locks.NewOwner()
+	slot, err := g.takeSlot(ctx, t, l, owner)
+	if err != nil {
+		g.m.outcomes.WithLabelValues(t.Type(), "bounced").Inc()
+		return err
+	}
+	// After the finish (deferred below, so run first), or at once for a delivery that does not run.
+	defer slot.Release(ctx)
 	st, sent, err := g.startLease(ctx, k, leaseStartArgs{owner: owner, ttl: l.TTL, taskID: taskID, isCopy: prev != "", fenceTTL: l.FenceTTL})
 	log := g.log.With().Str("type", t.Type()).Str("delivery", taskID).Str("worker_id", g.cfg.WorkerID).Logger()
 	switch {
@@ -56,15 +64,17 @@ func (g *Guard) serveLease(ctx context.Context, t *asynq.Task, next asynq.Handle
 	}
 	lease := g.locks.Granted(resource, owner, st.token, l.TTL, sent)
 	run := &Run{lease: lease, locks: g.locks, taskID: taskID, opKey: opKeyOf(t, l, taskID), appliedTTL: l.AppliedTTL,
-		resource: resource, attempt: attemptOf(ctx)}
+		resource: resource, attempt: attemptOf(ctx), slot: slot}
 	hctx, stop := g.keeper.Keep(ctx, lease)
+	hctx, unwatch := slot.Watch(hctx)
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error().Str("event", "panic").Bytes("stack", debug.Stack()).Msg("handler panicked")
 			err = fmt.Errorf("middleware: handler panicked: %v", p)
 		}
+		unwatch()
 		stop()
-		err = g.finishLease(ctx, hctx, t, k, owner, err, log)
+		err = g.finishLease(ctx, hctx, t, k, owner, slot, err, log)
 	}()
 	return next.ProcessTask(withRun(hctx, run), t)
 }
@@ -92,8 +102,8 @@ func (g *Guard) startLease(ctx context.Context, k leaseKeys, a leaseStartArgs) (
 }
 
 // finishLease releases the run's lease and marker, and turns the handler's error into asynq's
-// answer.
-func (g *Guard) finishLease(ctx, hctx context.Context, t *asynq.Task, k leaseKeys, owner string, herr error, log zerolog.Logger) error {
+// answer (an upstream's RetryAfter also pushes back the next starts of the slot's key).
+func (g *Guard) finishLease(ctx, hctx context.Context, t *asynq.Task, k leaseKeys, owner string, slot *engine.Slot, herr error, log zerolog.Logger) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	fin, ferr := runLeaseFinish(fctx, g.stack.Store().RunScript, k, owner)
 	cancel()
@@ -107,6 +117,11 @@ func (g *Guard) finishLease(ctx, hctx context.Context, t *asynq.Task, k leaseKey
 		log.Warn().Str("event", "lease_lost").Err(cause).Msg("lease lost during the run")
 		return engine.Bounce("lease_lost", 0, herr)
 	}
+	if cause := context.Cause(hctx); errors.Is(cause, engine.ErrSlotLost) && herr != nil {
+		g.m.outcomes.WithLabelValues(t.Type(), "slot_lost").Inc()
+		log.Warn().Str("event", "slot_lost").Err(cause).Msg("limit slot lost during the run")
+		return engine.Bounce("slot_lost", 0, herr)
+	}
 	if herr == nil {
 		g.m.outcomes.WithLabelValues(t.Type(), "done").Inc()
 		return nil
@@ -119,6 +134,9 @@ func (g *Guard) finishLease(ctx, hctx context.Context, t *asynq.Task, k leaseKey
 		g.m.outcomes.WithLabelValues(t.Type(), "revoked").Inc()
 		return fmt.Errorf("%w: %w", herr, asynq.RevokeTask)
 	case "rate_limited":
+		if slot != nil {
+			slot.PushBack(after)
+		}
 		g.m.outcomes.WithLabelValues(t.Type(), "bounced").Inc()
 		return engine.Bounce("rate_limited", after, herr)
 	}

@@ -13,7 +13,7 @@ func newMetrics() *metrics {
 	return &metrics{
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobguard_lease_runs_total",
-			Help: "Lease-level deliveries by outcome (done, retried, failed, revoked, bounced, lease_lost, superseded, stale_copy, invalid).",
+			Help: "Lease-level deliveries by outcome (done, retried, failed, revoked, bounced, lease_lost, slot_lost, superseded, stale_copy, invalid).",
 		}, []string{"type", "outcome"}),
 		rescues: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobguard_lease_rescues_total",

@@ -29,6 +29,35 @@ type Lease struct {
 	// per task), so that Redis does not keep a counter per finished task; it must outlive every
 	// write that holds one of its tokens.
 	FenceTTL time.Duration
+	// Limit bounds the type's runs per key (a tenant, an upstream host) across every process,
+	// on top of the one run per resource (zero: no bound).
+	Limit LeaseLimit
+}
+
+// LeaseLimit bounds a lease-level type's runs per key across every process: at most Concurrency
+// running at once and Rate starts per Per. The zero value limits nothing.
+//
+// A delivery takes a slot of its key before its lease, and holds it until its handler returns,
+// zombies included (the guard renews it in batches while the handler runs, even one that ignores
+// its context). A delivery over the limit waits without failing: it bounces (asynq retries it in
+// 1-2 s, or when the rate's next start is due, without counting a failure), or, on its last
+// retry, where asynq would archive a bounce, waits for a slot in the process until its context
+// ends. A holder that dies frees its slot within the lease TTL; one cut off from Redis has its
+// context cancelled (cause ErrSlotLost) at 0.8 of the TTL after its last renewal, before Redis
+// frees the slot, and Run.ValidFor says so at once. What it cannot bound: a handler cut off from
+// Redis that ignores both its context and ValidFor runs on after its slot went to another.
+type LeaseLimit struct {
+	// Key is the limit key of a task (from its payload, say); a task whose key is "" is not
+	// limited. nil: one key for the whole type.
+	Key func(*asynq.Task) string
+	// Concurrency is the most runs of one key at once (0: no bound).
+	Concurrency int
+	// Rate is the most starts of one key per Per (0: no rate); Per defaults to 1s. Starts are
+	// spaced by Per/Rate, Redis's clock, across every process.
+	Rate int
+	Per  time.Duration
+	// Burst is how many of Rate may start back to back (default 1).
+	Burst int
 }
 
 // Job is job-level protection for a task type enqueued through Guard.Enqueue: on top of the

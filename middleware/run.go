@@ -31,6 +31,8 @@ type Run struct {
 	resource   string
 	appliedTTL time.Duration
 	attempt    int
+	// slot is the run's limit slot (nil when its task is not limited).
+	slot *engine.Slot
 }
 
 type runKey struct{}
@@ -82,15 +84,35 @@ func (r *Run) Lease() *locking.Lease {
 // SetFields, a FencedScript) or elsewhere (SQL "UPDATE ... WHERE fence_token < $1", see sqlfence).
 func (r *Run) Fence() locking.Fence { return r.Lease().Fence() }
 
-// ValidFor is how much longer the lease may be trusted (its TTL less a safety margin since its
-// last renewal, on the monotonic clock); check it right before a write outside Redis that a
-// fence cannot guard.
+// ValidFor is how much longer the lease, and the limit slot of the run's key when it holds one,
+// may be trusted (TTL less a safety margin since the last renewal, on the monotonic clock); check
+// it right before a write outside Redis that a fence cannot guard. A lapsed slot found here
+// cancels the handler's context at once (cause ErrSlotLost).
 func (r *Run) ValidFor() time.Duration {
 	v := r.Lease().ValidFor()
 	if r.job != nil {
-		v = min(v, r.job.LimitValidFor())
+		return min(v, r.job.LimitValidFor())
 	}
-	return v
+	return min(v, r.slot.ValidFor())
+}
+
+// LimitToken is the fencing token of the run's limit slot (0 when it holds none): tokens of one
+// key rise with every slot taken, so an upstream can refuse a holder older than one it saw.
+func (r *Run) LimitToken() int64 {
+	if r.job != nil {
+		return r.job.LimitToken()
+	}
+	return r.slot.Token()
+}
+
+// LimitStart is the start the run's limit granted, in Redis's clock (ms): with a rate, the start
+// the rate reserved (the delivery waited for it), else when the slot was taken; zero when the
+// run is not limited.
+func (r *Run) LimitStart() time.Time {
+	if r.job != nil {
+		return r.job.LimitStart()
+	}
+	return r.slot.At()
 }
 
 // Key is the key called name in the run's resource slot ("<prefix>:{<resource>}:<name>"), for

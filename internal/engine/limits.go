@@ -416,16 +416,13 @@ func (s *Stack) taken(ctx context.Context, keys jobstore.Keys, tc TaskConfig, lk
 		return sl, nil
 	case jobstore.RateWait:
 		s.limits.waits.WithLabelValues(tc.Type, "rate").Inc()
-		detail := fmt.Sprintf("rate limit of %d per %s of its key: next start in %s", lim.Rate, lim.Per, tk.Wait.Round(time.Millisecond))
-		if lim.Rate == 0 || tk.Wait > lim.Per {
-			detail = fmt.Sprintf("its key's starts are pushed back (an upstream's rate limit) or queued: next start in %s", tk.Wait.Round(time.Millisecond))
-		}
+		_, detail := overLimit(lim, tk)
 		s.noteWait(ctx, keys, delivery, detail, log)
 		return nil, s.bounce(tc.Type, "limit_rate", tk.Wait+s.jitter(s.cfg.BounceDelay)-s.cfg.BounceDelay, errors.New(detail))
 	default: // Full
 		s.limits.sawFull(lk)
 		s.limits.waits.WithLabelValues(tc.Type, "full").Inc()
-		detail := fmt.Sprintf("concurrency limit of %d per key reached (%d running)", lim.Concurrency, tk.Held)
+		_, detail := overLimit(lim, tk)
 		s.noteWait(ctx, keys, delivery, detail, log)
 		return nil, s.bounce(tc.Type, "limit_full", 0, errors.New(detail))
 	}
