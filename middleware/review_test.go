@@ -244,3 +244,43 @@ func TestReviewApplyLeavesNothingWithoutAnExpiryPerFinishedTask(t *testing.T) {
 		t.Fatalf("%d applied-operation records of finished tasks never expire, e.g. %s", len(forever), forever[0])
 	}
 }
+
+// FINDING 6 (run again after it completed). The superseded marker that makes asynq's later
+// redelivery of a rescued original a no-op lives 24 h, but the original comes back when asynq's
+// recoverer retries it after the application's RetryDelayFunc (asynq's default waits n^4 s: more
+// than 24 h from the 18th retry on) or when an operator runs the archived original (asynq keeps
+// the archive 90 days): past 24 h the original runs again, although its copy completed.
+func TestReviewSupersededMarkerOutlivesTheOriginalsComeback(t *testing.T) {
+	t.Parallel()
+	b := setup(t, middleware.Config{LeaseTTL: time.Second})
+	b.guard.ProtectLease("reserve", middleware.Lease{Resource: skuOf})
+	const appRetryDelay = 48 * time.Hour // the application backs off two days after a lost worker
+	firstStarted, firstGoOn := make(chan struct{}, 1), make(chan struct{})
+	var runs atomic.Int64
+	b.serve(t, asynq.Config{Concurrency: 2, RetryDelayFunc: func(int, error, *asynq.Task) time.Duration { return appRetryDelay }},
+		map[string]asynq.HandlerFunc{"reserve": func(ctx context.Context, task *asynq.Task) error {
+			if runs.Add(1) == 1 {
+				firstStarted <- struct{}{}
+				<-firstGoOn
+			}
+			return nil
+		}})
+	t.Cleanup(func() { close(firstGoOn) })
+	info, err := b.client.Enqueue(asynq.NewTask("reserve", []byte("12")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-firstStarted
+	b.rdb.Del(ctx, b.guard.Locks().LeaseKey("sku:12"))
+	eventually(t, 10*time.Second, "the lost run rescued", func() bool {
+		n, _ := b.guard.RescueLeases(ctx, b.insp)
+		return n == 1
+	})
+	marker := b.guard.Locks().Key("sku:12", "run:"+info.ID)
+	if !strings.HasPrefix(b.rdb.Get(ctx, marker).Val(), "superseded:") {
+		t.Fatalf("marker %q, want superseded", b.rdb.Get(ctx, marker).Val())
+	}
+	if ttl := b.rdb.PTTL(ctx, marker).Val(); ttl < appRetryDelay {
+		t.Fatalf("superseded marker expires in %v, before the original's retry comes back (%v): it would run again", ttl.Round(time.Hour), appRetryDelay)
+	}
+}
