@@ -284,3 +284,62 @@ func TestReviewSupersededMarkerOutlivesTheOriginalsComeback(t *testing.T) {
 		t.Fatalf("superseded marker expires in %v, before the original's retry comes back (%v): it would run again", ttl.Round(time.Hour), appRetryDelay)
 	}
 }
+
+// FINDING 7 (resource blocked for a lease TTL). Lease.OpKey is called after lease_start took the
+// lease and wrote the run marker, but before the deferred recover/finish is in place: an OpKey
+// that panics (asynq's recoverer turns it into an error) leaves the lease held with nothing
+// renewing or releasing it, and every task of the resource bounces until the lease TTL lapses.
+func TestReviewOpKeyPanicDoesNotHoldTheResource(t *testing.T) {
+	t.Parallel()
+	b := setup(t, middleware.Config{LeaseTTL: 20 * time.Second})
+	var calls atomic.Int64
+	b.guard.ProtectLease("reserve", middleware.Lease{Resource: func(t *asynq.Task) (string, error) { return "sku:13", nil },
+		OpKey: func(t *asynq.Task) string {
+			if string(t.Payload()) == "bad" && calls.Add(1) == 1 {
+				var m map[string]string
+				m["x"] = "y" // a bug in the application's OpKey
+			}
+			return string(t.Payload())
+		}})
+	var good atomic.Int64
+	b.serve(t, asynq.Config{Concurrency: 2}, map[string]asynq.HandlerFunc{"reserve": func(ctx context.Context, task *asynq.Task) error {
+		if string(task.Payload()) == "good" {
+			good.Add(1)
+		}
+		return nil
+	}})
+	if _, err := b.client.Enqueue(asynq.NewTask("reserve", []byte("bad"))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the OpKey panicked", func() bool { return calls.Load() >= 1 })
+	if _, err := b.client.Enqueue(asynq.NewTask("reserve", []byte("good"))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 8*time.Second, "another task of the resource ran (the lease was left held for its 20 s TTL)", func() bool { return good.Load() == 1 })
+}
+
+// FINDING 8 (wiring mistake not found at start). A Lease.TTL under a millisecond (a unit slip:
+// time.Duration(500) meant as ms) is sent as PX 0, which Redis refuses: every delivery bounces
+// as start_failed for ever (and is archived on its last retry). ProtectLease panics on the other
+// wiring mistakes; it accepts this one.
+func TestReviewSubMillisecondLeaseTTLIsRefusedOrRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t, middleware.Config{})
+	refused := func() (refused bool) {
+		defer func() { refused = recover() != nil }()
+		b.guard.ProtectLease("reserve", middleware.Lease{Resource: skuOf, TTL: 500}) // 500 ns
+		return false
+	}()
+	if refused {
+		return
+	}
+	var runs atomic.Int64
+	b.serve(t, asynq.Config{Concurrency: 1}, map[string]asynq.HandlerFunc{"reserve": func(ctx context.Context, task *asynq.Task) error {
+		runs.Add(1)
+		return nil
+	}})
+	if _, err := b.client.Enqueue(asynq.NewTask("reserve", []byte("14"))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 6*time.Second, "the task ran (ProtectLease accepted a 500 ns TTL)", func() bool { return runs.Load() == 1 })
+}
