@@ -3,8 +3,6 @@ package middleware
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"strconv"
 	"sync"
 	"time"
 
@@ -52,6 +50,13 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 
 // rescuePass is one pass of both rescuers (the job level's ends with its deadline sweep).
 func (g *Guard) rescuePass(ctx context.Context, insp *asynq.Inspector, jobs *engine.Rescuer) {
+	defer func() {
+		// A pass must not take the process down (a Resource that panics on a payload of another
+		// version's, say): the next pass tries again.
+		if p := recover(); p != nil {
+			g.log.Error().Str("event", "panic").Str("panic", fmt.Sprint(p)).Msg("rescue pass panicked")
+		}
+	}()
 	_, err := jobs.Pass(ctx)
 	if _, lerr := g.RescueLeases(ctx, insp); err == nil {
 		err = lerr
@@ -116,7 +121,7 @@ func (g *Guard) rescueLease(ctx context.Context, info *asynq.TaskInfo) bool {
 	if !ok {
 		return false
 	}
-	resource, err := l.Resource(t)
+	resource, err := resourceOf(l, t) // a Resource that panics on another version's payload
 	if err != nil {
 		return false
 	}
@@ -139,21 +144,10 @@ func (g *Guard) rescueLease(ctx context.Context, info *asynq.TaskInfo) bool {
 	return true
 }
 
-// enqueueCopy enqueues the copy that continues info: same type, payload, queue and limits. Its id
-// is info's with a random suffix: two rescuers racing make two copies, and the one whose commit
-// lost finds the original not superseded by it and is acknowledged without running.
+// enqueueCopy enqueues the copy that continues info: same type, payload, queue and limits.
 func (g *Guard) enqueueCopy(ctx context.Context, info *asynq.TaskInfo) (string, error) {
-	headers := make(map[string]string, len(info.Headers)+2)
-	for k, v := range info.Headers {
-		headers[k] = v
-	}
-	root := headers[headerOpRoot]
-	if root == "" {
-		root = info.ID
-	}
-	headers[headerOpRoot], headers[headerRescueOf] = root, info.ID
-	copyID := info.ID + "~r" + strconv.FormatUint(rand.Uint64()&0xffffff, 36)
-	opts := []asynq.Option{asynq.TaskID(copyID), asynq.Queue(info.Queue), asynq.MaxRetry(max(info.MaxRetry-info.Retried, 0))}
+	t := asynq.NewTaskWithHeaders(info.Type, info.Payload, info.Headers)
+	opts := []asynq.Option{asynq.Queue(info.Queue), asynq.MaxRetry(max(info.MaxRetry-info.Retried, 0))}
 	if info.Timeout > 0 {
 		opts = append(opts, asynq.Timeout(info.Timeout))
 	}
@@ -163,6 +157,5 @@ func (g *Guard) enqueueCopy(ctx context.Context, info *asynq.TaskInfo) (string, 
 	if info.Retention > 0 {
 		opts = append(opts, asynq.Retention(info.Retention))
 	}
-	_, err := g.client.EnqueueContext(ctx, asynq.NewTaskWithHeaders(info.Type, info.Payload, headers), opts...)
-	return copyID, err
+	return g.enqueueContinuation(ctx, t, info.ID, opts...)
 }

@@ -16,7 +16,8 @@ var ErrSlotLost = engine.ErrSlotLost
 func Permanent(err error) error { return engine.Permanent(err) }
 
 // RetryAfter marks err as an upstream asking to come back after d (a 429's Retry-After): the
-// delivery waits without spending an attempt. At job level a job older than an hour counts it as
+// delivery comes back after d without spending an attempt (on a lease-level task's last retry, as
+// a continuation that asynq delivers after d). At job level a job older than an hour counts it as
 // a failed attempt instead.
 func RetryAfter(err error, d time.Duration) error { return engine.RateLimited(err, d) }
 

@@ -3,6 +3,7 @@ package middleware
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,12 +69,23 @@ func (g *Guard) ProtectLease(typ string, l Lease) {
 	if l.TTL <= 0 {
 		l.TTL = g.cfg.LeaseTTL
 	}
+	if l.TTL < minLeaseTTL {
+		panic(fmt.Sprintf("middleware: lease-level type %q: TTL %v is under %v (a unit slip?)", typ, l.TTL, minLeaseTTL))
+	}
+	if l.OpKey == nil && l.AppliedTTL == 0 {
+		// The default op key is the task id, which no delivery presents once the task is gone: its
+		// applied records need not outlive the job records' retention.
+		l.AppliedTTL = g.retention()
+	}
 	if l.Limit.on() || l.Limit.Concurrency < 0 || l.Limit.Rate < 0 {
 		g.stack.RegisterLimit(typ, l.Limit.engine())
 	}
 	g.leases[typ] = l
 	g.m.initType(typ)
 }
+
+// minLeaseTTL is the shortest lease the keeper can hold: it renews a third of the way through.
+const minLeaseTTL = 10 * time.Millisecond
 
 // ProtectJob protects task type typ at job level. Protecting a type twice panics.
 func (g *Guard) ProtectJob(typ string, j Job) {

@@ -14,14 +14,6 @@ import (
 	"github.com/jobguard/jobguard/locking"
 )
 
-// Task headers of a rescue's copy of a lease-level task.
-const (
-	// headerRescueOf names the task a rescue's copy continues.
-	headerRescueOf = "jobguard-rescue-of"
-	// headerOpRoot is the task id of the first task of a chain of rescues: the default op key.
-	headerOpRoot = "jobguard-op-root"
-)
-
 // finishTimeout bounds the finish script, on a context that outlives the delivery's.
 const finishTimeout = 5 * time.Second
 
@@ -30,7 +22,7 @@ const finishTimeout = 5 * time.Second
 // slot kept, finish (release, marker), the slot's release, and asynq's answer.
 func (g *Guard) serveLease(ctx context.Context, t *asynq.Task, next asynq.Handler, l Lease) (err error) {
 	taskID, _ := asynq.GetTaskID(ctx)
-	resource, err := l.Resource(t)
+	resource, err := resourceOf(l, t)
 	if err == nil {
 		err = locking.ValidateResource(resource)
 	}
@@ -38,7 +30,12 @@ func (g *Guard) serveLease(ctx context.Context, t *asynq.Task, next asynq.Handle
 		g.m.outcomes.WithLabelValues(t.Type(), "invalid").Inc()
 		return fmt.Errorf("middleware: %s task %s: resource: %w: %w", t.Type(), taskID, err, asynq.SkipRetry)
 	}
-	prev := t.Headers()[headerRescueOf]
+	opKey, err := opKeyOf(t, l, taskID)
+	if err != nil {
+		g.m.outcomes.WithLabelValues(t.Type(), "invalid").Inc()
+		return fmt.Errorf("middleware: %s task %s: op key: %w: %w", t.Type(), taskID, err, asynq.SkipRetry)
+	}
+	prev := continues(t, taskID)
 	k := g.leaseKeys(resource, taskID, prev)
 	owner := g.locks.NewOwner()
 	slot, err := g.takeSlot(ctx, t, l, owner)
@@ -63,7 +60,7 @@ func (g *Guard) serveLease(ctx context.Context, t *asynq.Task, next asynq.Handle
 		return engine.Bounce("lease_not_acquired", 0, errors.New("resource lease held by another run"))
 	}
 	lease := g.locks.Granted(resource, owner, st.token, l.TTL, sent)
-	run := &Run{lease: lease, locks: g.locks, taskID: taskID, opKey: opKeyOf(t, l, taskID), appliedTTL: l.AppliedTTL,
+	run := &Run{lease: lease, locks: g.locks, taskID: taskID, opKey: opKey, appliedTTL: l.AppliedTTL,
 		resource: resource, attempt: attemptOf(ctx), slot: slot}
 	hctx, stop := g.keeper.Keep(ctx, lease)
 	hctx, unwatch := slot.Watch(hctx)
@@ -80,23 +77,28 @@ func (g *Guard) serveLease(ctx context.Context, t *asynq.Task, next asynq.Handle
 }
 
 // startLease runs the start script. A delivery on its last retry does not bounce when the
-// resource is held (asynq archives a task whose retries are spent before it asks IsFailure): it
-// waits for the lease here, asking again as the holder's TTL runs out, until ctx ends.
+// resource is held or the start failed (asynq archives a task whose retries are spent before it
+// asks IsFailure): it asks again here, as the holder's TTL runs out, until ctx ends.
 func (g *Guard) startLease(ctx context.Context, k leaseKeys, a leaseStartArgs) (leaseStarted, time.Time, error) {
-	retried, _ := asynq.GetRetryCount(ctx)
-	maxRetry, _ := asynq.GetMaxRetry(ctx)
+	last := lastRetry(ctx)
 	for wait := 10 * time.Millisecond; ; wait = min(wait*2, time.Second) {
 		sent := g.locks.Now()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		st, err := runLeaseStart(sctx, g.stack.Store().RunScript, k, a)
 		cancel()
-		if err != nil || st.state != "held" || retried < maxRetry {
+		if !last || (err == nil && st.state != "held") {
 			return st, sent, err
+		}
+		// A failed start (Redis away for a moment) is asked again too: the same owner's retry of a
+		// start that did run gets its own lease back, not a second token.
+		pause := wait
+		if err == nil {
+			pause = min(wait, max(st.wait, time.Millisecond))
 		}
 		select {
 		case <-ctx.Done():
-			return st, sent, nil
-		case <-time.After(min(wait, max(st.wait, time.Millisecond))):
+			return st, sent, err
+		case <-time.After(pause):
 		}
 	}
 }
@@ -115,12 +117,12 @@ func (g *Guard) finishLease(ctx, hctx context.Context, t *asynq.Task, k leaseKey
 	if cause := context.Cause(hctx); errors.Is(cause, locking.ErrLeaseLost) && herr != nil {
 		g.m.outcomes.WithLabelValues(t.Type(), "lease_lost").Inc()
 		log.Warn().Str("event", "lease_lost").Err(cause).Msg("lease lost during the run")
-		return engine.Bounce("lease_lost", 0, herr)
+		return g.bounce(ctx, t, k, "lease_lost", 0, herr)
 	}
 	if cause := context.Cause(hctx); errors.Is(cause, engine.ErrSlotLost) && herr != nil {
 		g.m.outcomes.WithLabelValues(t.Type(), "slot_lost").Inc()
 		log.Warn().Str("event", "slot_lost").Err(cause).Msg("limit slot lost during the run")
-		return engine.Bounce("slot_lost", 0, herr)
+		return g.bounce(ctx, t, k, "slot_lost", 0, herr)
 	}
 	if herr == nil {
 		g.m.outcomes.WithLabelValues(t.Type(), "done").Inc()
@@ -138,10 +140,24 @@ func (g *Guard) finishLease(ctx, hctx context.Context, t *asynq.Task, k leaseKey
 			slot.PushBack(after)
 		}
 		g.m.outcomes.WithLabelValues(t.Type(), "bounced").Inc()
-		return engine.Bounce("rate_limited", after, herr)
+		return g.bounce(ctx, t, k, "rate_limited", after, herr)
 	}
 	g.m.outcomes.WithLabelValues(t.Type(), "retried").Inc()
 	return herr
+}
+
+// bounce sends a run that ended without its work done back to asynq without spending an attempt;
+// on the task's last retry, where asynq would archive it, it hands the task off to a continuation.
+func (g *Guard) bounce(ctx context.Context, t *asynq.Task, k leaseKeys, reason string, after time.Duration, err error) error {
+	b := engine.Bounce(reason, after, err)
+	if !lastRetry(ctx) {
+		return b
+	}
+	delay, _ := engine.DelayOf(b)
+	if herr := g.handOff(ctx, t, k, delay); herr != nil {
+		return b
+	}
+	return nil
 }
 
 func (g *Guard) leaseKeys(resource, taskID, prev string) leaseKeys {
@@ -153,14 +169,27 @@ func (g *Guard) leaseKeys(resource, taskID, prev string) leaseKeys {
 	return k
 }
 
-func opKeyOf(t *asynq.Task, l Lease, taskID string) string {
-	if l.OpKey != nil {
-		return l.OpKey(t)
+// opKeyOf is the run's op key: Lease.OpKey's, else the first task of its chain of rescues.
+func opKeyOf(t *asynq.Task, l Lease, taskID string) (key string, err error) {
+	if l.OpKey == nil {
+		return rootOf(t, taskID), nil
 	}
-	if root := t.Headers()[headerOpRoot]; root != "" {
-		return root
-	}
-	return taskID
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the OpKey function panicked: %v", p)
+		}
+	}()
+	return l.OpKey(t), nil
+}
+
+// resourceOf is Lease.Resource's answer, a panic turned into its error.
+func resourceOf(l Lease, t *asynq.Task) (resource string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the Resource function panicked: %v", p)
+		}
+	}()
+	return l.Resource(t)
 }
 
 func attemptOf(ctx context.Context) int {

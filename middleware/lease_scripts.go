@@ -34,6 +34,11 @@ var (
 // rescuer running; a run's own end deletes it.
 const runMarkerTTL = 24 * time.Hour
 
+// supersededTTL is how long a superseded task's marker is kept: longer than the original can come
+// back (asynq's recoverer retries it after the application's RetryDelayFunc, n^4 s by default, and
+// an operator may run an archived original within asynq's 90-day archive). Only rescued tasks have one.
+const supersededTTL = 90 * 24 * time.Hour
+
 // leaseKeys are the keys of one lease-level run, all in the resource's slot.
 type leaseKeys struct {
 	lease, fence, marker, prevMarker string
@@ -70,7 +75,8 @@ func runLeaseStart(ctx context.Context, run scriptRunner, k leaseKeys, a leaseSt
 		isCopy = 1
 	}
 	res, err := run(ctx, leaseStartScript, []string{k.lease, k.fence, k.marker, k.prevMarker},
-		a.owner, a.ttl.Milliseconds(), runMarkerTTL.Milliseconds(), a.taskID, isCopy, a.fenceTTL.Milliseconds()).Result()
+		a.owner, a.ttl.Milliseconds(), runMarkerTTL.Milliseconds(), a.taskID, isCopy, a.fenceTTL.Milliseconds(),
+		supersededTTL.Milliseconds()).Result()
 	if err != nil {
 		return leaseStarted{}, fmt.Errorf("middleware: lease start: %w", err)
 	}
@@ -131,7 +137,7 @@ func runLeaseRescue(ctx context.Context, rdb redis.Scripter, k leaseKeys, copyID
 	if copyID != "" {
 		mode = "commit"
 	}
-	res, err := leaseRescueScript.Run(ctx, rdb, []string{k.lease, k.marker}, mode, copyID, runMarkerTTL.Milliseconds()).Result()
+	res, err := leaseRescueScript.Run(ctx, rdb, []string{k.lease, k.marker}, mode, copyID, supersededTTL.Milliseconds()).Result()
 	if err != nil {
 		return "", fmt.Errorf("middleware: lease rescue: %w", err)
 	}

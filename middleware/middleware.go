@@ -70,10 +70,5 @@ func (g *Guard) retention() time.Duration {
 // ownResource is the resource of a task that is its own: named by the first task of its chain of
 // rescues, so that a rescue's copy takes the same lease and finds its original's run marker.
 func ownResource(taskID string) func(*asynq.Task) (string, error) {
-	return func(t *asynq.Task) (string, error) {
-		if root := t.Headers()[headerOpRoot]; root != "" {
-			return "task:" + root, nil
-		}
-		return "task:" + taskID, nil
-	}
+	return func(t *asynq.Task) (string, error) { return "task:" + rootOf(t, taskID), nil }
 }

@@ -13,16 +13,18 @@ import (
 // lease TTL (Guard.Run). No job record is kept; attempts and retries stay asynq's (the
 // application's RetryDelayFunc).
 type Lease struct {
-	// Resource names what the task's run must hold alone, from the task (its payload, say); an
-	// error fails the task for good (asynq.SkipRetry). Required.
+	// Resource names what the task's run must hold alone, from the task (its payload, say): a pure
+	// function of the task, since the rescuer asks it again of tasks other processes run. An error
+	// (or a panic) fails the task for good (asynq.SkipRetry). Required.
 	Resource func(*asynq.Task) (string, error)
 	// TTL overrides the guard's LeaseTTL for this type.
 	TTL time.Duration
 	// OpKey is the operation key of Run.Apply (default: the asynq task id, kept across retries
 	// and rescues).
 	OpKey func(*asynq.Task) string
-	// AppliedTTL is how long Run.Apply's applied-operation records are kept (default 0: for
-	// ever, as live data).
+	// AppliedTTL is how long Run.Apply's applied-operation records are kept. Default: the
+	// guard's Retention when OpKey is nil (the op key is then the task id, which no delivery
+	// presents once the task is gone), for ever (live data) when OpKey names an operation.
 	AppliedTTL time.Duration
 	// FenceTTL is how long a resource's fence counter outlives its last acquisition (default 0:
 	// for ever, as a long-lived resource's must). Set it when resources die with their tasks (one

@@ -116,7 +116,8 @@ func (r *Run) LimitStart() time.Time {
 }
 
 // Key is the key called name in the run's resource slot ("<prefix>:{<resource>}:<name>"), for
-// the handler's own fenced scripts, which must keep their keys in one slot.
+// the handler's own fenced scripts, which must keep their keys in one slot. The names "lock",
+// "fence", "run:*", "applied:*" and "job:*" are jobguard's.
 func (r *Run) Key(name string) string {
 	if r.job != nil {
 		return r.job.Key(name)

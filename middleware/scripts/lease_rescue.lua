@@ -3,9 +3,11 @@
 -- lease: its worker died or paused past the lease, and no renewal can bring that lease back.
 -- KEYS[1] the resource's lease, KEYS[2] the task's run marker
 -- ARGV[1] "check" or "commit", ARGV[2] the copy's task id (commit), ARGV[3] superseded marker TTL ms
--- returns "lost" (check: enqueue a copy, then commit), "superseded" (commit: the copy is the task now),
---         "alive" (its owner holds the lease), "skip" (no run marker: not started, or ended)
+-- returns "lost" (check: enqueue a copy, then commit), "superseded" (commit: the copy is the task now,
+--         or the copy, delivered before this commit, took it over itself), "alive" (its owner holds
+--         the lease), "skip" (no run marker: not started, ended, or handed to another copy)
 local marker = redis.call('GET', KEYS[2])
+if ARGV[1] == 'commit' and marker == 'superseded:' .. ARGV[2] then return 'superseded' end
 if not marker or string.sub(marker, 1, 8) ~= 'running:' then return 'skip' end
 if lease_holder(KEYS[1]) == string.sub(marker, 9) then return 'alive' end
 if ARGV[1] == 'commit' then
