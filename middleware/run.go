@@ -31,6 +31,7 @@ type Run struct {
 	resource   string
 	appliedTTL time.Duration
 	attempt    int
+	durable    engine.Durability
 }
 
 type runKey struct{}
@@ -122,7 +123,7 @@ func (r *Run) Apply(ctx context.Context, eff *Effect, target string, keys []stri
 		return nil, err
 	}
 	applied := r.locks.Key(r.resource, "applied:"+r.opKey)
-	return eff.e.RunFor(ctx, r.locks.Redis(), r.Fence(), target, applied, keys, r.taskID, r.appliedTTL, args...)
+	return eff.e.RunFor(ctx, r.locks.Redis(), r.durable, r.Fence(), target, applied, keys, r.taskID, r.appliedTTL, args...)
 }
 
 // Progress reports how far the job is (percent 0-100, a note of at most 200 bytes of printable
