@@ -169,6 +169,11 @@ func (a *api) enqueueError(trip *firstTrip, err error) error {
 		return trip.replay()
 	case errors.As(err, &he):
 		return he
+	case errors.Is(err, engine.ErrNotDurable):
+		trip.forget()
+		trip.c.Set(fiber.HeaderRetryAfter, "1")
+		return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeNotDurable, Err: err,
+			Detail: "the job was not confirmed by enough Redis replicas in time (DURABLE_REPLICAS) and is not accepted; it may still run once; retry later (with the same Idempotency-Key, to keep one effect)"}
 	case errors.Is(err, engine.ErrOutcomeUnknown):
 		return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Err: err,
 			Detail: "Redis did not answer in time: the job may have been queued; retry with the same Idempotency-Key to learn its outcome"}

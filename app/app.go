@@ -119,6 +119,8 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 		Retention:         cfg.JobRetention,
 		RescueInterval:    cfg.RescueInterval,
 		ReconcileInterval: cfg.ReconcileInterval,
+		DurableReplicas:   cfg.DurableReplicas,
+		DurableTimeout:    cfg.DurableTimeout,
 		Logger:            &a.log,
 		OnRescuePass: func(err error) {
 			if a.worker != nil {

@@ -35,6 +35,7 @@ const (
 	CodeEnqueueFailed         = "enqueue_failed"
 	CodeDedupPending          = "dedup_pending"
 	CodeOutcomeUnknown        = "outcome_unknown"
+	CodeNotDurable            = "not_durable"
 	CodeMonitoringUnavailable = "monitoring_unavailable"
 	CodeMonitoringTimeout     = "monitoring_timeout"
 	CodeMonitoringChange      = "monitoring_change_unknown"
@@ -82,6 +83,7 @@ var ProblemCodes = []ProblemCode{
 	{CodeEnqueueFailed, http.StatusServiceUnavailable, "the job could not be queued; nothing was kept", "retry after Retry-After"},
 	{CodeDedupPending, http.StatusServiceUnavailable, "a duplicate of a job whose enqueue is not confirmed yet; nothing was kept", "retry after Retry-After (1 s)"},
 	{CodeOutcomeUnknown, http.StatusServiceUnavailable, "Redis did not answer in time and the job may have been queued", "retry with the same Idempotency-Key to learn its outcome"},
+	{CodeNotDurable, http.StatusServiceUnavailable, "durable mode: fewer than DURABLE_REPLICAS replicas held the enqueue within DURABLE_TIMEOUT; it is not accepted, though it may still run once", "retry after Retry-After, with the same Idempotency-Key"},
 	{CodeMonitoringUnavailable, http.StatusServiceUnavailable, "the monitoring UI's backend (Redis) is unavailable; the change was not sent", "retry after Retry-After"},
 	{CodeMonitoringTimeout, http.StatusServiceUnavailable, "the monitoring UI's call did not finish in time", "retry after Retry-After"},
 	{CodeMonitoringChange, http.StatusServiceUnavailable, "a change from the monitoring UI was not answered in time and may still be applied", "reload before retrying"},

@@ -109,6 +109,14 @@ type Config struct {
 	// RequestTimeout (REQUEST_TIMEOUT) is the deadline of every HTTP request: the Redis commands it
 	// sends honour it, and a request that reaches it answers 503. Default 5s.
 	RequestTimeout time.Duration
+	// DurableReplicas (DURABLE_REPLICAS) turns on durable mode: the writes that make a promise
+	// (an enqueue's confirmation before its 202, a run's start, a done job's finish, an applied
+	// record) wait, with Redis WAIT in their round trip, until this many replicas hold them; when
+	// they do not within DurableTimeout the enqueue answers 503 not_durable and a start does not
+	// run its handler. Default 0: off.
+	DurableReplicas int
+	// DurableTimeout (DURABLE_TIMEOUT) bounds each wait for the replicas. Default 1s.
+	DurableTimeout time.Duration
 	// RateLimit (RATE_LIMIT) is how many API requests per second each tenant may send, on average,
 	// across every API process (GCRA in Redis). Default 100; 0 turns the limit off.
 	RateLimit int
@@ -163,6 +171,8 @@ var Variables = []Variable{
 	{Name: "REQUEST_TIMEOUT", Default: "5s", Help: "deadline of every HTTP request (500ms-1m); one that reaches it answers 503"},
 	{Name: "DATABASE_URL", Help: "a PostgreSQL (postgres://...) for the tasks that keep their effects in SQL, fenced; empty: Redis only"},
 	{Name: "DATABASE_MIGRATE", Default: "false", Help: "apply pending PostgreSQL schema steps at start-up; false: start-up fails until `jobguard migrate` ran"},
+	{Name: "DURABLE_REPLICAS", Default: "0", Help: "durable mode: replicas that must hold an enqueue's confirmation, a run's start, a done job's finish and an applied record before they count (Redis WAIT in their round trip; 0-16, 0 off); short of them within DURABLE_TIMEOUT an enqueue is 503 not_durable"},
+	{Name: "DURABLE_TIMEOUT", Default: "1s", Help: "how long durable mode waits for the replicas per write (10ms-2s)"},
 	{Name: "RATE_LIMIT", Default: "100", Help: "API requests per second each tenant may send on average, across all API processes (0 turns it off)"},
 	{Name: "RATE_LIMIT_BURST", Default: "200", Help: "requests an idle tenant may send at once (1-1000000)"},
 	{Name: "TASK_LIMITS", Help: "limits per key of task types, over their code's: type=concurrency:N,rate:R/1s,burst:B;type2=... (the key each counts by is the task's: the tenant for the examples); empty: the code's"},
@@ -190,6 +200,7 @@ func Defaults() Config {
 		RescueInterval:       2 * time.Second,
 		ReconcileInterval:    15 * time.Second,
 		RequestTimeout:       5 * time.Second,
+		DurableTimeout:       time.Second,
 		RateLimit:            100,
 		RateLimitBurst:       200,
 		Tasks:                tasks.All(),
@@ -245,6 +256,8 @@ func FromLookupTasks(lookup func(string) (string, bool), list []tasks.Task) (Con
 	p.duration("REQUEST_TIMEOUT", &c.RequestTimeout)
 	p.str("DATABASE_URL", &c.DatabaseURL)
 	p.fn("DATABASE_MIGRATE", func(v string) (err error) { c.DatabaseMigrate, err = strconv.ParseBool(v); return err })
+	p.integer("DURABLE_REPLICAS", &c.DurableReplicas)
+	p.duration("DURABLE_TIMEOUT", &c.DurableTimeout)
 	p.integer("RATE_LIMIT", &c.RateLimit)
 	p.integer("RATE_LIMIT_BURST", &c.RateLimitBurst)
 	p.fn("TASK_LIMITS", func(v string) (err error) { c.Tasks, err = applyTaskLimits(v, c.Tasks); return err })
@@ -347,6 +360,16 @@ func (c Config) Validate() error {
 	}
 	if c.RequestTimeout < 500*time.Millisecond || c.RequestTimeout > time.Minute {
 		return bad("REQUEST_TIMEOUT", "%s is not between 500ms and 1m", c.RequestTimeout)
+	}
+	if c.DurableReplicas < 0 || c.DurableReplicas > 16 {
+		return bad("DURABLE_REPLICAS", "%d is not between 0 (off) and 16", c.DurableReplicas)
+	}
+	if c.DurableReplicas > 0 && c.Embedded() {
+		return bad("DURABLE_REPLICAS", "needs REDIS_URL: the embedded Redis has no replicas")
+	}
+	// Below the 3 s socket read timeout, which would cut a WAIT's answer off.
+	if c.DurableTimeout < 10*time.Millisecond || c.DurableTimeout > 2*time.Second {
+		return bad("DURABLE_TIMEOUT", "%s is not between 10ms and 2s", c.DurableTimeout)
 	}
 	if c.RateLimit < 0 || c.RateLimit > 1_000_000 {
 		return bad("RATE_LIMIT", "%d is not between 0 (off) and 1000000 requests per second", c.RateLimit)

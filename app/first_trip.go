@@ -127,6 +127,14 @@ func (t *firstTrip) release() {
 	}
 }
 
+// forget takes back the answer this request stored with a confirmation the replicas did not
+// acknowledge (durable mode): its 503 must not be replayed as a 202.
+func (t *firstTrip) forget() {
+	if t.claim != nil {
+		t.a.idem.forget(t.c.UserContext(), t.claim)
+	}
+}
+
 // replay answers with the key's stored answer.
 func (t *firstTrip) replay() error {
 	c, stored := t.c, t.stored

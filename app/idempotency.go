@@ -50,6 +50,7 @@ var (
 	idemClaim    = appDeadlineScript("idem_claim.lua")
 	idemComplete = appDeadlineScript("idem_complete.lua")
 	idemRelease  = appScript("idem_release.lua")
+	idemForget   = appScript("idem_forget.lua")
 )
 
 // idemClaimLease bounds how long a crash between claim and answer blocks the key.
@@ -228,4 +229,12 @@ func (s idempotency) release(ctx context.Context, c *claim) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
 	defer cancel()
 	_ = idemRelease.Run(cctx, s.rdb, []string{c.key}, c.token).Err()
+}
+
+// forget removes the answer this claim stored, on a context that outlives the request (best
+// effort, bounded like release).
+func (s idempotency) forget(ctx context.Context, c *claim) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
+	defer cancel()
+	_ = idemForget.Run(cctx, s.rdb, []string{c.key}, c.token).Err()
 }

@@ -50,18 +50,35 @@ func NewFencedScript(body string) *FencedScript {
 
 // Run runs the script for fence f. A stale fence gets a *StaleError and nothing is written.
 func (s *FencedScript) Run(ctx context.Context, rdb redis.Scripter, f Fence, keys []string, args ...any) *redis.Cmd {
-	counter := f.Counter
-	if counter == "" && len(keys) > 0 {
-		counter = keys[0] // the prelude reads "no counter" from KEYS[#KEYS] == KEYS[1]
-	}
-	all := append(slices.Clip(keys), counter) // never into the caller's array
-	cmd := s.script.Run(ctx, rdb, all, append([]any{f.Token, f.Owner}, args...)...)
+	all, argv := fencedArgs(f, keys, args)
+	return s.Reply(f, s.script.Run(ctx, rdb, all, argv...))
+}
+
+// Queue adds the script's call for fence f to pipe, by SHA: a NOSCRIPT answer means it did not
+// run (Load, then send it again). Read its answer with Reply once pipe ran.
+func (s *FencedScript) Queue(ctx context.Context, pipe redis.Pipeliner, f Fence, keys []string, args ...any) *redis.Cmd {
+	all, argv := fencedArgs(f, keys, args)
+	return s.script.EvalSha(ctx, pipe, all, argv...)
+}
+
+// Reply is cmd, a call of the script for fence f, with a stale fence's answer as a *StaleError.
+func (s *FencedScript) Reply(f Fence, cmd *redis.Cmd) *redis.Cmd {
 	if err := cmd.Err(); err != nil {
 		if cur, ok := staleToken(err); ok {
 			cmd.SetErr(&StaleError{Token: f.Token, Current: cur})
 		}
 	}
 	return cmd
+}
+
+// fencedArgs are a fenced call's KEYS (the prelude's counter key appended) and ARGV.
+func fencedArgs(f Fence, keys []string, args []any) ([]string, []any) {
+	counter := f.Counter
+	if counter == "" && len(keys) > 0 {
+		counter = keys[0] // the prelude reads "no counter" from KEYS[#KEYS] == KEYS[1]
+	}
+	all := append(slices.Clip(keys), counter) // never into the caller's array
+	return all, append([]any{f.Token, f.Owner}, args...)
 }
 
 // Load loads the script into Redis (every master of a cluster), so pipelines can use EvalSha.

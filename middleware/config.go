@@ -41,6 +41,16 @@ type Config struct {
 	Clock locking.Clock
 	// Registerer, when set, gets the guard's Prometheus collectors.
 	Registerer prometheus.Registerer
+	// DurableReplicas turns on durable mode: the writes that make a promise (Enqueue's
+	// confirmation, a run's start at either level, a done job's finish, Run.Apply) wait, with Redis
+	// WAIT in their round trip, until this many replicas hold them; when they do not within
+	// DurableTimeout the caller gets ErrNotDurable and nothing was acknowledged: Enqueue's job is
+	// not to be reported as accepted, a start does not run the handler (the task comes back), an
+	// Apply's effect is on the master only (return the error: the retry finds it applied). Default
+	// 0: off (asynchronous replication: a failover can lose what the old master acknowledged).
+	DurableReplicas int
+	// DurableTimeout bounds each wait for the replicas (default 1s).
+	DurableTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {

@@ -24,3 +24,10 @@ func RetryAfter(err error, d time.Duration) error { return engine.RateLimited(er
 // Revoked ends the task as no longer wanted, without retries or dead letter (asynq.RevokeTask at
 // lease level; status revoked at job level).
 func Revoked(reason string) error { return engine.Revoked(reason) }
+
+// ErrNotDurable: with Config.DurableReplicas set, a write that makes a promise ran on the Redis
+// master but fewer replicas acknowledged it within Config.DurableTimeout, so nothing that depends
+// on it was acknowledged. From Enqueue the job stands on the master and may still run (as with an
+// unknown outcome: it also satisfies errors.Is with the engine's outcome-unknown error); from
+// Run.Apply the effect is on the master: return the error and the retry finds it applied.
+var ErrNotDurable = engine.ErrNotDurable

@@ -40,6 +40,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Guard {
 	stack := engine.New(rdb, engine.Config{
 		Prefix: cfg.Prefix, WorkerID: cfg.WorkerID, Concurrency: cfg.Concurrency, LeaseTTL: cfg.LeaseTTL,
 		Retention: cfg.Retention, Logger: cfg.Logger, Clock: cfg.Clock,
+		DurableReplicas: cfg.DurableReplicas, DurableTimeout: cfg.DurableTimeout,
 	})
 	locks := stack.Locks()
 	g := &Guard{

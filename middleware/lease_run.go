@@ -48,6 +48,16 @@ func (g *Guard) serveLease(ctx context.Context, t *asynq.Task, next asynq.Handle
 	st, sent, err := g.startLease(ctx, k, leaseStartArgs{owner: owner, ttl: l.TTL, taskID: taskID, isCopy: prev != "", fenceTTL: l.FenceTTL})
 	log := g.log.With().Str("type", t.Type()).Str("delivery", taskID).Str("worker_id", g.cfg.WorkerID).Logger()
 	switch {
+	case errors.Is(err, engine.ErrNotDurable):
+		// The handler does not run on a start the replicas may not have: give a lease it took back.
+		if st.state == "run" {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+			_, _ = runLeaseFinish(fctx, g.stack.Store().RunScript, k, owner)
+			cancel()
+		}
+		g.m.outcomes.WithLabelValues(t.Type(), "bounced").Inc()
+		log.Warn().Str("event", "not_durable").Str("step", "start").Err(err).Msg("lease start not acknowledged by the replicas; handler not run")
+		return engine.Bounce("not_durable", 0, err)
 	case err != nil:
 		// Unknown whether it ran: a lease it took lapses within its TTL; try again soon.
 		return engine.Bounce("start_failed", 0, err)
@@ -61,7 +71,7 @@ func (g *Guard) serveLease(ctx context.Context, t *asynq.Task, next asynq.Handle
 	}
 	lease := g.locks.Granted(resource, owner, st.token, l.TTL, sent)
 	run := &Run{lease: lease, locks: g.locks, taskID: taskID, opKey: opKey, appliedTTL: l.AppliedTTL,
-		resource: resource, attempt: attemptOf(ctx), slot: slot}
+		resource: resource, attempt: attemptOf(ctx), slot: slot, durable: g.stack.Durability()}
 	hctx, stop := g.keeper.Keep(ctx, lease)
 	hctx, unwatch := slot.Watch(hctx)
 	defer func() {
@@ -84,7 +94,7 @@ func (g *Guard) startLease(ctx context.Context, k leaseKeys, a leaseStartArgs) (
 	for wait := 10 * time.Millisecond; ; wait = min(wait*2, time.Second) {
 		sent := g.locks.Now()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-		st, err := runLeaseStart(sctx, g.stack.Store().RunScript, k, a)
+		st, err := runLeaseStart(sctx, g.stack.Store().RunScriptDurable, k, a)
 		cancel()
 		if !last || (err == nil && st.state != "held") {
 			return st, sent, err

@@ -69,17 +69,33 @@ type leaseStartArgs struct {
 // pipeline), or a plain client.
 type scriptRunner func(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd
 
-func runLeaseStart(ctx context.Context, run scriptRunner, k leaseKeys, a leaseStartArgs) (leaseStarted, error) {
+// durableRunner is a scriptRunner for a write that makes a promise: in durable mode the call's
+// pipeline ends with a WAIT, whose verdict is the error (jobstore.Store.RunScriptDurable).
+type durableRunner func(ctx context.Context, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error)
+
+// runLeaseStart runs lease_start.lua; a start the replicas did not acknowledge (durable mode)
+// answers what it decided and an error wrapping ErrNotDurable.
+func runLeaseStart(ctx context.Context, run durableRunner, k leaseKeys, a leaseStartArgs) (leaseStarted, error) {
 	isCopy := 0
 	if a.isCopy {
 		isCopy = 1
 	}
-	res, err := run(ctx, leaseStartScript, []string{k.lease, k.fence, k.marker, k.prevMarker},
+	cmd, werr := run(ctx, leaseStartScript, []string{k.lease, k.fence, k.marker, k.prevMarker},
 		a.owner, a.ttl.Milliseconds(), runMarkerTTL.Milliseconds(), a.taskID, isCopy, a.fenceTTL.Milliseconds(),
-		supersededTTL.Milliseconds()).Result()
+		supersededTTL.Milliseconds())
+	res, err := cmd.Result()
 	if err != nil {
 		return leaseStarted{}, fmt.Errorf("middleware: lease start: %w", err)
 	}
+	st, err := parseLeaseStarted(res)
+	if err == nil && werr != nil {
+		err = fmt.Errorf("middleware: lease start: %w", werr)
+	}
+	return st, err
+}
+
+// parseLeaseStarted reads lease_start.lua's reply.
+func parseLeaseStarted(res any) (leaseStarted, error) {
 	list, ok := res.([]any)
 	if !ok || len(list) == 0 {
 		return leaseStarted{}, replyError("lease_start", res)

@@ -32,7 +32,8 @@ type Run struct {
 	appliedTTL time.Duration
 	attempt    int
 	// slot is the run's limit slot (nil when its task is not limited).
-	slot *engine.Slot
+	slot    *engine.Slot
+	durable engine.Durability
 }
 
 type runKey struct{}
@@ -145,7 +146,7 @@ func (r *Run) Apply(ctx context.Context, eff *Effect, target string, keys []stri
 		return nil, err
 	}
 	applied := r.locks.Key(r.resource, "applied:"+r.opKey)
-	return eff.e.RunFor(ctx, r.locks.Redis(), r.Fence(), target, applied, keys, r.taskID, r.appliedTTL, args...)
+	return eff.e.RunFor(ctx, r.locks.Redis(), r.durable, r.Fence(), target, applied, keys, r.taskID, r.appliedTTL, args...)
 }
 
 // Progress reports how far the job is (percent 0-100, a note of at most 200 bytes of printable

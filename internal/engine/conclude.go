@@ -129,16 +129,22 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 		Delivery: job.Delivery, Token: f.Token, Owner: f.Owner, Now: s.now(), HasOpKey: job.OpKey != "",
 		AppliedTTL: job.tc.AppliedTTL, ClearOnEnd: job.keys.Clear == "done", Outcome: o, Release: s.finishRelease(job.slot),
 	})
-	if job.slot != nil && err == nil && res.Released == nil {
+	if job.slot != nil && (err == nil || isNotDurable(err)) && res.Released == nil {
 		job.slot.released = true // else the delivery's own release tries again
+	}
+	if isNotDurable(err) {
+		// Written on the master, maybe not on a replica: asynq keeps the delivery (see durable.go).
+		s.countFinish(job, o, res)
+		log.Warn().Str("event", "not_durable").Str("step", "finish").Str("status", string(o.Status)).Err(err).Msg("finish not acknowledged by the replicas; delivery kept")
+		return s.bounce(job.Type, "not_durable", 0, err)
 	}
 	if err != nil {
 		log.Error().Err(err).Str("status", string(o.Status)).Msg("finish script failed")
 		return s.bounce(job.Type, "finish_failed", 0, fmt.Errorf("finish script: %w", err))
 	}
+	s.countFinish(job, o, res)
 	switch res.State {
 	case jobstore.Finished:
-		s.m.transitions.WithLabelValues(job.Type, string(o.Status)).Inc()
 		if o.Status.Terminal() {
 			s.ended(job.ID)
 		}
@@ -159,6 +165,13 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 		s.ended(job.ID)
 	}
 	return nil
+}
+
+// countFinish counts a finish that wrote its status (on the master at least).
+func (s *Stack) countFinish(job *Job, o jobstore.Outcome, res jobstore.Finishing) {
+	if res.State == jobstore.Finished {
+		s.m.transitions.WithLabelValues(job.Type, string(o.Status)).Inc()
+	}
 }
 
 // outcomeOf names what asynq was told, for the run duration histogram.

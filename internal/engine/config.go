@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -46,6 +47,14 @@ type Config struct {
 	// pending waits, rescue staleness, timestamps); default the system clock. Redis's TTLs run on
 	// Redis's own clock whatever it says.
 	Clock locking.Clock
+	// DurableReplicas turns on durable mode: the writes that make a promise (an enqueue's
+	// confirmation, a run's start, a done job's finish, Job.Apply) wait, with Redis WAIT in
+	// their round trip, until this many replicas hold them, and fail with ErrNotDurable when
+	// they do not within DurableTimeout (default 0: off). See durable.go.
+	DurableReplicas int
+	// DurableTimeout bounds each wait for the replicas (default 1s); an earlier deadline of the
+	// caller's shortens it.
+	DurableTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -80,6 +89,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Clock == nil {
 		c.Clock = systemClock{}
+	}
+	if c.DurableReplicas > 0 && c.DurableTimeout <= 0 {
+		c.DurableTimeout = jobstore.DefaultDurableTimeout
 	}
 	return c
 }

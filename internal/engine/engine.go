@@ -76,7 +76,8 @@ func (s *Stack) observeRescue(d time.Duration) {
 func New(rdb redis.UniversalClient, cfg Config) *Stack {
 	cfg = cfg.withDefaults()
 	locks := locking.New(rdb, locking.WithPrefix(cfg.Prefix), locking.WithOwnerPrefix(cfg.WorkerID))
-	store := jobstore.New(rdb, locks, jobstore.Config{Retention: cfg.Retention, TimelineCap: cfg.TimelineCap, WorkerID: cfg.WorkerID})
+	store := jobstore.New(rdb, locks, jobstore.Config{Retention: cfg.Retention, TimelineCap: cfg.TimelineCap, WorkerID: cfg.WorkerID,
+		Durability: cfg.durability()})
 	s := &Stack{
 		cfg: cfg, rdb: rdb, locks: locks, store: store, keeper: locks.NewKeeper(), log: *cfg.Logger,
 		sema: make(chan struct{}, cfg.Concurrency), types: map[string]registered{}, running: map[*Job]context.Context{},

@@ -181,7 +181,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		return Enqueued{}, err
 	}
 	if err := s.confirm(ctx, keys, id, spec); err != nil {
-		s.abandon(ctx, keys, id)
+		s.abandon(ctx, keys, id) // removes nothing the confirmation confirmed
 		return Enqueued{}, err
 	}
 	return Enqueued{JobID: id}, nil
@@ -241,25 +241,27 @@ func (s *Stack) abandon(ctx context.Context, keys jobstore.Keys, id string) {
 
 // confirm makes the job's record permanent (for its retention), its dedup marker last its TTL,
 // puts it in the tenant's list and the expiry index, and sends the caller's Finally commands, in
-// one pipeline.
+// one pipeline. In durable mode a WAIT ends it (one per node on a cluster): a confirmation the
+// replicas did not acknowledge is a notDurable error, and the job stands on the master.
 func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id string, spec Spec) error {
 	ttl := time.Duration(0)
 	if d := spec.Dedup; d != nil && d.Policy != Throttle {
 		ttl = dedupTTL(d) // a throttle's window runs from the create
 	}
-	pipe := s.rdb.Pipeline()
-	c := s.store.QueueConfirm(ctx, pipe, keys, id, ttl, s.store.WriteDeadline(ctx))
-	s.store.QueueIndex(ctx, pipe, spec.Tenant, id, s.now()) // the tenant's list (GET /jobs)
-	s.store.QueueExpiry(ctx, pipe, id, s.store.ExpiryDue(s.now(), spec.StartBy))
 	// One node runs a pipeline in order: a Finally command that checks the same deadline runs
 	// only if the confirmation could. A cluster sends each node its part at once, so there the
 	// caller's commands wait for the confirmation's answer (one more round trip).
 	_, cluster := s.rdb.(*redis.ClusterClient)
-	if cluster {
-		_, _ = pipe.Exec(ctx)
-	} else {
-		s.finally(ctx, pipe, spec, Enqueued{JobID: id})
-	}
+	durable := s.store.Durability()
+	var c jobstore.Confirmation
+	werr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
+		c = s.store.QueueConfirm(ctx, pipe, keys, id, ttl, s.store.WriteDeadline(ctx))
+		s.store.QueueIndex(ctx, pipe, spec.Tenant, id, s.now()) // the tenant's list (GET /jobs)
+		s.store.QueueExpiry(ctx, pipe, id, s.store.ExpiryDue(s.now(), spec.StartBy))
+		if !cluster && spec.Finally != nil {
+			spec.Finally(ctx, pipe, Enqueued{JobID: id})
+		}
+	})
 	state, err := c.Result()
 	switch {
 	case err != nil:
@@ -267,8 +269,13 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id string, spec
 	case state != jobstore.Confirmed:
 		return fmt.Errorf("%w: job %s was %s at its confirmation", ErrNotAccepted, id, state)
 	}
-	if cluster {
-		s.finally(ctx, s.rdb.Pipeline(), spec, Enqueued{JobID: id})
+	if cluster && spec.Finally != nil {
+		if ferr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) { spec.Finally(ctx, pipe, Enqueued{JobID: id}) }); werr == nil {
+			werr = ferr
+		}
+	}
+	if werr != nil {
+		return &notDurable{err: fmt.Errorf("job %s: %w", id, werr)}
 	}
 	return nil
 }

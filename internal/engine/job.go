@@ -32,8 +32,10 @@ type Job struct {
 	Headers    map[string]string
 
 	// What a run needs of the engine, and no more: the job's keys, its client, its clock.
-	locks     *locking.Client
-	rdb       redis.UniversalClient
+	locks *locking.Client
+	rdb   redis.UniversalClient
+	// durable is durable mode (Apply waits for the replicas).
+	durable   jobstore.Durability
 	clock     locking.Clock
 	retention time.Duration
 	keys      jobstore.Keys
@@ -177,19 +179,45 @@ func (j *Job) Apply(ctx context.Context, eff *Effect, target string, keys []stri
 	ctx, span := scriptSpan(ctx, "jobguard.apply")
 	defer span.End()
 	all := append(append([]string{target, j.keys.Applied}, keys...), j.keys.Record)
-	res, err := eff.script.Run(ctx, j.rdb, j.Fence(), all, append([]any{j.ID, j.tc.AppliedTTL.Milliseconds()}, args...)...).Result()
+	res, err := eff.run(ctx, j.rdb, j.durable, j.Fence(), all, append([]any{j.ID, j.tc.AppliedTTL.Milliseconds()}, args...)...)
 	if err != nil && strings.HasPrefix(err.Error(), "APPLIED ") {
 		return nil, fmt.Errorf("%w by job %s", ErrAlreadyApplied, strings.TrimPrefix(err.Error(), "APPLIED "))
 	}
 	return res, err
 }
 
+// run runs the effect for fence f; in durable mode with a WAIT in its round trip, and an effect
+// that ran but was not acknowledged by the replicas returns ErrNotDurable (see durable.go).
+func (e *Effect) run(ctx context.Context, rdb redis.UniversalClient, d jobstore.Durability, f locking.Fence, keys []string, args ...any) (any, error) {
+	if !d.On() {
+		return e.script.Run(ctx, rdb, f, keys, args...).Result()
+	}
+	for try := 0; ; try++ {
+		var cmd *redis.Cmd
+		werr := d.Exec(ctx, rdb, func(pipe redis.Pipeliner) { cmd = e.script.Queue(ctx, pipe, f, keys, args...) })
+		if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") && try == 0 {
+			if lerr := e.script.Load(ctx, rdb); lerr != nil {
+				return nil, lerr
+			}
+			continue // it did not run
+		}
+		res, err := e.script.Reply(f, cmd).Result()
+		if err != nil {
+			return nil, err // refused or failed: nothing was written
+		}
+		if werr != nil {
+			return res, fmt.Errorf("engine: apply: %w", werr)
+		}
+		return res, nil
+	}
+}
+
 // RunFor runs the effect for a run that holds fence f outside a job (the middleware's lease level):
 // KEYS are laid out as for Apply, with the target itself in the job record's place (a run without
 // a record is cancelled only by a newer token, which the fence prelude already refuses).
-func (e *Effect) RunFor(ctx context.Context, rdb redis.Scripter, f locking.Fence, target, applied string, keys []string, runID string, appliedTTL time.Duration, args ...any) (any, error) {
+func (e *Effect) RunFor(ctx context.Context, rdb redis.UniversalClient, d jobstore.Durability, f locking.Fence, target, applied string, keys []string, runID string, appliedTTL time.Duration, args ...any) (any, error) {
 	all := append(append([]string{target, applied}, keys...), target)
-	res, err := e.script.Run(ctx, rdb, f, all, append([]any{runID, appliedTTL.Milliseconds()}, args...)...).Result()
+	res, err := e.run(ctx, rdb, d, f, all, append([]any{runID, appliedTTL.Milliseconds()}, args...)...)
 	if err != nil && strings.HasPrefix(err.Error(), "APPLIED ") {
 		return nil, fmt.Errorf("%w by %s", ErrAlreadyApplied, strings.TrimPrefix(err.Error(), "APPLIED "))
 	}

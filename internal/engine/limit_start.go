@@ -48,6 +48,9 @@ func (s *Stack) limitAndStart(ctx context.Context, t *asynq.Task, keys jobstore.
 		}
 	}
 	st, sent, err := s.start(ctx, keys, delivery, owner, tc, hasOpKey)
+	if isNotDurable(err) {
+		return sl, st, sent, s.startNotDurable(ctx, t, keys, tc, st, delivery, owner, sent, err, log)
+	}
 	if err != nil {
 		// Unknown whether it ran: the lease (if taken) lapses within its TTL; try again soon.
 		return sl, st, sent, s.bounce(tc.Type, "start_failed", 0, fmt.Errorf("start script: %w", err))
@@ -73,6 +76,9 @@ func (s *Stack) takeAndStart(ctx context.Context, t *asynq.Task, keys jobstore.K
 	} else {
 		sl, over = s.taken(ctx, keys, tc, lk, args, r.Take, delivery, takeSent, log)
 	}
+	if isNotDurable(r.StartErr) {
+		return sl, r.Started, sent, s.startNotDurable(ctx, t, keys, tc, r.Started, delivery, args.Owner, sent, r.StartErr, log)
+	}
 	if r.StartErr != nil {
 		return sl, r.Started, sent, s.bounce(tc.Type, "start_failed", 0, fmt.Errorf("start script: %w", r.StartErr))
 	}
@@ -80,7 +86,11 @@ func (s *Stack) takeAndStart(ctx context.Context, t *asynq.Task, keys jobstore.K
 	if over == nil && st.State == jobstore.Unconfirmed {
 		// As the start alone does: ask again a few times before bouncing.
 		var err error
-		if st, sent, err = s.start(ctx, keys, delivery, args.Owner, tc, hasOpKey); err != nil {
+		st, sent, err = s.start(ctx, keys, delivery, args.Owner, tc, hasOpKey)
+		if isNotDurable(err) {
+			return sl, st, sent, s.startNotDurable(ctx, t, keys, tc, st, delivery, args.Owner, sent, err, log)
+		}
+		if err != nil {
 			return sl, st, sent, s.bounce(tc.Type, "start_failed", 0, fmt.Errorf("start script: %w", err))
 		}
 	}

@@ -210,7 +210,7 @@ func (s *Stack) newJob(st jobstore.Started, t *asynq.Task, keys jobstore.Keys, t
 		ID: t.Headers()[HeaderJobID], Type: tc.Type, Queue: tc.Queue, Delivery: delivery, Payload: st.Payload,
 		Attempt: st.Attempt, MaxAttempts: tc.MaxAttempts, OpKey: t.Headers()[HeaderOpKey], Headers: t.Headers(),
 		Checkpoint: st.Checkpoint, CreatedAt: st.CreatedAt,
-		locks: s.locks, rdb: s.rdb, clock: s.cfg.Clock, retention: s.cfg.Retention, keys: keys, tc: tc,
+		locks: s.locks, rdb: s.rdb, durable: s.store.Durability(), clock: s.cfg.Clock, retention: s.cfg.Retention, keys: keys, tc: tc,
 	}
 	job.lease = s.locks.Granted(keys.Tag, owner, st.Token, tc.LeaseTTL, sent)
 	job.lease.StampHeartbeat(keys.Record, jobstore.FieldHeartbeatAt)

@@ -27,8 +27,11 @@ const (
 )
 
 type batcher struct {
-	rdb      redis.UniversalClient
-	cluster  bool
+	rdb     redis.UniversalClient
+	cluster bool
+	// durable is durable mode: a batch that holds a durable call ends with a WAIT, which covers
+	// every call in it.
+	durable  Durability
 	mu       sync.Mutex
 	queue    []*batchCall
 	flushing int
@@ -39,19 +42,33 @@ type batchCall struct {
 	ctx   context.Context
 	calls []scriptCall
 	cmds  []*redis.Cmd
-	done  chan struct{}
+	// durable: the calls make a promise (durable mode waits for replicas); werr is the WAIT's verdict.
+	durable bool
+	werr    error
+	done    chan struct{}
 }
 
 // run sends calls in one pipeline with whatever else is queued, and returns their commands (as
 // runPipelined does). A caller whose ctx ends first gets its error; its calls may still run.
 func (b *batcher) run(ctx context.Context, calls []scriptCall) []*redis.Cmd {
+	cmds, _ := b.send1(ctx, calls, false)
+	return cmds
+}
+
+// runDurable is run for calls that make a promise: in durable mode their batch ends with a WAIT,
+// whose verdict is the error (nil when durable mode is off).
+func (b *batcher) runDurable(ctx context.Context, calls []scriptCall) ([]*redis.Cmd, error) {
+	return b.send1(ctx, calls, true)
+}
+
+func (b *batcher) send1(ctx context.Context, calls []scriptCall, durable bool) ([]*redis.Cmd, error) {
 	if err := ctx.Err(); err != nil {
-		return failedCmds(ctx, calls, err)
+		return failedCmds(ctx, calls, err), nil
 	}
 	if b.cluster {
-		return runPipelined(ctx, b.rdb, calls)
+		return runPipelined(ctx, b.rdb, b.durability(durable), calls)
 	}
-	c := &batchCall{ctx: ctx, calls: calls, done: make(chan struct{})}
+	c := &batchCall{ctx: ctx, calls: calls, durable: durable, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	lead := b.flushing < maxFlushing
@@ -64,10 +81,18 @@ func (b *batcher) run(ctx context.Context, calls []scriptCall) []*redis.Cmd {
 	}
 	select {
 	case <-c.done:
-		return c.cmds
+		return c.cmds, c.werr
 	case <-ctx.Done():
-		return failedCmds(ctx, calls, ctx.Err())
+		return failedCmds(ctx, calls, ctx.Err()), nil
 	}
+}
+
+// durability is what a batch waits for: durable mode's setting when it holds a durable call.
+func (b *batcher) durability(durable bool) Durability {
+	if durable {
+		return b.durable
+	}
+	return Durability{}
 }
 
 // flush sends one batch, then hands what queued meanwhile to a goroutine of its own, so the caller
@@ -97,8 +122,9 @@ func (b *batcher) send(batch []*batchCall) {
 	}
 	var all []scriptCall
 	var deadline time.Time
-	unbounded := false
+	unbounded, durable := false, false
 	for _, c := range batch {
+		durable = durable || c.durable
 		all = append(all, c.calls...)
 		d, ok := c.ctx.Deadline()
 		unbounded = unbounded || !ok
@@ -111,9 +137,10 @@ func (b *batcher) send(batch []*batchCall) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 	}
 	defer cancel()
-	cmds := runPipelined(ctx, b.rdb, all)
+	cmds, werr := runPipelined(ctx, b.rdb, b.durability(durable), all)
 	for _, c := range batch {
 		c.cmds, cmds = cmds[:len(c.calls)], cmds[len(c.calls):]
+		c.werr = werr
 		close(c.done)
 	}
 }
@@ -128,9 +155,9 @@ func failedCmds(ctx context.Context, calls []scriptCall, err error) []*redis.Cmd
 	return out
 }
 
-func newBatcher(rdb redis.UniversalClient) *batcher {
+func newBatcher(rdb redis.UniversalClient, d Durability) *batcher {
 	_, cluster := rdb.(*redis.ClusterClient)
-	return &batcher{rdb: rdb, cluster: cluster}
+	return &batcher{rdb: rdb, cluster: cluster, durable: d}
 }
 
 // RunScript runs script through the store's batcher, sharing pipelines with the runs' own
@@ -140,4 +167,14 @@ func (s *Store) RunScript(ctx context.Context, script *redis.Script, keys []stri
 	return s.batch.run(ctx, []scriptCall{{script, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
 		return script.EvalSha(ctx, c, keys, args...)
 	}}})[0]
+}
+
+// RunScriptDurable is RunScript for a write that makes a promise: in durable mode its batch ends
+// with a WAIT, and the error says whether the replicas acknowledged it (ErrNotDurable when not;
+// nil when durable mode is off).
+func (s *Store) RunScriptDurable(ctx context.Context, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
+	cmds, werr := s.batch.runDurable(ctx, []scriptCall{{script, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
+		return script.EvalSha(ctx, c, keys, args...)
+	}}})
+	return cmds[0], werr
 }

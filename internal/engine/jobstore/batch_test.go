@@ -34,7 +34,7 @@ func TestBatcherSharesPipelines(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: db.Server.Addr, DB: db.N})
 	rdb.AddHook(count)
 	t.Cleanup(func() { rdb.Close() })
-	b := newBatcher(rdb)
+	b := newBatcher(rdb, Durability{})
 	const callers = 200
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)

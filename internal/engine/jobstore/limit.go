@@ -107,7 +107,7 @@ type TakeStart struct {
 // whatever the other finds, so a start that ran while its take found no slot is the caller's to
 // undo (a requeue that gives the attempt back).
 func (s *Store) TakeAndStart(ctx context.Context, lk LimitKeys, la LimitArgs, k Keys, sa StartArgs) TakeStart {
-	cmds := s.batch.run(ctx, []scriptCall{
+	cmds, werr := s.batch.runDurable(ctx, []scriptCall{
 		{limitTakeScript, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
 			return limitTakeScript.EvalSha(ctx, c, []string{lk.Holders, lk.Fence, lk.Arrival}, s.takeArgs(la)...)
 		}},
@@ -123,6 +123,9 @@ func (s *Store) TakeAndStart(ctx context.Context, lk LimitKeys, la LimitArgs, k 
 	}
 	if r.StartErr = cmds[1].Err(); r.StartErr == nil {
 		r.Started, r.StartErr = parseStarted(cmds[1].Val())
+		if r.StartErr == nil && werr != nil {
+			r.StartErr = fmt.Errorf("jobstore: start: %w", werr) // as Start: r.Started says what to undo
+		}
 	} else {
 		r.StartErr = fmt.Errorf("jobstore: start: %w", r.StartErr)
 	}
@@ -201,7 +204,8 @@ func (s *Store) RenewLimits(ctx context.Context, batch []LimitRenewal) (held []b
 		}}
 	}
 	held, errs = make([]bool, len(batch)), make([]error, len(batch))
-	for i, c := range runPipelined(ctx, s.rdb, calls) {
+	renewed, _ := runPipelined(ctx, s.rdb, Durability{}, calls)
+	for i, c := range renewed {
 		n, err := c.Int64()
 		held[i], errs[i] = n == 1, err
 	}
@@ -215,15 +219,16 @@ type scriptCall struct {
 }
 
 // runPipelined sends calls in one pipeline (one round trip per node) and returns their commands,
-// each with its own answer or error. A script Redis does not have (after a restart or failover)
-// is loaded and its calls sent again: they did not run.
-func runPipelined(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) []*redis.Cmd {
-	pipe := rdb.Pipeline()
+// each with its own answer or error, and, when d is on, whether the replicas acknowledged them (a
+// WAIT after them; see Durability.Exec). A script Redis does not have (after a restart or
+// failover) is loaded and its calls sent again: they did not run.
+func runPipelined(ctx context.Context, rdb redis.UniversalClient, d Durability, calls []scriptCall) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(calls))
-	for i, c := range calls {
-		cmds[i] = c.eval(ctx, pipe)
-	}
-	_, _ = pipe.Exec(ctx)
+	werr := d.Exec(ctx, rdb, func(pipe redis.Pipeliner) {
+		for i, c := range calls {
+			cmds[i] = c.eval(ctx, pipe)
+		}
+	})
 	var missing []int
 	for i, c := range cmds {
 		if isNoScript(c.Err()) {
@@ -231,17 +236,23 @@ func runPipelined(ctx context.Context, rdb redis.UniversalClient, calls []script
 		}
 	}
 	if len(missing) == 0 {
-		return cmds
+		return cmds, werr
 	}
-	pipe = rdb.Pipeline()
+	var resend []int
 	for _, i := range missing {
-		if err := calls[i].script.Load(ctx, rdb).Err(); err != nil {
-			continue // its command keeps its NOSCRIPT error
+		if err := calls[i].script.Load(ctx, rdb).Err(); err == nil {
+			resend = append(resend, i) // else its command keeps its NOSCRIPT error
 		}
-		cmds[i] = calls[i].eval(ctx, pipe)
 	}
-	_, _ = pipe.Exec(ctx)
-	return cmds
+	if len(resend) == 0 {
+		return cmds, werr
+	}
+	werr = d.Exec(ctx, rdb, func(pipe redis.Pipeliner) {
+		for _, i := range resend {
+			cmds[i] = calls[i].eval(ctx, pipe)
+		}
+	})
+	return cmds, werr
 }
 
 func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }

@@ -65,14 +65,21 @@ type Started struct {
 
 // Start begins one delivery of a job, in one round trip: stale-delivery check, the resource's
 // lease and fencing token, attempt count, status processing, already-applied check, checkpoint.
+// In durable mode a start the replicas did not acknowledge is answered with what it decided and
+// an error wrapping ErrNotDurable: the caller must not run the handler (and undoes a Run).
 func (s *Store) Start(ctx context.Context, k Keys, a StartArgs) (Started, error) {
-	res, err := s.batch.run(ctx, []scriptCall{{startScript, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
+	cmds, werr := s.batch.runDurable(ctx, []scriptCall{{startScript, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
 		return startScript.EvalSha(ctx, c, s.startKeys(k), s.startArgs(k, a)...)
-	}}})[0].Result()
+	}}})
+	res, err := cmds[0].Result()
 	if err != nil {
 		return Started{}, fmt.Errorf("jobstore: start: %w", err)
 	}
-	return parseStarted(res)
+	st, err := parseStarted(res)
+	if err == nil && werr != nil {
+		err = fmt.Errorf("jobstore: start: %w", werr)
+	}
+	return st, err
 }
 
 func (s *Store) startKeys(k Keys) []string {
@@ -196,6 +203,8 @@ type Finishing struct {
 
 // Finish ends one run of a job in one round trip: fenced final status, the operation recorded as
 // applied (done, with an operation key), lease release, and (Release) the limit slot's release.
+// In durable mode a finish that wrote but was not acknowledged by the replicas returns its answer
+// with an error wrapping ErrNotDurable.
 func (s *Store) Finish(ctx context.Context, k Keys, a FinishArgs) (Finishing, error) {
 	o := a.Outcome
 	calls := []scriptCall{{finishScript, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
@@ -206,7 +215,7 @@ func (s *Store) Finish(ctx context.Context, k Keys, a FinishArgs) (Finishing, er
 	if a.Release != nil {
 		calls = append(calls, scriptCall{limitReleaseScript, a.Release.eval})
 	}
-	cmds := s.batch.run(ctx, calls)
+	cmds, werr := s.batch.runDurable(ctx, calls)
 	var released error
 	if a.Release != nil {
 		if released = cmds[1].Err(); released != nil {
@@ -222,6 +231,10 @@ func (s *Store) Finish(ctx context.Context, k Keys, a FinishArgs) (Finishing, er
 		return Finishing{}, err
 	}
 	f := Finishing{State: FinishState(state), Released: released}
+	if werr != nil && f.State == Finished {
+		// Written on the master, maybe not on a replica: the caller keeps the delivery.
+		return f, fmt.Errorf("jobstore: finish: %w", werr)
+	}
 	switch f.State {
 	case Finished, FinishGone:
 		return f, nil

@@ -66,6 +66,8 @@ type Config struct {
 	TimelineCap int
 	// WorkerID names this process in timelines.
 	WorkerID string
+	// Durability is durable mode (zero: off): the promises' writes wait for replicas.
+	Durability Durability
 }
 
 func (c Config) withDefaults() Config {
@@ -91,11 +93,14 @@ type Store struct {
 
 // New returns a store on rdb whose keys are locks' (same prefix and hash tags).
 func New(rdb redis.UniversalClient, locks *locking.Client, cfg Config) *Store {
-	return &Store{rdb: rdb, locks: locks, cfg: cfg.withDefaults(), batch: newBatcher(rdb)}
+	return &Store{rdb: rdb, locks: locks, cfg: cfg.withDefaults(), batch: newBatcher(rdb, cfg.Durability)}
 }
 
 // Redis is the store's client.
 func (s *Store) Redis() redis.UniversalClient { return s.rdb }
+
+// Durability is the store's durable mode (zero: off).
+func (s *Store) Durability() Durability { return s.cfg.Durability }
 
 // Retention is how long records and timelines are kept after their last change.
 func (s *Store) Retention() time.Duration { return s.cfg.Retention }

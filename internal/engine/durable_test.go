@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobguard/jobguard/internal/redistest"
+)
+
+// replicated starts a master with one replica (its own servers: a test pauses the replica).
+func replicated(t *testing.T) (master, replica *redistest.Server) {
+	t.Helper()
+	master = redistest.Start(t)
+	replica = redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
+	if err := redistest.WaitReplica(replica.Addr, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return master, replica
+}
+
+// With the replica up, a durable enqueue returns once the replica holds the job; with it paused
+// (SIGSTOP) the enqueue fails with ErrNotDurable within the timeout, its delivery's start does
+// not run the handler (the start is undone: queued, attempt given back), and once the replica
+// is back the job runs once.
+func TestDurableModeWaitsForTheReplica(t *testing.T) {
+	t.Parallel()
+	master, replica := replicated(t)
+	db := redistest.DB{Server: master, Client: master.Client(t, 0)}
+	rc := replica.Client(t, 0)
+	var runs atomic.Int32
+	const timeout = 300 * time.Millisecond
+	h := newHarnessOn(t, db, db.Client, Config{DurableReplicas: 1, DurableTimeout: timeout}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "ok"}, func(ctx context.Context, j *Job) error {
+			runs.Add(1)
+			return nil
+		})
+	})
+	record := func(id string) string {
+		tag, _ := TagOf(id)
+		return h.stack.locks.Key(tag, "job:"+id)
+	}
+
+	id := h.enqueue(Spec{Type: "ok", Tenant: "t1", Resource: "t1:up"})
+	if got := rc.HGet(bg, record(id), "confirmed").Val(); got != "1" {
+		t.Fatalf("the replica's copy of the acknowledged job: confirmed=%q", got)
+	}
+	h.waitStatus(id, "done", 10*time.Second)
+
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = replica.Resume()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	began := time.Now()
+	paused := NewJobID("t1:paused", time.Now())
+	res, err := h.stack.Enqueue(ctx, h.client, Spec{Type: "ok", Tenant: "t1", Resource: "t1:paused", JobID: paused})
+	took := time.Since(began)
+	if !errors.Is(err, ErrNotDurable) || !errors.Is(err, ErrOutcomeUnknown) || res.JobID != "" {
+		t.Fatalf("enqueue with the replica paused: %+v, %v", res, err)
+	}
+	if took < timeout || took > timeout+time.Second {
+		t.Fatalf("the enqueue answered after %s (timeout %s)", took, timeout)
+	}
+	// The job stands on the master (its confirmation ran); its starts are not durable either.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(strings.Join(events(h.view(paused)), ","), "requeued") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no undone start on the timeline: %v", events(h.view(paused)))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times with the replica paused (1 before it)", n)
+	}
+	if v := h.view(paused); v.Raw["attempt"] != "0" || v.Raw["status"] != "queued" {
+		t.Fatalf("an undone start left %s attempt %s", v.Raw["status"], v.Raw["attempt"])
+	}
+	resumed = true
+	if err := replica.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(paused, "done", 15*time.Second)
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("handler runs %d, want 2", n)
+	}
+}
+
+// Without durable mode no WAIT is sent: a paused replica changes nothing.
+func TestDurableModeOffSendsNoWait(t *testing.T) {
+	t.Parallel()
+	master, replica := replicated(t)
+	db := redistest.DB{Server: master, Client: master.Client(t, 0)}
+	h := newHarnessOn(t, db, db.Client, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "ok"}, func(ctx context.Context, j *Job) error { return nil })
+	})
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = replica.Resume() }()
+	began := time.Now()
+	id := h.enqueue(Spec{Type: "ok", Tenant: "t1", Resource: "t1:off"})
+	h.waitStatus(id, "done", 10*time.Second)
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("took %s", took)
+	}
+	if n := db.Client.Info(bg, "commandstats").Val(); strings.Contains(n, "cmdstat_wait:") {
+		t.Fatal("WAIT was sent with durable mode off")
+	}
+}
+
+func (h *harness) view(id string) View {
+	h.t.Helper()
+	v, err := h.stack.Get(bg, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return v
+}
