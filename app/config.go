@@ -116,10 +116,11 @@ type Config struct {
 	// once. Default 200.
 	RateLimitBurst int
 	// EventStreamsPerTenant (EVENT_STREAMS_PER_TENANT) is how many GET /jobs/{id}/events streams
-	// one tenant may have open on one API process (an open API: one client address). Default 20.
+	// and ?wait= long-polls one tenant may have open on one API process (an open API: one client
+	// address). Default 20.
 	EventStreamsPerTenant int
-	// EventStreamsMax (EVENT_STREAMS_MAX) is how many event streams one API process keeps open in
-	// all. Default 1000.
+	// EventStreamsMax (EVENT_STREAMS_MAX) is how many event streams and long-polls one API process
+	// keeps open in all. Default 1000.
 	EventStreamsMax int
 	// Schedules (SCHEDULES) are this deployment's periodic jobs, a JSON array of {"name", "spec",
 	// "type", "payload", "timezone", "overlap", "catchup"}, on top of those the task types declare
@@ -171,8 +172,8 @@ var Variables = []Variable{
 	{Name: "DATABASE_MIGRATE", Default: "false", Help: "apply pending PostgreSQL schema steps at start-up; false: start-up fails until `jobguard migrate` ran"},
 	{Name: "RATE_LIMIT", Default: "100", Help: "API requests per second each tenant may send on average, across all API processes (0 turns it off)"},
 	{Name: "RATE_LIMIT_BURST", Default: "200", Help: "requests an idle tenant may send at once (1-1000000)"},
-	{Name: "EVENT_STREAMS_PER_TENANT", Default: "20", Help: "GET /jobs/{id}/events streams a tenant may have open on one API process (1-100000); more is 429"},
-	{Name: "EVENT_STREAMS_MAX", Default: "1000", Help: "event streams one API process keeps open in all (1-1000000); more is 429"},
+	{Name: "EVENT_STREAMS_PER_TENANT", Default: "20", Help: "GET /jobs/{id}/events streams and ?wait= long-polls a tenant may have open on one API process (1-100000); more is 429"},
+	{Name: "EVENT_STREAMS_MAX", Default: "1000", Help: "event streams and long-polls one API process keeps open in all (1-1000000); more is 429"},
 	{Name: "TASK_LIMITS", Help: "limits per key of task types, over their code's: type=concurrency:N,rate:R/1s,burst:B;type2=... (the key each counts by is the task's: the tenant for the examples); empty: the code's"},
 	{Name: "SCHEDULES", Help: `periodic jobs: a JSON array of {"name","spec","type","payload","timezone","overlap","catchup"}; empty: none`},
 	{Name: "OPERATOR_TOKENS", Help: "bearer tokens of the operator routes (/schedules), comma-separated, at least 16 characters each"},

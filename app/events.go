@@ -50,11 +50,7 @@ func (a *api) events(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	who := tenantOf(c)
-	if who == "" {
-		who = "addr " + c.IP() // an open API: each client address has the tenant's cap
-	}
-	release, err := a.feeds.admit(strings.Clone(who))
+	release, err := a.feeds.admit(streamer(c))
 	if err != nil {
 		c.Set(fiber.HeaderRetryAfter, streamsRetryAfter)
 		return err
@@ -113,6 +109,15 @@ func (a *api) events(c *fiber.Ctx) error {
 		}
 	})
 	return nil
+}
+
+// streamer is whom an open stream or long-poll counts against: the tenant, or the client's
+// address when the API is open (a copy: it outlives the request).
+func streamer(c *fiber.Ctx) string {
+	if t := tenantOf(c); t != "" {
+		return strings.Clone(t)
+	}
+	return "addr " + c.IP()
 }
 
 // lastEventID reads Last-Event-ID strictly: "" (from the start) or the decimal id of an event a

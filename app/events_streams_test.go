@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
 )
 
 // appOnOwnRedis starts an API process on a Redis server of its own, whose INFO commandstats
@@ -164,5 +165,60 @@ func TestEventStreamsAreCapped(t *testing.T) {
 			t.Fatalf("a place given back by a stream that ended: still %d after 5s", resp.StatusCode)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// The sibling of the streams: a long-poll (GET /jobs/{id}?wait=) counts against the same caps,
+// and ends within about a poll interval when its client leaves, instead of reading the job's
+// status every 200 ms until its wait is over (up to 30 s). Before, a tenant's long-polls were
+// bounded only by its request rate: at 100/s, 3,000 waits of 30 s, 15,000 reads a second.
+func TestLongPollsAreCappedAndStopWhenTheirClientLeaves(t *testing.T) {
+	t.Parallel()
+	r, rdb := appOnOwnRedis(t, map[string]string{"API_TOKENS": twoTenants["API_TOKENS"], "EVENT_STREAMS_PER_TENANT": "2"})
+	id := enqueueJob(t, r, bearer(tokenA)...)
+	wait := func() (context.CancelFunc, chan int) {
+		ctx, cancel := context.WithCancel(context.Background())
+		code := make(chan int, 1)
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/jobs/"+id+"?wait=30s", nil)
+			req.Header.Set("Authorization", "Bearer "+tokenA)
+			resp, err := testClient.Do(req)
+			if err != nil {
+				code <- 0
+				return
+			}
+			resp.Body.Close()
+			code <- resp.StatusCode
+		}()
+		return cancel, code
+	}
+	c1, _ := wait()
+	c2, _ := wait()
+	defer c2()
+	testsupport.Eventually(t, 5*time.Second, "a third long-poll refused", func() bool {
+		c3, code := wait()
+		defer c3()
+		select {
+		case n := <-code:
+			return n == http.StatusTooManyRequests
+		case <-time.After(time.Second):
+			return false
+		}
+	})
+	c1() // the first client leaves: its place is given back, and its reads stop
+	testsupport.Eventually(t, 5*time.Second, "a long-poll admitted again", func() bool {
+		c4, code := wait()
+		defer c4()
+		select {
+		case n := <-code:
+			return n != http.StatusTooManyRequests
+		case <-time.After(time.Second):
+			return true // waiting: admitted
+		}
+	})
+	c2()
+	time.Sleep(3 * eventsPoll)
+	if n := commandsIn(t, rdb, time.Second); n != 0 {
+		t.Fatalf("%d commands in 1s after every long-poll's client left", n)
 	}
 }
