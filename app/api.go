@@ -31,6 +31,7 @@ type api struct {
 	sql     *pgxpool.Pool // read models' PostgreSQL; nil without DATABASE_URL
 
 	streams context.Context // ends the event streams when the app stops (events.go)
+	feeds   *feeds          // the event streams' shared pollers and caps (event_feeds.go)
 }
 
 const localTenant = "tenant"

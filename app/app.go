@@ -82,6 +82,7 @@ type App struct {
 	// streams ends the open event streams (GET /jobs/{id}/events) before the HTTP shutdown waits for them.
 	streams     context.Context
 	stopStreams context.CancelFunc
+	feeds       *feeds // the event streams' shared pollers and caps; nil when the role serves no API
 
 	closeOnce sync.Once
 }
@@ -179,10 +180,12 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 
 	if role.serves(RoleAPI) {
 		// One limiter: what it saw of a budget (spent, or Redis failing) serves every route.
+		a.feeds = newFeeds(a.streams, a.stack.Store(), eventsPoll, cfg.RequestTimeout, cfg.EventStreamsPerTenant, cfg.EventStreamsMax)
 		limiter := newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log) // nil when RATE_LIMIT=0
 		(&api{
 			stack: a.stack, client: a.client, tokens: newTokenTable(cfg.APITokens), tasks: cfg.Tasks, metrics: hm, sql: a.sql, streams: a.streams,
 			limiter: limiter,
+			feeds:   a.feeds,
 			idem:    idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention, deadline: a.stack.WriteDeadline},
 		}).routes(a.http)
 		operatorRoutes(a.http, a.sched, newTokenTable(cfg.OperatorTokens), newTokenTable(cfg.APITokens), limiter.handler())

@@ -27,14 +27,14 @@ type running struct {
 	stop context.CancelFunc
 }
 
-func startApp(t *testing.T, role Role, env map[string]string) *running {
+func startApp(t testing.TB, role Role, env map[string]string) *running {
 	t.Helper()
 	return startAppWith(t, role, env, nil)
 }
 
 // startAppWith is startApp with before called on the App before it runs (e.g. to add a hook to its
 // Redis client while nothing else uses it).
-func startAppWith(t *testing.T, role Role, env map[string]string, before func(*App)) *running {
+func startAppWith(t testing.TB, role Role, env map[string]string, before func(*App)) *running {
 	t.Helper()
 	full := map[string]string{"HTTP_ADDR": "127.0.0.1:0", "SHUTDOWN_TIMEOUT": "2s"}
 	if _, ok := env["REDIS_URL"]; !ok {
@@ -62,7 +62,7 @@ func startAppWith(t *testing.T, role Role, env map[string]string, before func(*A
 }
 
 // shutdown stops the app and fails the test unless Run returns nil in time.
-func (r *running) shutdown(t *testing.T) {
+func (r *running) shutdown(t testing.TB) {
 	r.stop()
 	select {
 	case err := <-r.done:
@@ -89,7 +89,7 @@ var testClient = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
-func do(t *testing.T, method, url, body string, header ...string) (*http.Response, string) {
+func do(t testing.TB, method, url, body string, header ...string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {

@@ -27,6 +27,7 @@ const (
 	CodeUnsupportedMediaType  = "unsupported_media_type"
 	CodeIdempotencyKeyReused  = "idempotency_key_reused"
 	CodeRateLimited           = "rate_limited"
+	CodeTooManyStreams        = "too_many_streams"
 	CodeHeaderTooLarge        = "header_too_large"
 	CodeInternal              = "internal"
 	CodeMonitoringFailed      = "monitoring_failed"
@@ -75,6 +76,7 @@ var ProblemCodes = []ProblemCode{
 	{CodeUnsupportedMediaType, http.StatusUnsupportedMediaType, "the body is not application/json", "send JSON with that Content-Type"},
 	{CodeIdempotencyKeyReused, http.StatusUnprocessableEntity, "the Idempotency-Key was used for a different request", "use a new key"},
 	{CodeRateLimited, http.StatusTooManyRequests, "the tenant's rate limit is spent", "retry after Retry-After"},
+	{CodeTooManyStreams, http.StatusTooManyRequests, "the tenant (EVENT_STREAMS_PER_TENANT) or the process (EVENT_STREAMS_MAX) has as many event streams and long-polls open as it may", "close a stream, or retry after Retry-After"},
 	{CodeHeaderTooLarge, http.StatusRequestHeaderFieldsTooLarge, "a header is larger than the 4 KiB read buffer", "send smaller headers"},
 	{CodeInternal, http.StatusInternalServerError, "a fault of jobguard, logged under `request_id`", "report it with the request id"},
 	{CodeMonitoringFailed, http.StatusInternalServerError, "the monitoring UI's call failed while Redis answers", "report it with the request id"},

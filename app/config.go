@@ -123,6 +123,13 @@ type Config struct {
 	// RateLimitBurst (RATE_LIMIT_BURST) is how many requests a tenant that was idle may send at
 	// once. Default 200.
 	RateLimitBurst int
+	// EventStreamsPerTenant (EVENT_STREAMS_PER_TENANT) is how many GET /jobs/{id}/events streams
+	// and ?wait= long-polls one tenant may have open on one API process (an open API: one client
+	// address). Default 20.
+	EventStreamsPerTenant int
+	// EventStreamsMax (EVENT_STREAMS_MAX) is how many event streams and long-polls one API process
+	// keeps open in all. Default 1000.
+	EventStreamsMax int
 	// Schedules (SCHEDULES) are this deployment's periodic jobs, a JSON array of {"name", "spec",
 	// "type", "payload", "timezone", "overlap", "catchup"}, on top of those the task types declare
 	// (tasks.Task.Schedules). Default none.
@@ -175,6 +182,8 @@ var Variables = []Variable{
 	{Name: "DURABLE_TIMEOUT", Default: "1s", Help: "how long durable mode waits for the replicas per write (10ms-2s)"},
 	{Name: "RATE_LIMIT", Default: "100", Help: "API requests per second each tenant may send on average, across all API processes (0 turns it off)"},
 	{Name: "RATE_LIMIT_BURST", Default: "200", Help: "requests an idle tenant may send at once (1-1000000)"},
+	{Name: "EVENT_STREAMS_PER_TENANT", Default: "20", Help: "GET /jobs/{id}/events streams and ?wait= long-polls a tenant may have open on one API process (1-100000); more is 429"},
+	{Name: "EVENT_STREAMS_MAX", Default: "1000", Help: "event streams and long-polls one API process keeps open in all (1-1000000); more is 429"},
 	{Name: "TASK_LIMITS", Help: "limits per key of task types, over their code's: type=concurrency:N,rate:R/1s,burst:B;type2=... (the key each counts by is the task's: the tenant for the examples); empty: the code's"},
 	{Name: "SCHEDULES", Help: `periodic jobs: a JSON array of {"name","spec","type","payload","timezone","overlap","catchup"}; empty: none`},
 	{Name: "OPERATOR_TOKENS", Help: "bearer tokens of the operator routes (/schedules), comma-separated, at least 16 characters each"},
@@ -185,25 +194,27 @@ var Variables = []Variable{
 // Defaults returns the configuration used for every variable that is not set.
 func Defaults() Config {
 	return Config{
-		RedisMode:            RedisStandalone,
-		HTTPAddr:             "127.0.0.1:8080",
-		WorkerConcurrency:    10,
-		Queues:               map[string]int{"critical": 6, "default": 3, "low": 1},
-		LeaseTTL:             30 * time.Second,
-		ShutdownTimeout:      25 * time.Second,
-		KeyPrefix:            "jobguard",
-		JobRetention:         7 * 24 * time.Hour,
-		IdempotencyRetention: 24 * time.Hour,
-		LogLevel:             zerolog.InfoLevel,
-		LogFormat:            LogJSON,
-		BodyLimit:            64 << 10,
-		RescueInterval:       2 * time.Second,
-		ReconcileInterval:    15 * time.Second,
-		RequestTimeout:       5 * time.Second,
-		DurableTimeout:       time.Second,
-		RateLimit:            100,
-		RateLimitBurst:       200,
-		Tasks:                tasks.All(),
+		RedisMode:             RedisStandalone,
+		HTTPAddr:              "127.0.0.1:8080",
+		WorkerConcurrency:     10,
+		Queues:                map[string]int{"critical": 6, "default": 3, "low": 1},
+		LeaseTTL:              30 * time.Second,
+		ShutdownTimeout:       25 * time.Second,
+		KeyPrefix:             "jobguard",
+		JobRetention:          7 * 24 * time.Hour,
+		IdempotencyRetention:  24 * time.Hour,
+		LogLevel:              zerolog.InfoLevel,
+		LogFormat:             LogJSON,
+		BodyLimit:             64 << 10,
+		RescueInterval:        2 * time.Second,
+		ReconcileInterval:     15 * time.Second,
+		RequestTimeout:        5 * time.Second,
+		DurableTimeout:        time.Second,
+		RateLimit:             100,
+		RateLimitBurst:        200,
+		EventStreamsPerTenant: 20,
+		EventStreamsMax:       1000,
+		Tasks:                 tasks.All(),
 	}
 }
 
@@ -260,6 +271,8 @@ func FromLookupTasks(lookup func(string) (string, bool), list []tasks.Task) (Con
 	p.duration("DURABLE_TIMEOUT", &c.DurableTimeout)
 	p.integer("RATE_LIMIT", &c.RateLimit)
 	p.integer("RATE_LIMIT_BURST", &c.RateLimitBurst)
+	p.integer("EVENT_STREAMS_PER_TENANT", &c.EventStreamsPerTenant)
+	p.integer("EVENT_STREAMS_MAX", &c.EventStreamsMax)
 	p.fn("TASK_LIMITS", func(v string) (err error) { c.Tasks, err = applyTaskLimits(v, c.Tasks); return err })
 	p.fn("SCHEDULES", func(v string) (err error) { c.Schedules, err = parseSchedules(v); return err })
 	p.fn("OPERATOR_TOKENS", func(v string) (err error) { c.OperatorTokens, err = parseOperatorTokens(v); return err })
@@ -376,6 +389,12 @@ func (c Config) Validate() error {
 	}
 	if c.RateLimit > 0 && (c.RateLimitBurst < 1 || c.RateLimitBurst > 1_000_000) {
 		return bad("RATE_LIMIT_BURST", "%d is not between 1 and 1000000", c.RateLimitBurst)
+	}
+	if c.EventStreamsPerTenant < 1 || c.EventStreamsPerTenant > 100_000 {
+		return bad("EVENT_STREAMS_PER_TENANT", "%d is not between 1 and 100000", c.EventStreamsPerTenant)
+	}
+	if c.EventStreamsMax < 1 || c.EventStreamsMax > 1_000_000 {
+		return bad("EVENT_STREAMS_MAX", "%d is not between 1 and 1000000", c.EventStreamsMax)
 	}
 	return nil
 }

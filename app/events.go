@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,7 +17,8 @@ import (
 )
 
 const (
-	// eventsPoll is how often a stream reads the job's timeline (one HGET and one LRANGE).
+	// eventsPoll is how often a job's feed reads its status and timeline (one round trip, shared
+	// by the job's streams), and how often a stream looks whether its client has gone.
 	eventsPoll = 250 * time.Millisecond
 	// eventsPing is how long a stream may be idle before it writes a heartbeat comment.
 	eventsPing = 15 * time.Second
@@ -31,74 +33,110 @@ const (
 // with the status once the job has ended. Each event's id is its position in the timeline since
 // the job's creation (0 first), stored with the event (jobstore.Event.Seq), so ids do not shift
 // when the timeline's cap drops the oldest; Last-Event-ID: n resumes after position n (from the
-// oldest kept when the events after n were dropped). The tenant rule is the job view's (another
-// tenant's job is 404 before any stream starts).
+// oldest kept when the events after n were dropped; after the job's last event when n is past
+// it). The tenant rule is the job view's (another tenant's job is 404 before any stream starts).
 //
-// The stream outlives the handler (fasthttp runs the writer after it returns), so it runs on its
-// own context: the App's stream context (cancelled when the app stops) bounded by eventsMaxStream;
-// each poll gets REQUEST_TIMEOUT of its own. A failed write (the client left) ends it.
+// The streams of one job share one poller (feeds): Redis pays per job followed. Open streams are
+// capped per tenant and per process (429 too_many_streams). The stream outlives the handler
+// (fasthttp runs the writer after it returns), so it runs on its own context: the App's stream
+// context (cancelled when the app stops) bounded by eventsMaxStream. It ends when a write fails
+// or, checked at each poll interval, when its client has closed the connection (peerGone).
 func (a *api) events(c *fiber.Ctx) error {
-	from := int64(0)
-	if raw := c.Get("Last-Event-ID"); raw != "" {
-		n, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
-		if err != nil || n < 0 {
-			return &HTTPError{Status: http.StatusBadRequest, Field: "Last-Event-ID", Detail: "Last-Event-ID must be the id of an event of this stream"}
-		}
-		from = n + 1
-	}
-	timeout := 5 * time.Second
-	if d, ok := c.UserContext().Deadline(); ok {
-		timeout = time.Until(d) // what requestDeadline left of REQUEST_TIMEOUT
+	from, err := lastEventID(c.Get("Last-Event-ID"))
+	if err != nil {
+		return err
 	}
 	v, err := a.load(c)
 	if err != nil {
 		return err
 	}
+	release, err := a.feeds.admit(streamer(c))
+	if err != nil {
+		c.Set(fiber.HeaderRetryAfter, streamsRetryAfter)
+		return err
+	}
 	id := strings.Clone(v.Record.JobID) // nothing of the request is used once the handler returned
-	store, conn := a.stack.Store(), c.Context().Conn()
-	base := context.WithoutCancel(c.UserContext()) // request id and trace, not the request's deadline
+	conn := c.Context().Conn()
 
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache") // a stream is never stored by a proxy
 	c.Set("X-Accel-Buffering", "no")            // proxies pass each event on at once
+	// The headers go at once, not with the first event: a stream resumed after the last event of
+	// a quiet job may have none to send for a long time, and the client waits for them.
+	c.Context().Response.ImmediateHeaderFlush = true
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer release()
 		ctx, cancel := context.WithTimeout(a.streams, eventsMaxStream)
 		defer cancel()
+		f := a.feeds.join(id)
+		defer a.feeds.leave(f)
 		s := eventStream{w: w, conn: conn, next: from}
-		tick := time.NewTicker(eventsPoll)
-		defer tick.Stop()
+		check := time.NewTicker(eventsPoll)
+		defer check.Stop()
 		idle := time.Now()
-		for { // the first read is at once: an ended job's stream is its timeline and the end
-			rctx, rcancel := context.WithTimeout(base, timeout)
-			p, err := store.TimelineSince(rctx, id, s.next)
-			rcancel()
-			if err != nil {
-				return // Redis failed or let the job go: the client reconnects and learns which
-			}
-			if len(p.Events) > 0 {
-				if !s.send(p.Events) {
+		for { // an ended job's stream is its timeline and the end, as soon as the feed's first read is in
+			v := f.since(&s.next)
+			if v.read {
+				if v.err != nil {
+					return // Redis failed or let the job go: the client reconnects and learns which
+				}
+				if len(v.events) > 0 {
+					if !s.send(v.events) {
+						return
+					}
+					idle = time.Now()
+				}
+				if v.status.Terminal() {
+					s.end(v.status)
 					return
 				}
-				idle = time.Now()
-			}
-			if p.Status.Terminal() {
-				s.end(p.Status)
-				return
-			}
-			if time.Since(idle) >= eventsPing {
-				if !s.write(": ping\n\n") {
-					return
-				}
-				idle = time.Now()
 			}
 			select {
 			case <-ctx.Done():
 				return // the app stops or the stream is old: the client reconnects with Last-Event-ID
-			case <-tick.C:
+			case <-v.changed:
+			case <-check.C:
+				if peerGone(conn) {
+					return
+				}
+				if time.Since(idle) >= eventsPing {
+					if !s.write(": ping\n\n") {
+						return
+					}
+					idle = time.Now()
+				}
 			}
 		}
 	})
 	return nil
+}
+
+// streamer is whom an open stream or long-poll counts against: the tenant, or the client's
+// address when the API is open (a copy: it outlives the request).
+func streamer(c *fiber.Ctx) string {
+	if t := tenantOf(c); t != "" {
+		return strings.Clone(t)
+	}
+	return "addr " + c.IP()
+}
+
+// lastEventID reads Last-Event-ID strictly: "" (from the start) or the decimal id of an event a
+// stream can send, 0 up to math.MaxInt64-1 (so that the position after it fits); the answer is
+// the position to read from. Anything else is 400 naming the header.
+func lastEventID(raw string) (int64, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return 0, nil
+	}
+	bad := &HTTPError{Status: http.StatusBadRequest, Field: "Last-Event-ID", Detail: "Last-Event-ID must be the id of an event of this stream"}
+	if len(raw) > 19 || strings.TrimLeft(raw, "0123456789") != "" {
+		return 0, bad
+	}
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || n == math.MaxInt64 {
+		return 0, bad
+	}
+	return n + 1, nil
 }
 
 // eventStream writes server-sent events; next is the position of the next event to read.

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/schedule"
 	"github.com/jobguard/jobguard/tasks"
@@ -145,5 +147,68 @@ func TestScheduleDeclaredInCode(t *testing.T) {
 	var ce *ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `task note's schedule "note-bad" (in code): schedule: payload.tenant_id:`) {
 		t.Fatalf("bad schedule in code: %v", err)
+	}
+}
+
+// GET /schedules, a schedule's jobs, pause and the UI's schedules page on an API process that
+// runs no schedule list what the workers run: each worker publishes its schedules in Redis
+// (expiring unless refreshed) while it runs, and takes them back when it stops. Found by an
+// adversarial probe: an api process listed [] while the workers ran schedules.
+func TestSchedulesListedOnAnAPIProcess(t *testing.T) {
+	t.Parallel()
+	const operator = "Bearer operator-token-0001"
+	url := redistest.NewDB(t).URL()
+	worker := startApp(t, RoleWorker, map[string]string{"REDIS_URL": url, "LEASE_TTL": "2s",
+		"SCHEDULES": `[{"name":"hot-cache","spec":"@every 1s","type":"rebuild-cache","payload":{"tenant_id":"t1","resource_id":"hot"}}]`})
+	api := startApp(t, RoleAPI, map[string]string{"REDIS_URL": url, "OPERATOR_TOKENS": "operator-token-0001", "API_TOKENS": "tenant-token-000001:t1"})
+	type overview struct {
+		Leader    string `json:"leader"`
+		Schedules []struct {
+			Name      string    `json:"name"`
+			Spec      string    `json:"spec"`
+			NextTick  time.Time `json:"next_tick"`
+			LastJobID string    `json:"last_job_id"`
+		} `json:"schedules"`
+	}
+	var ov overview
+	testsupport.Eventually(t, 8*time.Second, "the worker's schedule with a tick's job in the api's GET /schedules", func() bool {
+		resp, body := get(t, api.base+"/schedules", "Authorization", operator)
+		ov = overview{}
+		return resp.StatusCode == http.StatusOK && decodeInto(body, &ov) && len(ov.Schedules) == 1 && ov.Schedules[0].LastJobID != ""
+	})
+	if s := ov.Schedules[0]; ov.Leader == "" || s.Name != "hot-cache" || s.Spec != "@every 1s" || s.NextTick.IsZero() {
+		t.Fatalf("overview: %+v", ov)
+	}
+	if resp, body := get(t, api.base+"/schedules/hot-cache/jobs", "Authorization", operator); resp.StatusCode != http.StatusOK || !strings.Contains(body, ov.Schedules[0].LastJobID) {
+		t.Fatalf("the schedule's jobs on the api: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := do(t, http.MethodPost, api.base+"/schedules/hot-cache/pause", "", "Authorization", operator); resp.StatusCode != http.StatusOK {
+		t.Fatalf("pause on the api: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := get(t, api.base+"/monitoring/schedules"); resp.StatusCode != http.StatusOK || !strings.Contains(body, "hot-cache") {
+		t.Fatalf("the api's schedules page: %d %.300s", resp.StatusCode, body)
+	}
+	published := func() []string {
+		keys, err := api.rdb.Keys(context.Background(), "*schedules}:publish*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if ttl := api.rdb.PTTL(context.Background(), k).Val(); ttl <= 0 || ttl > 2*time.Second {
+				t.Fatalf("published key %s has TTL %s, want at most LEASE_TTL", k, ttl)
+			}
+		}
+		return keys
+	}
+	if keys := published(); len(keys) == 0 {
+		t.Fatal("no published keys while the worker runs")
+	}
+	worker.shutdown(t)
+	if keys := published(); len(keys) != 0 {
+		t.Fatalf("published keys left after the worker stopped: %v", keys)
+	}
+	resp, body := get(t, api.base+"/schedules", "Authorization", operator)
+	if ov = (overview{}); resp.StatusCode != http.StatusOK || !decodeInto(body, &ov) || len(ov.Schedules) != 0 {
+		t.Fatalf("after the worker stopped: %d %s", resp.StatusCode, body)
 	}
 }

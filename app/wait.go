@@ -14,6 +14,9 @@ import (
 // maxWait bounds GET /jobs/{id}?wait=; the HTTP server's write timeout (30 s) is the hard limit.
 const maxWait = 30 * time.Second
 
+// statusClientClosed is the status a long-poll whose client left is logged with (nginx's 499).
+const statusClientClosed = 499
+
 // waitPoll is how often a long-poll reads the job's status (one HGET).
 const waitPoll = 200 * time.Millisecond
 
@@ -56,12 +59,23 @@ func (a *api) viewOrWait(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	// A waiting long-poll holds a place as an event stream does (the same caps).
+	release, err := a.feeds.admit(streamer(c))
+	if err != nil {
+		c.Set(fiber.HeaderRetryAfter, streamsRetryAfter)
+		return err
+	}
+	defer release()
 	base := context.WithoutCancel(c.UserContext())
 	end := time.Now().Add(wait)
 	tick := time.NewTicker(waitPoll)
 	defer tick.Stop()
 	for st := v.Record.Status; st == known && time.Now().Before(end); {
 		<-tick.C
+		if peerGone(c.Context().Conn()) {
+			// Nobody reads the answer: nginx's "client closed request", for the log and metrics.
+			return c.SendStatus(statusClientClosed)
+		}
 		rctx, cancel := context.WithTimeout(base, timeout)
 		st, err = a.stack.Store().Status(rctx, keys)
 		cancel()

@@ -116,6 +116,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return context.Cause(ctx)
 	}
+	// Published while it runs, so that processes without these specs list them; taken back
+	// before Run returns.
+	published := make(chan struct{})
+	go func() { defer close(published); s.publish(ctx) }()
+	defer func() { <-published }()
 	keeper := s.locks.NewKeeper()
 	defer keeper.Close()
 	log := s.cfg.Logger

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,10 +53,22 @@ func parseState(f map[string]string) state {
 
 // states reads every schedule's state in one pipeline.
 func (s *Scheduler) states(ctx context.Context) ([]state, error) {
-	pipe := s.locks.Redis().Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, len(s.plans))
+	names := make([]string, len(s.plans))
 	for i, p := range s.plans {
-		cmds[i] = pipe.HGetAll(ctx, s.stateKey(p.Name))
+		names[i] = p.Name
+	}
+	return s.statesOf(ctx, names)
+}
+
+// statesOf reads the state of each named schedule in one pipeline.
+func (s *Scheduler) statesOf(ctx context.Context, names []string) ([]state, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	pipe := s.locks.Redis().Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(names))
+	for i, name := range names {
+		cmds[i] = pipe.HGetAll(ctx, s.stateKey(name))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("schedule: read state: %w", err)
@@ -65,6 +78,19 @@ func (s *Scheduler) states(ctx context.Context) ([]state, error) {
 		out[i] = parseState(c.Val())
 	}
 	return out, nil
+}
+
+// known reports whether name is a schedule of this process's or one a running scheduler
+// publishes.
+func (s *Scheduler) known(ctx context.Context, name string) (bool, error) {
+	if _, ok := s.plan(name); ok {
+		return true, nil
+	}
+	pubs, err := s.published(ctx)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(pubs, func(p publishedSpec) bool { return p.Name == name }), nil
 }
 
 func (s *Scheduler) plan(name string) (*plan, bool) {
@@ -79,7 +105,9 @@ func (s *Scheduler) plan(name string) (*plan, bool) {
 // SetPaused pauses or resumes a schedule. A paused schedule's ticks create no job (counted as
 // paused); resuming does not catch them up.
 func (s *Scheduler) SetPaused(ctx context.Context, name string, paused bool) error {
-	if _, ok := s.plan(name); !ok {
+	if ok, err := s.known(ctx, name); err != nil {
+		return err
+	} else if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknown, name)
 	}
 	v := "0"
@@ -113,9 +141,35 @@ type Overview struct {
 	Schedules []Status `json:"schedules"`
 }
 
-// Overview reads every schedule's state, its last job's status and the leader.
+// Overview reads every schedule's state, its last job's status and the leader: this process's
+// schedules, then those that running schedulers publish (see published.go) and it lacks, so an
+// API process that runs none shows what the workers run.
 func (s *Scheduler) Overview(ctx context.Context) (Overview, error) {
-	sts, err := s.states(ctx)
+	now := s.cfg.Clock.Now()
+	var specs []Spec
+	var next []time.Time
+	for _, p := range s.plans {
+		specs, next = append(specs, p.Spec), append(next, p.Next(now).UTC())
+	}
+	pubs, err := s.published(ctx)
+	if err != nil {
+		return Overview{}, err
+	}
+	for _, p := range pubs {
+		if _, ok := s.plan(p.Name); ok {
+			continue
+		}
+		t := p.NextTick
+		if pl, err := p.Spec.compile(); err == nil {
+			t = pl.Next(now).UTC() // its publisher's is up to LeaseTTL/3 old
+		}
+		specs, next = append(specs, p.Spec), append(next, t)
+	}
+	names := make([]string, len(specs))
+	for i, sp := range specs {
+		names[i] = sp.Name
+	}
+	sts, err := s.statesOf(ctx, names)
 	if err != nil {
 		return Overview{}, err
 	}
@@ -128,12 +182,11 @@ func (s *Scheduler) Overview(ctx context.Context) (Overview, error) {
 	if i := strings.LastIndexByte(info.Owner, ':'); i > 0 {
 		ov.Leader = info.Owner[:i]
 	}
-	now := s.cfg.Clock.Now()
-	for i, p := range s.plans {
-		st := Status{Spec: p.Spec, LastJobID: sts[i].lastJob, Paused: sts[i].paused}
-		if next := p.Next(now); !next.IsZero() {
-			next = next.UTC()
-			st.NextTick = &next
+	for i, sp := range specs {
+		st := Status{Spec: sp, LastJobID: sts[i].lastJob, Paused: sts[i].paused}
+		if !next[i].IsZero() {
+			t := next[i].UTC()
+			st.NextTick = &t
 		}
 		if !sts[i].lastAt.IsZero() {
 			at := sts[i].lastAt.UTC()
@@ -183,7 +236,9 @@ type TickJob struct {
 // Jobs lists the latest (up to 100) jobs of schedule name's ticks, newest first, with their
 // status, in two round trips.
 func (s *Scheduler) Jobs(ctx context.Context, name string) ([]TickJob, error) {
-	if _, ok := s.plan(name); !ok {
+	if ok, err := s.known(ctx, name); err != nil {
+		return nil, err
+	} else if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknown, name)
 	}
 	zs, err := s.locks.Redis().ZRevRangeWithScores(ctx, s.jobsKey(name), 0, recentJobs-1).Result()

@@ -91,6 +91,9 @@ func New(rdb redis.UniversalClient, cfg Config) *Stack {
 // Locks is the stack's locking client (same prefix), for task handlers and the API.
 func (s *Stack) Locks() *locking.Client { return s.locks }
 
+// WorkerID names this process (Config.WorkerID) in records, timelines, logs and lease owners.
+func (s *Stack) WorkerID() string { return s.cfg.WorkerID }
+
 // Store is the stack's job store.
 func (s *Stack) Store() *jobstore.Store { return s.store }
 

@@ -59,38 +59,57 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 		if d := s.store.WriteDeadline(ctx); d != 0 {
 			by = min(by, d)
 		}
-		err = s.deliver(ctx, client, tc, id, DeliveryID(id, n), info.OpKey, info.Dedup, headers, replayDelay)
+		delivery := DeliveryID(id, n)
+		err = s.deliver(ctx, client, tc, id, delivery, info.OpKey, info.Dedup, headers, replayDelay)
 		if errors.Is(err, asynq.ErrTaskIDConflict) {
-			continue // an earlier replay's delivery that the record never took: take the next number
+			// Another replay's delivery (one under way, or one whose take was refused and not yet
+			// removed): when the job is no longer failed another replay or a cancel won; else go
+			// on after the highest number the record has taken.
+			now, rerr := s.store.ReplayInfo(ctx, keys)
+			if rerr == nil && now.Status != jobstore.StatusFailed {
+				return fmt.Errorf("%w: it is %s", ErrNotFailed, now.Status)
+			}
+			if rerr == nil {
+				n = max(n, now.Deliveries)
+			}
+			continue
 		}
 		if err != nil {
 			return err
 		}
-		return s.takeReplay(ctx, keys, id, n, by)
+		refused, err := s.takeReplay(ctx, keys, id, n, by)
+		if refused {
+			// The record will never take it: removed, so that it is not left waiting in asynq
+			// (it would be acknowledged without running). Best effort, as a cancel's.
+			_ = asynq.NewInspectorFromRedisClient(s.rdb).DeleteTask(tc.Queue, delivery)
+		}
+		return err
 	}
-	return fmt.Errorf("engine: replay %s: %w", id, err)
+	// Every number tried was another replay's: they race on this job, and one of them wins.
+	return fmt.Errorf("%w: other replays of %s are under way", ErrNotFailed, id)
 }
 
 // takeReplay makes the job take its replay's delivery n, if it is still failed and in time.
-func (s *Stack) takeReplay(ctx context.Context, keys jobstore.Keys, id string, n int, by int64) error {
+// refused is true when Redis answered and the record did not take it.
+func (s *Stack) takeReplay(ctx context.Context, keys jobstore.Keys, id string, n int, by int64) (refused bool, err error) {
 	state, status, err := s.store.TakeReplay(ctx, keys, n, by, s.now())
 	if err != nil {
-		return fmt.Errorf("engine: replay %s: %w", id, err)
+		return false, fmt.Errorf("engine: replay %s: %w", id, err) // it may have been taken
 	}
 	switch state {
 	case jobstore.Replayed:
 		s.Stats.Replayed.Add(1)
 		// Waiting again: back in the expiry index (best effort), so it cannot vanish unseen.
 		_ = s.store.Reindex(ctx, id, s.store.ExpiryDue(s.now(), time.Time{}))
-		return nil
+		return false, nil
 	case jobstore.ReplayGone:
-		return fmt.Errorf("%w: %s", ErrJobNotFound, id)
+		return true, fmt.Errorf("%w: %s", ErrJobNotFound, id)
 	case jobstore.ReplayConflict:
-		return fmt.Errorf("%w: it is %s", ErrNotFailed, status)
+		return true, fmt.Errorf("%w: it is %s", ErrNotFailed, status)
 	case jobstore.Unrunnable:
-		return fmt.Errorf("%w: its payload is gone", ErrUnrunnable)
+		return true, fmt.Errorf("%w: its payload is gone", ErrUnrunnable)
 	case jobstore.Moved:
-		return fmt.Errorf("%w: another replay took it", ErrNotFailed)
+		return true, fmt.Errorf("%w: another replay took it", ErrNotFailed)
 	}
-	return fmt.Errorf("%w: replay of %s reached Redis too late", ErrNotAccepted, id)
+	return true, fmt.Errorf("%w: replay of %s reached Redis too late", ErrNotAccepted, id)
 }

@@ -14,6 +14,9 @@ type TimelinePage struct {
 	Status Status
 }
 
+// maxPosition is beyond every position a timeline reaches, and exact as a Lua number.
+const maxPosition = 1 << 53
+
 // TimelineSince reads a job's status and its timeline from position n (the n-th event pushed
 // since the job's creation, 0 first) in one round trip (scripts/timeline.lua). Positions are
 // stored with the events, so they do not shift when the cap trims the oldest; when n itself was
@@ -23,6 +26,7 @@ func (s *Store) TimelineSince(ctx context.Context, id string, n int64) (Timeline
 	if err != nil {
 		return TimelinePage{}, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
+	n = min(n, maxPosition) // Lua's numbers are doubles
 	args := append([]any{n}, foldedArgs...)
 	res, err := timelineScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline}, args...).Result()
 	if err != nil {

@@ -15,7 +15,8 @@ if oldest then
 else
   first = (timeline_implied(KEYS[1])) -- an empty list goes on after what the record stands for
 end
-local from = math.max(0, tonumber(ARGV[1]) - first)
+-- A far index (a capped list is short) is not sent: Lua would write it as 1e+17, which LRANGE refuses.
+local from = math.min(math.max(0, tonumber(ARGV[1]) - first), 2147483647)
 local out = {got.status or '', first + from}
 for i = 2, #fields do out[#out + 1] = got[fields[i]] or '' end
 for _, e in ipairs(redis.call('LRANGE', KEYS[2], from, -1)) do out[#out + 1] = e end
