@@ -23,12 +23,15 @@ var ErrBadTags = errors.New("jobstore: invalid tags")
 // tagSep joins a record's tags; it is outside the tag charset.
 const tagSep = ","
 
-// NormalizeTags checks tags (1-64 characters of A-Z a-z 0-9 . _ : = -, at most MaxTags once
-// duplicates are folded) and returns them with duplicates folded, in their first order; nil for
-// none. The error wraps ErrBadTags and says what is wrong without repeating the tag.
+// NormalizeTags checks tags (at most MaxTags, each 1-64 characters of A-Z a-z 0-9 . _ : = -)
+// and returns them with duplicates folded, in their first order; nil for none. The error wraps
+// ErrBadTags and says what is wrong without repeating the tag.
 func NormalizeTags(tags []string) ([]string, error) {
 	if len(tags) == 0 {
 		return nil, nil
+	}
+	if len(tags) > MaxTags {
+		return nil, fmt.Errorf("%w: at most %d tags, got %d", ErrBadTags, MaxTags, len(tags))
 	}
 	out := make([]string, 0, min(len(tags), MaxTags))
 	for i, t := range tags {
@@ -38,9 +41,6 @@ func NormalizeTags(tags []string) ([]string, error) {
 		if !slices.Contains(out, t) {
 			out = append(out, t)
 		}
-	}
-	if len(out) > MaxTags {
-		return nil, fmt.Errorf("%w: at most %d tags, got %d", ErrBadTags, MaxTags, len(out))
 	}
 	return out, nil
 }

@@ -24,8 +24,8 @@ func TestNormalizeTags(t *testing.T) {
 			t.Fatalf("%q: %v", bad, err)
 		}
 	}
-	if got, err := NormalizeTags(append(nine[:8:8], "1", "2")); err != nil || len(got) != 8 {
-		t.Fatalf("eight after folding: %v %v", got, err)
+	if got, err := NormalizeTags([]string{"1", "1", "2"}); err != nil || len(got) != 2 {
+		t.Fatalf("folded: %v %v", got, err)
 	}
 }
 
