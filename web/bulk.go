@@ -53,7 +53,8 @@ func (p *pages) bulk(c *fiber.Ctx) error {
 		return err
 	}
 	s.Q.Cursor = ""
-	data := map[string]any{"Root": p.root, "Op": op, "Search": s, "Filter": s.values().Encode(), "Action": s.with("op", op), "Cap": BulkCap}
+	data := map[string]any{"Root": p.root, "Op": op, "Search": s, "Filter": s.values().Encode(), "Back": p.root + "/jobs?" + s.values().Encode(),
+		"Action": p.root + "/jobs/bulk?" + s.with("op", op), "Cap": BulkCap}
 	switch c.Method() {
 	case fiber.MethodGet, fiber.MethodHead:
 		if p.readOnly {

@@ -177,7 +177,7 @@ func (p *pages) list(ctx context.Context, c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	cnt, err := countJobs(ctx, p.jobs, s)
+	cnt, err := countJobs(ctx, p.jobs, p.root, s)
 	if err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func (p *pages) list(ctx context.Context, c *fiber.Ctx) error {
 	}
 	data := map[string]any{"Root": p.root, "Search": s, "Query": s.Q, "Page": page, "Counts": cnt, "Refresh": refresh,
 		"Since": sinceChoices, "Statuses": allStatuses, "ReadOnly": p.readOnly,
-		"BulkCancel": s.with("op", "cancel"), "BulkRetry": s.with("op", "retry")}
+		"BulkCancel": p.root + "/jobs/bulk?" + s.with("op", "cancel"), "BulkRetry": p.root + "/jobs/bulk?" + s.with("op", "retry")}
 	if page.Next != "" {
 		data["Next"] = p.root + "/jobs?" + s.with("cursor", page.Next, "limit", strconv.Itoa(s.Q.Limit))
 	}

@@ -117,9 +117,9 @@ const countPages = 25
 
 // count is one row of the counts: a status or type, its jobs, and the page's search for it.
 type count struct {
-	Name  string
-	N     int
-	Query string
+	Name string
+	N    int
+	URL  string
 }
 
 // counts are the jobs per status and per type of a search's tenant, window, tags and error text
@@ -133,8 +133,9 @@ type counts struct {
 // allStatuses are the job statuses, in the engine's order, shown even at zero.
 var allStatuses = []string{"queued", "processing", "retrying", "done", "failed", "revoked", "cancelled", "expired"}
 
-// countJobs reads the search's jobs page by page, up to countPages pages.
-func countJobs(ctx context.Context, jobs Jobs, s search) (counts, error) {
+// countJobs reads the search's jobs page by page, up to countPages pages; its links go to the
+// jobs page under root.
+func countJobs(ctx context.Context, jobs Jobs, root string, s search) (counts, error) {
 	q := s.Q
 	q.Status, q.Type, q.Cursor, q.Limit = "", "", "", maxPageRows
 	byStatus, byType := map[string]int{}, map[string]int{}
@@ -159,10 +160,10 @@ func countJobs(ctx context.Context, jobs Jobs, s search) (counts, error) {
 		q.Cursor = p.Next
 	}
 	for _, st := range allStatuses {
-		out.Statuses = append(out.Statuses, count{Name: st, N: byStatus[st], Query: s.with("status", st, "type", "")})
+		out.Statuses = append(out.Statuses, count{Name: st, N: byStatus[st], URL: root + "/jobs?" + s.with("status", st, "type", "")})
 	}
 	for t, n := range byType {
-		out.Types = append(out.Types, count{Name: t, N: n, Query: s.with("type", t, "status", "")})
+		out.Types = append(out.Types, count{Name: t, N: n, URL: root + "/jobs?" + s.with("type", t, "status", "")})
 	}
 	sort.Slice(out.Types, func(i, j int) bool { return out.Types[i].Name < out.Types[j].Name })
 	return out, nil
