@@ -239,7 +239,8 @@ func (p *pages) schedules(ctx context.Context, c *fiber.Ctx) error {
 	return render(c, fiber.StatusOK, "schedules.html", map[string]any{"Root": p.root, "Schedules": s, "ReadOnly": p.readOnly})
 }
 
-// pageCSP lets the pages load nothing (they have no script) and post forms only to themselves.
+// pageCSP lets a page load nothing (the job and schedules pages have no script) and post forms only
+// to the UI itself.
 const pageCSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // jobsCSP is pageCSP plus the jobs page's own script and its reads of the page itself.
