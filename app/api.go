@@ -95,7 +95,7 @@ type jobAnswer struct {
 // alone first.
 func (a *api) enqueue(t tasks.Task) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		req, startBy, err := acceptJobRequest(c, t.Request())
+		req, jf, err := acceptJobRequest(c, t.Request())
 		var idemKey string
 		if err == nil {
 			idemKey, err = idempotencyKeyOf(c)
@@ -123,9 +123,10 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 		}
 		spec := req.Spec()
 		spec.Headers = traceHeaders(c)
-		if !startBy.IsZero() {
-			spec.StartBy = startBy
+		if !jf.StartBy.IsZero() {
+			spec.StartBy = jf.StartBy
 		}
+		spec.Tags = append(spec.Tags, jf.Tags...) // the task's own, if any, and the body's
 		// The answer is stored in the same round trip as the new job's dedup confirmation, or as
 		// the duplicate's timeline event.
 		spec.Finally = trip.finally
@@ -178,6 +179,8 @@ func (a *api) enqueueError(trip *firstTrip, err error) error {
 	case errors.Is(err, engine.ErrOutcomeUnknown):
 		return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Err: err,
 			Detail: "Redis did not answer in time: the job may have been queued; retry with the same Idempotency-Key to learn its outcome"}
+	case errors.Is(err, engine.ErrBadTags):
+		return BadField("tags", tagsDetail+" ("+tagsProblem(err)+")")
 	case errors.Is(err, engine.ErrStartBy):
 		return BadField("start_by", "start_by is before the job's first delivery may start")
 	case errors.Is(err, engine.ErrDedupPending):
@@ -280,6 +283,7 @@ type jobView struct {
 	HeartbeatAt *time.Time     `json:"heartbeat_at,omitempty"`
 	FinishedAt  *time.Time     `json:"finished_at,omitempty"`
 	StartBy     *time.Time     `json:"start_by,omitempty"`
+	Tags        []string       `json:"tags,omitempty"`
 	LastError   string         `json:"last_error,omitempty"`
 	Result      string         `json:"result,omitempty"`
 	Lease       leaseView      `json:"lease"`
@@ -343,7 +347,7 @@ func newJobView(v engine.View) jobView {
 		Status: string(r.Status), Attempt: int64(r.Attempt), MaxAttempts: int64(r.MaxAttempts), WorkerID: r.WorkerID,
 		LeaseOwner: r.LeaseOwner, Fencing: r.FencingToken, LastError: r.LastError, Result: r.Result,
 		CreatedAt: stamp(r.CreatedAt), StartedAt: stamp(r.StartedAt), UpdatedAt: stamp(r.UpdatedAt),
-		HeartbeatAt: stamp(r.HeartbeatAt), FinishedAt: stamp(r.FinishedAt), StartBy: stamp(r.StartBy),
+		HeartbeatAt: stamp(r.HeartbeatAt), FinishedAt: stamp(r.FinishedAt), StartBy: stamp(r.StartBy), Tags: r.Tags,
 		Lease:    leaseView{Owner: v.Lease.Owner, RemainingMS: v.Lease.Remaining.Milliseconds(), CurrentFence: v.Lease.Fence},
 		Timeline: v.Timeline,
 	}

@@ -33,9 +33,11 @@ type listedJob struct {
 	CreatedAt  *time.Time `json:"created_at,omitempty"`
 	UpdatedAt  *time.Time `json:"updated_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Tags       []string   `json:"tags,omitempty"`
 }
 
-// list is GET /jobs?status=&type=&cursor=&limit= (and tenant= when the API is open).
+// list is GET /jobs?status=&type=&tag=&tags_match=&error=&created_after=&created_before=&cursor=&limit=
+// (and tenant= when the API is open).
 func (a *api) list(c *fiber.Ctx) error {
 	tenant := tenantOf(c)
 	if asked := c.Query("tenant"); tenant == "" {
@@ -52,6 +54,9 @@ func (a *api) list(c *fiber.Ctx) error {
 			return &HTTPError{Status: http.StatusBadRequest, Field: "status", Detail: "status must be one of " + statusList()}
 		}
 		q.Status = jobstore.Status(strings.Clone(st))
+	}
+	if err := searchOf(c, &q); err != nil {
+		return err
 	}
 	if l := c.Query("limit"); l != "" {
 		n, err := strconv.Atoi(l)
@@ -70,7 +75,7 @@ func (a *api) list(c *fiber.Ctx) error {
 	out := listView{Jobs: make([]listedJob, 0, len(p.Jobs)), NextCursor: p.Next}
 	for _, j := range p.Jobs {
 		out.Jobs = append(out.Jobs, listedJob{JobID: j.JobID, Type: j.Type, Queue: j.Queue, Status: string(j.Status),
-			Attempt: j.Attempt, CreatedAt: stamp(j.CreatedAt), UpdatedAt: stamp(j.UpdatedAt), FinishedAt: stamp(j.FinishedAt)})
+			Attempt: j.Attempt, CreatedAt: stamp(j.CreatedAt), UpdatedAt: stamp(j.UpdatedAt), FinishedAt: stamp(j.FinishedAt), Tags: j.Tags})
 	}
 	return c.JSON(out)
 }
@@ -82,4 +87,46 @@ func listPage(ctx context.Context, db *pgxpool.Pool, stack *engine.Stack, q engi
 		return stack.List(ctx, q)
 	}
 	return history.List(ctx, db, stack, q)
+}
+
+// maxErrorQuery bounds the error filter's text.
+const maxErrorQuery = 200
+
+// searchOf reads GET /jobs's search parameters into q: tag (repeated, at most 8), tags_match
+// (any, the default, or all), error (a case-insensitive substring of last_error), created_after
+// and created_before (RFC 3339). Each string is copied: q outlives fasthttp's buffers.
+func searchOf(c *fiber.Ctx, q *engine.ListQuery) error {
+	var tags []string
+	for _, v := range c.Context().QueryArgs().PeekMulti("tag") {
+		tags = append(tags, string(v))
+	}
+	norm, err := engine.NormalizeTags(tags)
+	if err != nil {
+		return BadField("tag", "tag must be given at most 8 times, each 1-64 characters of A-Z a-z 0-9 . _ : = - ("+tagsProblem(err)+")")
+	}
+	q.Tags = norm
+	switch m := c.Query("tags_match"); m {
+	case "", jobstore.TagsAny, jobstore.TagsAll:
+		q.TagsMatch = strings.Clone(m)
+	default:
+		return BadField("tags_match", "tags_match must be any or all")
+	}
+	e := c.Query("error")
+	if len(e) > maxErrorQuery {
+		return BadField("error", "error must be at most 200 characters")
+	}
+	q.Error = strings.Clone(e)
+	for _, w := range []struct {
+		name string
+		to   *time.Time
+	}{{"created_after", &q.CreatedAfter}, {"created_before", &q.CreatedBefore}} {
+		if v := c.Query(w.name); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return BadField(w.name, w.name+" must be an RFC 3339 time, e.g. 2026-12-03T10:00:00Z")
+			}
+			*w.to = t
+		}
+	}
+	return nil
 }

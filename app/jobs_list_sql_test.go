@@ -164,3 +164,58 @@ func TestListContinuesIntoSQLHistory(t *testing.T) {
 		t.Errorf("bad status: %+v", p)
 	}
 }
+
+// With DATABASE_URL the search goes on into the SQL history: tags (any, all), the window and the
+// error text select copies of jobs Redis let go as they select retained jobs.
+func TestSearchContinuesIntoSQLHistory(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": pgtest.NewDB(t), "DATABASE_MIGRATE": "true", "REDIS_URL": redistest.NewDB(t).URL()}
+	for k, v := range twoTenants {
+		env[k] = v
+	}
+	r := startApp(t, RoleAll, env)
+	enqueue := func(res, tags string) string {
+		resp, answer := post(t, r, "/jobs/rebuild-cache", `{"tenant_id":"t1","resource_id":"`+res+`","tags":`+tags+`}`, bearer(tokenA)...)
+		if resp.StatusCode != 202 {
+			t.Fatalf("enqueue %s: %d %s", res, resp.StatusCode, answer)
+		}
+		return resp.Header.Get("Location")[len("/jobs/"):]
+	}
+	before := time.Now().Add(-time.Second)
+	old1 := enqueue("a", `["eu","nightly"]`)
+	old2 := enqueue("b", `["us"]`)
+	recent := enqueue("c", `["eu"]`)
+	for _, id := range []string{old1, old2, recent} {
+		waitJob(t, r, id, "done", bearer(tokenA)...)
+	}
+	testsupport.Eventually(t, 20*time.Second, "every job's copy", func() bool {
+		var n int
+		_ = r.sql.QueryRow(t.Context(), "SELECT count(*) FROM jobguard_job_history WHERE cardinality(tags) > 0").Scan(&n)
+		return n == 3
+	})
+	letGo(t, r, old1)
+	letGo(t, r, old2)
+	if _, err := r.sql.Exec(t.Context(), `UPDATE jobguard_job_history SET record = jsonb_set(record, '{last_error}', '"Upstream TIMEOUT"') WHERE job_id = $1`, old2); err != nil {
+		t.Fatal(err)
+	}
+	stamp := url.QueryEscape(before.UTC().Format(time.RFC3339))
+	for query, want := range map[string][]string{
+		"tag=eu":                            {recent, old1},
+		"tag=eu&tag=us":                     {recent, old2, old1},
+		"tag=eu&tag=nightly&tags_match=all": {old1},
+		"error=timeout":                     {old2},
+		"tag=us&created_after=" + stamp:     {old2},
+		"tag=us&created_before=" + stamp:    nil,
+	} {
+		if got := walk(t, r, "/jobs?"+query, tokenA); !slices.Equal(got, listOrder(want)) {
+			t.Errorf("GET /jobs?%s: %v, want %v", query, got, listOrder(want))
+		}
+	}
+	var one listView
+	if code := getJSON(t, r, "/jobs?tag=nightly", &one, bearer(tokenA)...); code != 200 || len(one.Jobs) != 1 || !slices.Equal(one.Jobs[0].Tags, []string{"eu", "nightly"}) {
+		t.Fatalf("a tagged copy listed: %d %+v", code, one)
+	}
+	if got := walk(t, r, "/jobs?tag=eu", tokenB); len(got) != 0 {
+		t.Fatalf("t2 sees t1's tagged copies: %v", got)
+	}
+}

@@ -26,6 +26,8 @@ const (
 	versionHistory = 3
 	// The history's list order (created_at and its index), so GET /jobs continues into SQL.
 	versionHistoryList = 4
+	// The history's tags (a tags column and its GIN index), so GET /jobs?tag= searches SQL too.
+	versionHistorySearch = 5
 )
 
 // migrations lists every schema step, core and tasks', in version order.
@@ -41,6 +43,7 @@ func migrations(list []tasks.Task) []*goose.Migration {
 		step(versionOutbox, outbox.Schema()),
 		step(versionHistory, history.Schema()),
 		step(versionHistoryList, history.ListSchema()),
+		step(versionHistorySearch, history.SearchSchema()),
 	}
 	for _, t := range list {
 		if t.SQLSchema != "" {

@@ -41,7 +41,7 @@ func (m monitoringJobs) Job(ctx context.Context, id string) (*web.Job, error) {
 	j := &web.Job{
 		ID: r.JobID, Type: r.Type, Queue: r.Queue, Tenant: r.Tenant, Resource: r.Resource, Status: string(r.Status),
 		Ended: r.Status.Terminal(), Failed: r.Status == jobstore.StatusFailed, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
-		Progress: r.Progress, ProgressNote: r.ProgressNote, LastError: r.LastError, Result: r.Result, Delivery: r.Delivery,
+		Progress: r.Progress, ProgressNote: r.ProgressNote, ProgressReported: !r.ProgressAt.IsZero(), Tags: r.Tags, LastError: r.LastError, Result: r.Result, Delivery: r.Delivery,
 		Record: make(map[string]string, len(v.Raw)),
 		Lease:  web.Lease{Owner: v.Lease.Owner, Remaining: v.Lease.Remaining, Fence: v.Lease.Fence},
 	}
@@ -66,7 +66,12 @@ func (m monitoringJobs) Job(ctx context.Context, id string) (*web.Job, error) {
 }
 
 func (m monitoringJobs) List(ctx context.Context, q web.JobQuery) (web.JobPage, error) {
-	p, err := m.stack.List(ctx, engine.ListQuery{Tenant: q.Tenant, Status: jobstore.Status(q.Status), Type: q.Type, Cursor: q.Cursor, Limit: q.Limit})
+	tags, err := engine.NormalizeTags(q.Tags)
+	if err != nil {
+		return web.JobPage{}, BadField("tags", "tags must be at most 8, each 1-64 characters of A-Z a-z 0-9 . _ : = - ("+tagsProblem(err)+")")
+	}
+	p, err := m.stack.List(ctx, engine.ListQuery{Tenant: q.Tenant, Status: jobstore.Status(q.Status), Type: q.Type, Cursor: q.Cursor, Limit: q.Limit,
+		Tags: tags, TagsMatch: q.TagsMatch, Error: q.Error, CreatedAfter: q.CreatedAfter, CreatedBefore: q.CreatedBefore})
 	if errors.Is(err, engine.ErrBadCursor) {
 		return web.JobPage{}, BadField("cursor", "cursor is not one a list answered")
 	}
@@ -76,7 +81,8 @@ func (m monitoringJobs) List(ctx context.Context, q web.JobQuery) (web.JobPage, 
 	out := web.JobPage{Next: p.Next}
 	for _, l := range p.Jobs {
 		out.Jobs = append(out.Jobs, web.JobRow{ID: l.JobID, Tenant: l.Tenant, Type: l.Type, Queue: l.Queue, Status: string(l.Status),
-			Attempt: l.Attempt, CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt})
+			Ended: l.Status.Terminal(), Failed: l.Status == jobstore.StatusFailed, Attempt: l.Attempt, CreatedAt: l.CreatedAt,
+			UpdatedAt: l.UpdatedAt, Tags: l.Tags, LastError: l.LastError, Progress: l.Progress, ProgressReported: !l.ProgressAt.IsZero()})
 	}
 	return out, nil
 }

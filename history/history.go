@@ -37,9 +37,10 @@ var (
 // migration tool; Migrate runs it.
 func Schema() string { return schemaSQL }
 
-// Migrate creates the history table and its list order (ListSchema) if they are not there.
+// Migrate creates the history table, its list order (ListSchema) and its tags (SearchSchema) if
+// they are not there.
 func Migrate(ctx context.Context, q sqlfence.Querier) error {
-	for _, ddl := range []string{schemaSQL, listSchemaSQL} {
+	for _, ddl := range []string{schemaSQL, listSchemaSQL, searchSchemaSQL} {
 		if _, err := q.Exec(ctx, ddl); err != nil {
 			return fmt.Errorf("history: migrate: %w", err)
 		}
@@ -156,7 +157,11 @@ func upsert(ctx context.Context, tx pgx.Tx, v engine.View) error {
 		finished = &v.Record.FinishedAt
 	}
 	created := time.UnixMilli(jobstore.CreatedMS(v.Record.JobID))
-	_, err = tx.Exec(ctx, upsertSQL, v.Record.JobID, v.Record.Tenant, v.Record.Type, string(v.Record.Status), finished, rec, tl, created)
+	tags := v.Record.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	_, err = tx.Exec(ctx, upsertSQL, v.Record.JobID, v.Record.Tenant, v.Record.Type, string(v.Record.Status), finished, rec, tl, created, tags)
 	return err
 }
 

@@ -15,12 +15,20 @@ import (
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
-//go:embed list_schema.sql
-var listSchemaSQL string
+var (
+	//go:embed list_schema.sql
+	listSchemaSQL string
+	//go:embed search_schema.sql
+	searchSchemaSQL string
+)
 
 // ListSchema is the DDL of the history's list order (a created_at column and its index), a
 // migration step after Schema's.
 func ListSchema() string { return listSchemaSQL }
+
+// SearchSchema is the DDL of the history's tags (a tags column, backfilled, and its GIN index), a
+// migration step after ListSchema's.
+func SearchSchema() string { return searchSchemaSQL }
 
 // sqlCursor prefixes a cursor that continues in SQL; the rest is a store cursor (base64url, which
 // has no '.'), so the two never mix up.
@@ -30,7 +38,8 @@ const sqlCursor = "sql."
 // entries, then the copies of jobs older than the index's last entry, in the same order (created
 // ms, then job id, descending), so no job is listed twice and none is skipped as long as Redis
 // lets jobs go oldest first (the index is trimmed by creation time). A page that ends the index
-// is filled from SQL; the cursor of a page read from SQL says so. Filters apply to both stores.
+// is filled from SQL; the cursor of a page read from SQL says so. Filters and the search (tags,
+// window, error text) apply to both stores.
 func List(ctx context.Context, db *pgxpool.Pool, stack *engine.Stack, q engine.ListQuery) (engine.Page, error) {
 	if q.Limit <= 0 {
 		q.Limit = 50
@@ -78,7 +87,7 @@ type position struct {
 }
 
 // listSQL reads up to limit copies of q's jobs after (nil: from the newest), one query served by
-// the (tenant, created_at DESC, job_id DESC) index.
+// the (tenant, created_at DESC, job_id DESC) index, or with tags by their GIN index.
 func listSQL(ctx context.Context, db *pgxpool.Pool, q engine.ListQuery, after *position, limit int) (engine.Page, error) {
 	var where []string
 	var args []any
@@ -94,6 +103,22 @@ func listSQL(ctx context.Context, db *pgxpool.Pool, q engine.ListQuery, after *p
 	}
 	if q.Type != "" {
 		where = append(where, "type = "+arg(q.Type))
+	}
+	if len(q.Tags) > 0 {
+		op := "&&" // any
+		if q.TagsMatch == jobstore.TagsAll {
+			op = "@>"
+		}
+		where = append(where, "tags "+op+" "+arg(q.Tags)+"::text[]")
+	}
+	if !q.CreatedAfter.IsZero() {
+		where = append(where, "created_at >= "+arg(q.CreatedAfter))
+	}
+	if !q.CreatedBefore.IsZero() {
+		where = append(where, "created_at < "+arg(q.CreatedBefore))
+	}
+	if q.Error != "" {
+		where = append(where, "strpos(lower(record ->> 'last_error'), lower("+arg(q.Error)+")) > 0")
 	}
 	sql := "SELECT record FROM jobguard_job_history"
 	if len(where) > 0 {
@@ -117,7 +142,8 @@ func listSQL(ctx context.Context, db *pgxpool.Pool, q engine.ListQuery, after *p
 		}
 		r := parse(rec)
 		p.Jobs = append(p.Jobs, jobstore.Listed{JobID: r.JobID, Type: r.Type, Queue: r.Queue, Tenant: r.Tenant, Status: r.Status,
-			Attempt: r.Attempt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt})
+			Attempt: r.Attempt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, Tags: r.Tags,
+			LastError: r.LastError, Progress: r.Progress, ProgressAt: r.ProgressAt})
 	}
 	if err := rows.Err(); err != nil {
 		return engine.Page{}, fmt.Errorf("history: list: %w", err)

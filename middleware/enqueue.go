@@ -48,6 +48,9 @@ type EnqueueOptions struct {
 	ProcessIn time.Duration
 	// StartBy: a job not started by then (retries included) ends expired instead of running late.
 	StartBy time.Time
+	// Tags label the job for lists and searches (GET /jobs?tag=, the jobs page): at most 8, each
+	// 1-64 characters of A-Z a-z 0-9 . _ : = -, duplicates folded; others fail with ErrBadTags.
+	Tags []string
 }
 
 // Enqueued is what Enqueue did.
@@ -62,7 +65,7 @@ type Enqueued struct {
 func (g *Guard) Enqueue(ctx context.Context, task *asynq.Task, o EnqueueOptions) (Enqueued, error) {
 	spec := engine.Spec{
 		Type: task.Type(), Tenant: o.Tenant, Resource: o.Resource, Payload: task.Payload(), OpKey: o.OpKey,
-		Headers: task.Headers(), ProcessIn: o.ProcessIn, StartBy: o.StartBy,
+		Headers: task.Headers(), ProcessIn: o.ProcessIn, StartBy: o.StartBy, Tags: o.Tags,
 	}
 	if o.Dedup.Policy != "" {
 		spec.Dedup = &engine.Dedup{Policy: engine.Policy(o.Dedup.Policy), Key: o.Dedup.Key, TTL: o.Dedup.TTL, Debounce: o.Dedup.Debounce}
@@ -73,7 +76,7 @@ func (g *Guard) Enqueue(ctx context.Context, task *asynq.Task, o EnqueueOptions)
 
 // optionsOf is what a limit's Key sees of a spec.
 func optionsOf(s engine.Spec) EnqueueOptions {
-	o := EnqueueOptions{Tenant: s.Tenant, Resource: s.Resource, OpKey: s.OpKey, ProcessIn: s.ProcessIn, StartBy: s.StartBy}
+	o := EnqueueOptions{Tenant: s.Tenant, Resource: s.Resource, OpKey: s.OpKey, ProcessIn: s.ProcessIn, StartBy: s.StartBy, Tags: s.Tags}
 	if s.Dedup != nil {
 		o.Dedup = Dedup{Policy: string(s.Dedup.Policy), Key: s.Dedup.Key, TTL: s.Dedup.TTL, Debounce: s.Dedup.Debounce}
 	}
@@ -106,6 +109,10 @@ func (g *Guard) Status(ctx context.Context, id string) (JobStatus, error) {
 		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt,
 	}, nil
 }
+
+// ErrBadTags: EnqueueOptions.Tags break the rules (more than 8, or a tag that is empty, longer
+// than 64 characters or outside A-Z a-z 0-9 . _ : = -).
+var ErrBadTags = engine.ErrBadTags
 
 // ErrJobNotFound: no job has that id (or its record expired).
 var ErrJobNotFound = engine.ErrJobNotFound

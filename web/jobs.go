@@ -14,7 +14,8 @@ type Jobs interface {
 	JobOf(headers map[string]string) string
 	// Job reads a job's view; nil (and no error) when it has no record.
 	Job(ctx context.Context, id string) (*Job, error)
-	// List reads one page of a tenant's jobs (or every tenant's), newest first.
+	// List reads one page of a tenant's jobs (or every tenant's), newest first. Bad search
+	// values (a tag outside the rules) are an error the app's error handler answers 400.
 	List(ctx context.Context, q JobQuery) (JobPage, error)
 	// Cancel cancels a job that has not ended (its error maps to a status in the app's error
 	// handler: no such job 404, ended 409). by and why go on the timeline.
@@ -35,9 +36,13 @@ type Job struct {
 	// Ended: done, failed, revoked or cancelled (a cancel answers 409); Failed: a retry may replay it.
 	Ended, Failed        bool
 	Attempt, MaxAttempts int
-	Progress             int
-	ProgressNote         string
-	LastError, Result    string
+	// Progress (0-100) and ProgressNote are the last a handler reported; ProgressReported is false
+	// when none did (the page then shows no progress at all).
+	Progress          int
+	ProgressNote      string
+	ProgressReported  bool
+	Tags              []string
+	LastError, Result string
 	// Delivery is the asynq task id of the job's current delivery; Deliveries every one, oldest first.
 	Delivery   string
 	Deliveries []string
@@ -64,11 +69,17 @@ type Event struct {
 	Attempt                 int
 }
 
-// JobQuery asks for a page of a tenant's jobs (Tenant "": every tenant's); Status and Type filter
-// ("" all).
+// JobQuery asks for a page of a tenant's jobs (Tenant "": every tenant's); Status, Type and Error
+// (a case-insensitive substring of last_error) filter ("" all); Tags select the jobs with any of
+// them (TagsMatch "any" or "") or all ("all"); CreatedAfter (inclusive) and CreatedBefore bound
+// their creation (zero: no bound).
 type JobQuery struct {
 	Tenant, Status, Type, Cursor string
 	Limit                        int
+	Tags                         []string
+	TagsMatch                    string
+	Error                        string
+	CreatedAfter, CreatedBefore  time.Time
 }
 
 // JobPage is one page of a list; Next continues it ("" after the last).
@@ -80,8 +91,15 @@ type JobPage struct {
 // JobRow is one job of a list.
 type JobRow struct {
 	ID, Tenant, Type, Queue, Status string
-	Attempt                         int
-	CreatedAt, UpdatedAt            time.Time
+	// Ended: a cancel answers 409; Failed: a retry may replay it.
+	Ended, Failed        bool
+	Attempt              int
+	CreatedAt, UpdatedAt time.Time
+	Tags                 []string
+	LastError            string
+	// Progress is the last a handler reported; ProgressReported is false when none did.
+	Progress         int
+	ProgressReported bool
 }
 
 // Schedules is the scheduler's overview.

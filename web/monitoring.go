@@ -85,7 +85,11 @@ func Mount(app *fiber.App, rdb redis.UniversalClient, m Monitoring) error {
 		m.Timeout = 5 * time.Second
 	}
 	ping := func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
-	ui := apiCalls(h, adaptor.HTTPHandler(h), m.Root+"/api/", m.Timeout, ping)
+	page := adaptor.HTTPHandler(h)
+	if m.Jobs != nil { // asynqmon's page links to jobguard's (banner.go)
+		page = withBanner(page, m.Root)
+	}
+	ui := apiCalls(h, page, m.Root+"/api/", m.Timeout, ping)
 	var own *pages
 	if m.Jobs != nil {
 		insp := asynq.NewInspectorFromRedisClient(rdb) // on the shared client; never closed, as asynqmon's

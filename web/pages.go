@@ -17,16 +17,22 @@ import (
 )
 
 // jobguard's own monitoring pages, beside asynqmon and behind the same credentials and origin
-// check: {root}/jobs (search by id, a tenant's jobs by status and type), {root}/jobs/{id} (record,
-// live lease, progress, deliveries, timeline, cancel and retry) and {root}/schedules (pause and
-// resume). Rendered on the server with html/template; no script.
+// check: {root}/jobs (search by id; a tenant's jobs by status, type, tags, error text and creation
+// window, with counts per status and type, live refresh and bulk cancel and retry: search.go,
+// bulk.go), {root}/jobs/{id} (record, live lease, progress, deliveries, timeline, cancel and
+// retry) and {root}/schedules (pause and resume). Rendered on the server with html/template; the
+// one script is the jobs page's live refresh (static/jobs.js), and the pages work without it.
 
 //go:embed templates/*.html
 var templateFiles embed.FS
 
+//go:embed static/jobs.js
+var jobsScript []byte
+
 var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"stamp":    stampText,
 	"duration": func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+	"join":     strings.Join,
 }).ParseFS(templateFiles, "templates/*.html"))
 
 // ErrReadOnly answers a cancel or retry sent to a read-only UI.
@@ -76,6 +82,12 @@ func (p *pages) serve(c *fiber.Ctx) (handled bool, err error) {
 		return true, p.pauseSchedule(c, strings.TrimPrefix(path, p.root+"/schedules/"))
 	case path == p.root+"/jobs" || path == p.root+"/jobs/":
 		return true, p.get(c, p.list)
+	case path == p.root+"/jobs/bulk":
+		return true, p.bulk(c)
+	case path == p.root+"/jobs.js":
+		c.Set(fiber.HeaderContentType, "text/javascript; charset=utf-8")
+		c.Set(fiber.HeaderCacheControl, "no-cache")
+		return true, c.Send(jobsScript)
 	}
 	rest, ok := strings.CutPrefix(path, p.root+"/jobs/")
 	if !ok {
@@ -151,31 +163,35 @@ func (p *pages) pauseSchedule(c *fiber.Ctx, rest string) error {
 }
 
 // list is {root}/jobs: ?id= goes to that job's page; otherwise a page of the jobs of ?tenant= (of
-// every tenant without it), filtered by ?status= and ?type=.
+// every tenant without it) that match the search (search.go), with the counts per status and
+// type of its tenant and window; ?refresh= sets the live refresh's interval (seconds, default 5).
 func (p *pages) list(ctx context.Context, c *fiber.Ctx) error {
 	if id := strings.TrimSpace(c.Query("id")); id != "" {
 		return c.Redirect(p.root+"/jobs/"+url.PathEscape(id), fiber.StatusSeeOther)
 	}
-	q := JobQuery{Tenant: strings.Clone(c.Query("tenant")), Status: strings.Clone(c.Query("status")),
-		Type: strings.Clone(c.Query("type")), Cursor: strings.Clone(c.Query("cursor")), Limit: 50}
-	if n, err := strconv.Atoi(c.Query("limit")); err == nil && n > 0 {
-		q.Limit = min(n, maxPageRows)
-	}
-	page, err := p.jobs.List(ctx, q)
+	s, err := searchOf(c, time.Now())
 	if err != nil {
 		return err
 	}
-	data := map[string]any{"Root": p.root, "Query": q, "Page": page}
-	if page.Next != "" {
-		next := url.Values{"cursor": {page.Next}, "limit": {strconv.Itoa(q.Limit)}}
-		for k, v := range map[string]string{"tenant": q.Tenant, "status": q.Status, "type": q.Type} {
-			if v != "" {
-				next.Set(k, v)
-			}
-		}
-		data["Next"] = p.root + "/jobs?" + next.Encode()
+	page, err := p.jobs.List(ctx, s.Q)
+	if err != nil {
+		return err
 	}
-	return render(c, fiber.StatusOK, "jobs.html", data)
+	cnt, err := countJobs(ctx, p.jobs, p.root, s)
+	if err != nil {
+		return err
+	}
+	refresh := 5
+	if n, err := strconv.Atoi(c.Query("refresh")); err == nil && n >= 1 && n <= 300 {
+		refresh = n
+	}
+	data := map[string]any{"Root": p.root, "Search": s, "Query": s.Q, "Page": page, "Counts": cnt, "Refresh": refresh,
+		"Since": sinceChoices, "Statuses": allStatuses, "ReadOnly": p.readOnly,
+		"BulkCancel": p.root + "/jobs/bulk?" + s.with("op", "cancel"), "BulkRetry": p.root + "/jobs/bulk?" + s.with("op", "retry")}
+	if page.Next != "" {
+		data["Next"] = p.root + "/jobs?" + s.with("cursor", page.Next, "limit", strconv.Itoa(s.Q.Limit))
+	}
+	return renderCSP(c, fiber.StatusOK, "jobs.html", data, jobsCSP)
 }
 
 // deliveryRow is one delivery on a job's page: its state in asynq ("" when asynq no longer has it).
@@ -209,7 +225,7 @@ func (p *pages) job(ctx context.Context, c *fiber.Ctx, id string) error {
 	}
 	sort.Strings(fields)
 	return render(c, fiber.StatusOK, "job.html", map[string]any{
-		"Root": p.root, "Job": j, "Deliveries": rows, "Fields": fields,
+		"Root": p.root, "Job": j, "Deliveries": rows, "Fields": fields, "Tags": strings.Join(j.Tags, ", "),
 		"CanCancel": !p.readOnly && !j.Ended, "CanRetry": !p.readOnly && j.Failed, "ReadOnly": p.readOnly,
 	})
 }
@@ -223,16 +239,24 @@ func (p *pages) schedules(ctx context.Context, c *fiber.Ctx) error {
 	return render(c, fiber.StatusOK, "schedules.html", map[string]any{"Root": p.root, "Schedules": s, "ReadOnly": p.readOnly})
 }
 
-// pageCSP lets the pages load nothing (they have no script) and post forms only to themselves.
+// pageCSP lets a page load nothing (the job and schedules pages have no script) and post forms only
+// to the UI itself.
 const pageCSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
+// jobsCSP is pageCSP plus the jobs page's own script and its reads of the page itself.
+const jobsCSP = pageCSP + "; script-src 'self'; connect-src 'self'"
+
 func render(c *fiber.Ctx, status int, name string, data any) error {
+	return renderCSP(c, status, name, data, pageCSP)
+}
+
+func renderCSP(c *fiber.Ctx, status int, name string, data any, csp string) error {
 	var buf bytes.Buffer
 	if err := pageTemplates.ExecuteTemplate(&buf, name, data); err != nil {
 		return errors.Join(errors.New("web: render "+name), err)
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
-	c.Set(fiber.HeaderContentSecurityPolicy, pageCSP)
+	c.Set(fiber.HeaderContentSecurityPolicy, csp)
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return c.Status(status).Send(buf.Bytes())
 }

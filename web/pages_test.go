@@ -27,7 +27,10 @@ func browser(t *testing.T) context.Context {
 		}
 	}
 	if path == "" {
-		t.Skip("chromium is not installed (scripts/ensure-deps.sh installs it)")
+		if testing.Short() {
+			t.Skip("no chromium; -short skips the browser tests")
+		}
+		t.Fatal("chromium is not installed (make test installs it: scripts/ensure-deps.sh)")
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.UserDataDir(t.TempDir()), chromedp.NoSandbox, chromedp.DisableGPU,

@@ -39,6 +39,14 @@ var ErrInvalidSpec = errors.New("engine: invalid job spec")
 // start, so the job could never start in time; it wraps ErrInvalidSpec.
 var ErrStartBy = fmt.Errorf("%w: start_by is not after the first delivery's start", ErrInvalidSpec)
 
+// ErrBadTags: the spec's tags break the rules (NormalizeTags); Enqueue's error wraps it and
+// ErrInvalidSpec.
+var ErrBadTags = jobstore.ErrBadTags
+
+// NormalizeTags checks a job's tags and folds their duplicates (nil for none); its error wraps
+// jobstore.ErrBadTags and says what is wrong.
+func NormalizeTags(tags []string) ([]string, error) { return jobstore.NormalizeTags(tags) }
+
 // ErrOutcomeUnknown: the confirmation was sent but its answer did not arrive (Redis stalled or the
 // connection broke): the job may stand. A retry with the same Idempotency-Key, or of a request
 // with a dedup policy, finds it if it does.
@@ -71,6 +79,9 @@ type Spec struct {
 	// start is checked) ends expired instead of running late. Zero: the type's StartWithin from
 	// now, if it has one. It must be later than the first delivery's start.
 	StartBy time.Time
+	// Tags label the job for lists and searches: at most 8, each 1-64 characters of
+	// A-Z a-z 0-9 . _ : = - (ErrBadTags otherwise); duplicates are folded.
+	Tags []string
 	// Finally adds commands to send once the request's outcome is known, in the same round trip
 	// as the dedup marker's confirmation (a new job) or the duplicate's timeline event (one per
 	// node on a cluster); e.g. storing an HTTP idempotency answer. Their errors are the caller's
@@ -112,6 +123,9 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 	dedup, err := checkSpec(spec)
 	if err != nil {
 		return Enqueued{}, err
+	}
+	if spec.Tags, err = jobstore.NormalizeTags(spec.Tags); err != nil {
+		return Enqueued{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
 	now := s.now()
 	if spec.StartBy, err = deadlineOf(tc, spec, now); err != nil {
@@ -256,7 +270,7 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id string, spec
 	var c jobstore.Confirmation
 	werr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
 		c = s.store.QueueConfirm(ctx, pipe, keys, id, ttl, s.store.WriteDeadline(ctx))
-		s.store.QueueIndex(ctx, pipe, spec.Tenant, id, s.now()) // the tenant's list (GET /jobs)
+		s.store.QueueIndex(ctx, pipe, spec.Tenant, id, spec.Tags, s.now()) // the tenant's list (GET /jobs) and its tags'
 		s.store.QueueExpiry(ctx, pipe, id, s.store.ExpiryDue(s.now(), spec.StartBy))
 		if !cluster && spec.Finally != nil {
 			spec.Finally(ctx, pipe, Enqueued{JobID: id})
@@ -338,7 +352,7 @@ func (s *Stack) newRecord(ctx context.Context, id string, tc TaskConfig, spec Sp
 	claim := jobstore.ClaimTTL(ctx, claimTTL)
 	j := jobstore.NewJob{
 		ID: id, Type: spec.Type, Queue: tc.Queue, Tenant: spec.Tenant, Resource: spec.Resource, MaxAttempts: tc.MaxAttempts,
-		Payload: spec.Payload, OpKey: spec.OpKey, Dedup: dedup, Now: now, StartBy: spec.StartBy,
+		Payload: spec.Payload, OpKey: spec.OpKey, Dedup: dedup, Now: now, StartBy: spec.StartBy, Tags: spec.Tags,
 		Deadline: s.store.WriteDeadline(ctx), ClaimTTL: claim, MarkerTTL: claim,
 	}
 	if d := spec.Dedup; d != nil {

@@ -20,7 +20,9 @@ type NewJob struct {
 	NotBefore time.Time
 	// StartBy is the job's deadline: not started by then, it expires; zero none.
 	StartBy time.Time
-	Now     time.Time
+	// Tags are the job's tags, normalized (NormalizeTags); nil none.
+	Tags []string
+	Now  time.Time
 	// Deadline is WriteDeadline of the request (0 none); ClaimTTL how long the record lives
 	// unconfirmed; MarkerTTL how long a new marker lives before its confirmation (the window for
 	// throttle).
@@ -83,13 +85,17 @@ func (s *Store) createCall(k Keys, j NewJob) ([]string, []any) {
 		startBy = j.StartBy.UnixMilli()
 	}
 	now := j.Now.UnixMilli()
-	return []string{k.Record, k.Timeline, k.Marker, k.Pending}, []any{
+	args := []any{
 		j.Deadline, s.cfg.WorkerID, j.Policy, ms(j.MarkerTTL), j.ID, ms(j.ClaimTTL),
 		FieldJobID, j.ID, FieldType, j.Type, FieldQueue, j.Queue, FieldTenant, j.Tenant, FieldResource, j.Resource,
 		FieldStatus, string(StatusQueued), FieldAttempt, 0, FieldMaxAttempts, j.MaxAttempts, FieldDeliveries, 1,
 		FieldDelivery, delivery, FieldCreatedAt, now, FieldUpdatedAt, now, FieldPayload, string(j.Payload),
 		FieldOpKey, j.OpKey, FieldDedup, j.Dedup, FieldNotBefore, notBefore, FieldStartBy, startBy,
 	}
+	if len(j.Tags) > 0 { // absent when none: a field that says none costs memory per job
+		args = append(args, FieldTags, joinTags(j.Tags))
+	}
+	return []string{k.Record, k.Timeline, k.Marker, k.Pending}, args
 }
 
 // parseCreate reads the create script's reply (or the error of its round trip).

@@ -47,31 +47,66 @@ func createdMS(id string) int64 {
 }
 
 // QueueIndex adds job id of tenant to the tenant's index and to the index of all jobs in pipe (the
-// enqueue's confirmation pipeline), trimming entries older than the retention from now.
-func (s *Store) QueueIndex(ctx context.Context, pipe redis.Pipeliner, tenant, id string, now time.Time) {
-	keys := []string{s.IndexKey("")}
+// enqueue's confirmation pipeline), and to the indexes of its tags beside each, trimming entries
+// older than the retention from now and setting each key's TTL to the retention: an index lives
+// no longer than the jobs it lists, so nothing here grows with finished jobs.
+func (s *Store) QueueIndex(ctx context.Context, pipe redis.Pipeliner, tenant, id string, tags []string, now time.Time) {
+	tenants := []string{""}
 	if tenant != "" {
-		keys = append(keys, s.IndexKey(tenant))
+		tenants = append(tenants, tenant)
 	}
-	for _, key := range keys {
-		pipe.ZAdd(ctx, key, redis.Z{Score: float64(createdMS(id)), Member: id})
-		pipe.ZRemRangeByScore(ctx, key, "-inf", "("+strconv.FormatInt(now.Add(-s.cfg.Retention).UnixMilli(), 10))
-		pipe.PExpire(ctx, key, s.cfg.Retention)
+	cut := "(" + strconv.FormatInt(now.Add(-s.cfg.Retention).UnixMilli(), 10)
+	for _, t := range tenants {
+		keys := []string{s.IndexKey(t)}
+		for _, tag := range tags {
+			keys = append(keys, s.TagIndexKey(t, tag))
+		}
+		for _, key := range keys {
+			pipe.ZAdd(ctx, key, redis.Z{Score: float64(createdMS(id)), Member: id})
+			pipe.ZRemRangeByScore(ctx, key, "-inf", cut)
+			pipe.PExpire(ctx, key, s.cfg.Retention)
+		}
 	}
 }
+
+// How a list matches a query's tags.
+const (
+	// TagsAny: a job with any of the tags (the default).
+	TagsAny = "any"
+	// TagsAll: a job with every one of them.
+	TagsAll = "all"
+)
 
 // ListQuery asks for one page of a tenant's jobs.
 type ListQuery struct {
 	// Tenant is whose jobs; "" lists every tenant's (operators only: the API always sets it).
 	Tenant string
-	// Status and Type filter the page ("" all): a filtered page may hold fewer than Limit jobs
-	// while Next still continues.
+	// Tags (normalized: NormalizeTags) select the jobs of the tags' indexes, any or all of them
+	// (TagsMatch: TagsAny, the default, or TagsAll); nil: every job of the tenant's index.
+	Tags      []string
+	TagsMatch string
+	// CreatedAfter (inclusive) and CreatedBefore (exclusive) bound the jobs' creation (zero: no
+	// bound); they bound the index read, so a window costs nothing past it.
+	CreatedAfter, CreatedBefore time.Time
+	// Status, Type and Error (a case-insensitive substring of last_error) filter the page ("" all):
+	// a filtered page may hold fewer than Limit jobs while Next still continues.
 	Status Status
 	Type   string
+	Error  string
 	// Cursor is a page's Next ("" the newest first).
 	Cursor string
 	// Limit is the page size, 1-200 (default 50).
 	Limit int
+}
+
+// Filtered reports whether q filters the entries it reads (status, type, error): its pages may be
+// short while Next continues.
+func (q ListQuery) Filtered() bool { return q.Status != "" || q.Type != "" || q.Error != "" }
+
+// Match reports whether a listed job passes q's status, type and error filters.
+func (q ListQuery) Match(l Listed) bool {
+	return (q.Status == "" || l.Status == q.Status) && (q.Type == "" || l.Type == q.Type) &&
+		(q.Error == "" || strings.Contains(strings.ToLower(l.LastError), strings.ToLower(q.Error)))
 }
 
 // Listed is one job in a list: the record's fields a list shows.
@@ -82,6 +117,11 @@ type Listed struct {
 	CreatedAt                  time.Time
 	UpdatedAt                  time.Time
 	FinishedAt                 time.Time
+	Tags                       []string
+	LastError                  string
+	// Progress (0-100) is the last the handler reported; ProgressAt is zero when none did.
+	Progress   int
+	ProgressAt time.Time
 }
 
 // Page is one page of a list; Next is "" after the last.
@@ -94,46 +134,115 @@ type Page struct {
 }
 
 // listFields are what a list reads of each record, in Listed's order.
-var listFields = []string{FieldType, FieldQueue, FieldStatus, FieldAttempt, FieldCreatedAt, FieldUpdatedAt, FieldFinishedAt, FieldTenant}
+var listFields = []string{FieldType, FieldQueue, FieldStatus, FieldAttempt, FieldCreatedAt, FieldUpdatedAt, FieldFinishedAt, FieldTenant,
+	FieldTags, FieldLastError, FieldProgress, FieldProgressAt}
+
+// indexEntry is one entry of a job index.
+type indexEntry struct {
+	id    string
+	score int64
+}
+
+// listEntries runs scripts/list.lua: up to limit entries of keys after (maxScore, after), not
+// below minScore; resume is the entry to continue after when the 'all' walk stopped at its
+// budget (nil otherwise).
+func (s *Store) listEntries(ctx context.Context, keys []string, maxScore, after string, limit int, minScore, match string) ([]indexEntry, *indexEntry, error) {
+	res, err := listScript.Run(ctx, s.rdb, keys, maxScore, after, limit, minScore, match).Result()
+	if err != nil {
+		return nil, nil, fmt.Errorf("jobstore: list: %w", err)
+	}
+	parts, ok := res.([]any)
+	if !ok || len(parts) != 3 {
+		return nil, nil, replyError("list", res)
+	}
+	flat, err := replyStrings("list", parts[0], 0)
+	if err != nil || len(flat)%2 != 0 {
+		return nil, nil, replyError("list", res)
+	}
+	entry := func(id, score string) (indexEntry, bool) {
+		n, err := strconv.ParseInt(score, 10, 64)
+		return indexEntry{id, n}, err == nil && ValidJobID(id)
+	}
+	out := make([]indexEntry, 0, len(flat)/2)
+	for i := 0; i < len(flat); i += 2 {
+		e, ok := entry(flat[i], flat[i+1])
+		if !ok {
+			return nil, nil, replyError("list", res)
+		}
+		out = append(out, e)
+	}
+	rid, _ := parts[1].(string)
+	if rid == "" {
+		return out, nil, nil
+	}
+	rscore, _ := parts[2].(string)
+	e, ok := entry(rid, rscore)
+	if !ok {
+		return nil, nil, replyError("list", res)
+	}
+	return out, &e, nil
+}
 
 // List reads a page of the tenant's jobs, newest first, in two round trips: the page of ids
-// (scripts/list.lua), then their records (HMGET each, one pipeline).
+// (scripts/list.lua, from the tenant's index or its tags'), then their records (HMGET each, one
+// pipeline).
 func (s *Store) List(ctx context.Context, q ListQuery) (Page, error) {
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
 	q.Limit = min(q.Limit, 200)
-	maxScore, after := "+inf", ""
+	maxScore, after, minScore := "+inf", "", "-inf"
+	if !q.CreatedBefore.IsZero() {
+		maxScore = strconv.FormatInt(q.CreatedBefore.UnixMilli()-1, 10)
+	}
+	if !q.CreatedAfter.IsZero() {
+		minScore = strconv.FormatInt(q.CreatedAfter.UnixMilli(), 10)
+	}
 	if q.Cursor != "" {
 		score, id, err := decodeCursor(q.Cursor)
 		if err != nil {
 			return Page{}, err
 		}
-		maxScore, after = strconv.FormatInt(score, 10), id
+		// The cursor bounds the read unless the window's end is older than it.
+		if q.CreatedBefore.IsZero() || score <= q.CreatedBefore.UnixMilli()-1 {
+			maxScore, after = strconv.FormatInt(score, 10), id
+		}
 	}
-	res, err := listScript.Run(ctx, s.rdb, []string{s.IndexKey(q.Tenant)}, maxScore, after, q.Limit).Result()
+	keys := []string{s.IndexKey(q.Tenant)}
+	if len(q.Tags) > 0 {
+		keys = keys[:0]
+		for _, tag := range q.Tags {
+			keys = append(keys, s.TagIndexKey(q.Tenant, tag))
+		}
+	}
+	match := TagsAny
+	if q.TagsMatch == TagsAll {
+		match = TagsAll
+	}
+	entries, resume, err := s.listEntries(ctx, keys, maxScore, after, q.Limit, minScore, match)
 	if err != nil {
-		return Page{}, fmt.Errorf("jobstore: list: %w", err)
-	}
-	entries, err := replyStrings("list", res, 0)
-	if err != nil || len(entries)%2 != 0 {
-		return Page{}, replyError("list", res)
+		return Page{}, err
 	}
 	var page Page
+	switch {
+	case resume != nil:
+		page.Last = encodeCursor(resume.score, resume.id)
+		page.Next = page.Last
+	case len(entries) > 0:
+		last := entries[len(entries)-1]
+		if page.Last = encodeCursor(last.score, last.id); len(entries) == q.Limit {
+			page.Next = page.Last
+		}
+	}
 	if len(entries) == 0 {
 		return page, nil
 	}
-	n := len(entries)
-	score, _ := strconv.ParseInt(entries[n-1], 10, 64)
-	if page.Last = encodeCursor(score, entries[n-2]); n == 2*q.Limit {
-		page.Next = page.Last
-	}
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, 0, len(entries)/2)
-	for i := 0; i < len(entries); i += 2 {
-		k, err := s.Keys(entries[i], "")
+	cmds := make([]*redis.SliceCmd, 0, len(entries))
+	for _, e := range entries {
+		k, err := s.Keys(e.id, "")
 		if err != nil {
-			return Page{}, replyError("list", res)
+			return Page{}, fmt.Errorf("jobstore: list: %w", err)
 		}
 		cmds = append(cmds, pipe.HMGet(ctx, k.Record, listFields...))
 	}
@@ -154,11 +263,12 @@ func (s *Store) List(ctx context.Context, q ListQuery) (Page, error) {
 		if f[FieldStatus] == "" {
 			continue // the record expired before its index entry
 		}
-		id := entries[2*i]
+		id := entries[i].id
 		derive(id, f) // a final record's created_at and updated_at
 		l := Listed{JobID: id, Type: f[FieldType], Queue: f[FieldQueue], Status: Status(f[FieldStatus]), Attempt: atoi(f[FieldAttempt]),
-			CreatedAt: stamp(f[FieldCreatedAt]), UpdatedAt: stamp(f[FieldUpdatedAt]), FinishedAt: stamp(f[FieldFinishedAt]), Tenant: f[FieldTenant]}
-		if (q.Status != "" && l.Status != q.Status) || (q.Type != "" && l.Type != q.Type) {
+			CreatedAt: stamp(f[FieldCreatedAt]), UpdatedAt: stamp(f[FieldUpdatedAt]), FinishedAt: stamp(f[FieldFinishedAt]), Tenant: f[FieldTenant],
+			Tags: splitTags(f[FieldTags]), LastError: f[FieldLastError], Progress: atoi(f[FieldProgress]), ProgressAt: stamp(f[FieldProgressAt])}
+		if !q.Match(l) {
 			continue
 		}
 		page.Jobs = append(page.Jobs, l)

@@ -18,14 +18,26 @@ import (
 // indexJob writes a job's record and its index entry as an enqueue's confirmation does.
 func indexJob(t testing.TB, s *Store, tenant, typ string, status Status, at time.Time) string {
 	t.Helper()
+	return indexTagged(t, s, tenant, typ, status, at, nil, "")
+}
+
+// indexTagged is indexJob with tags and a last error.
+func indexTagged(t testing.TB, s *Store, tenant, typ string, status Status, at time.Time, tags []string, lastErr string) string {
+	t.Helper()
 	ctx := context.Background()
-	id := NewJobID(fmt.Sprintf("r-%d", at.UnixNano()), at)
+	id := NewJobID(fmt.Sprintf("r-%d-%s", at.UnixNano(), joinTags(tags)), at)
 	k, _ := s.Keys(id, "")
 	pipe := s.rdb.Pipeline()
 	pipe.HSet(ctx, k.Record, FieldJobID, id, FieldType, typ, FieldQueue, "default", FieldTenant, tenant,
 		FieldStatus, string(status), FieldAttempt, 1, FieldCreatedAt, at.UnixMilli(), FieldUpdatedAt, at.UnixMilli())
+	if len(tags) > 0 {
+		pipe.HSet(ctx, k.Record, FieldTags, joinTags(tags))
+	}
+	if lastErr != "" {
+		pipe.HSet(ctx, k.Record, FieldLastError, lastErr)
+	}
 	pipe.PExpire(ctx, k.Record, s.cfg.Retention)
-	s.QueueIndex(ctx, pipe, tenant, id, at)
+	s.QueueIndex(ctx, pipe, tenant, id, tags, at)
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -48,25 +48,21 @@ func (s *Store) OpenJobs(ctx context.Context, cursor string, n int) ([]Open, str
 		}
 		maxScore, after = strconv.FormatInt(score, 10), id
 	}
-	res, err := listScript.Run(ctx, s.rdb, []string{s.IndexKey("")}, maxScore, after, n).Result()
+	entries, _, err := s.listEntries(ctx, []string{s.IndexKey("")}, maxScore, after, n, "-inf", TagsAny)
 	if err != nil {
 		return nil, "", fmt.Errorf("jobstore: open jobs: %w", err)
 	}
-	entries, err := replyStrings("list", res, 0)
-	if err != nil || len(entries)%2 != 0 {
-		return nil, "", replyError("list", res)
-	}
 	next := ""
-	if len(entries) == 2*n {
-		score, _ := strconv.ParseInt(entries[len(entries)-1], 10, 64)
-		next = encodeCursor(score, entries[len(entries)-2])
+	if len(entries) == n {
+		last := entries[len(entries)-1]
+		next = encodeCursor(last.score, last.id)
 	}
 	pipe := s.rdb.Pipeline()
-	recs := make([]*redis.SliceCmd, 0, len(entries)/2)
-	for i := 0; i < len(entries); i += 2 {
-		k, err := s.Keys(entries[i], "")
+	recs := make([]*redis.SliceCmd, 0, len(entries))
+	for _, e := range entries {
+		k, err := s.Keys(e.id, "")
 		if err != nil {
-			return nil, "", replyError("list", res)
+			return nil, "", fmt.Errorf("jobstore: open jobs: %w", err)
 		}
 		recs = append(recs, pipe.HMGet(ctx, k.Record, openFields...))
 	}
@@ -90,7 +86,7 @@ func (s *Store) OpenJobs(ctx context.Context, cursor string, n int) ([]Open, str
 		if owner := str(8); owner != "" && st == StatusProcessing {
 			owners[len(open)] = owner
 		}
-		open = append(open, Open{JobID: entries[2*i], Type: str(0), Queue: str(1), Status: st, Delivery: str(3),
+		open = append(open, Open{JobID: entries[i].id, Type: str(0), Queue: str(1), Status: st, Delivery: str(3),
 			OpKey: str(4), Dedup: str(5), UpdatedAt: str(6), Updated: stamp(str(6)), HeartbeatAt: stamp(str(7))})
 	}
 	if len(owners) > 0 {

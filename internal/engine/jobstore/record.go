@@ -49,6 +49,8 @@ const (
 	// FieldTimelineFolded marks a done job whose happy-path timeline the record stands for (the
 	// value: the enqueuing worker); see fold.go.
 	FieldTimelineFolded = "timeline_folded"
+	// FieldTags are the job's tags, joined by ',' (absent: none); see tags.go.
+	FieldTags = "tags"
 )
 
 // recordFields lists every field above.
@@ -57,7 +59,7 @@ var recordFields = []string{FieldJobID, FieldType, FieldQueue, FieldTenant, Fiel
 	FieldUpdatedAt, FieldStartedAt, FieldHeartbeatAt, FieldFinishedAt, FieldNotBefore, FieldStartBy, FieldPayload,
 	FieldOpKey, FieldDedup, FieldWorkerID, FieldLeaseOwner, FieldFencing, FieldLastError, FieldResult,
 	FieldCheckpoint, FieldCheckpointAt, FieldProgress, FieldProgressNote, FieldProgressToken, FieldProgressAt,
-	FieldTimelineFolded}
+	FieldTimelineFolded, FieldTags}
 
 // Status is where a job is in its life (docs/DESIGN.md has the transition table).
 type Status string
@@ -117,6 +119,8 @@ type Record struct {
 	ProgressAt   time.Time
 	// StartBy is the job's deadline: not started by then, it expires (zero none).
 	StartBy time.Time
+	// Tags are the job's tags (nil none).
+	Tags []string
 }
 
 // ParseRecord reads a record from its hash's fields (HGETALL).
@@ -130,7 +134,7 @@ func ParseRecord(f map[string]string) Record {
 		OpKey: f[FieldOpKey], Dedup: f[FieldDedup], WorkerID: f[FieldWorkerID], LeaseOwner: f[FieldLeaseOwner],
 		FencingToken: int64(atoi(f[FieldFencing])), LastError: f[FieldLastError], Result: f[FieldResult],
 		CheckpointAt: stamp(f[FieldCheckpointAt]), Progress: atoi(f[FieldProgress]), ProgressNote: f[FieldProgressNote],
-		ProgressAt: stamp(f[FieldProgressAt]), StartBy: stamp(f[FieldStartBy]),
+		ProgressAt: stamp(f[FieldProgressAt]), StartBy: stamp(f[FieldStartBy]), Tags: splitTags(f[FieldTags]),
 	}
 	if p, ok := f[FieldPayload]; ok {
 		r.Payload = []byte(p)
