@@ -41,6 +41,9 @@ type Config struct {
 	Clock locking.Clock
 	// Registerer, when set, gets the guard's Prometheus collectors.
 	Registerer prometheus.Registerer
+	// Keys encrypts the data of the job-level types marked Job.Encrypt and decrypts what any of
+	// its keys encrypted (default none: protecting an encrypted type panics).
+	Keys *KeyRing
 }
 
 func (c Config) withDefaults() Config {
