@@ -86,4 +86,3 @@ func Reencrypt(ctx context.Context, db *pgxpool.Pool, stack *engine.Stack, progr
 	}
 	return st, nil
 }
-
