@@ -122,6 +122,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 		ReconcileInterval: cfg.ReconcileInterval,
 		DurableReplicas:   cfg.DurableReplicas,
 		DurableTimeout:    cfg.DurableTimeout,
+		Keys:              cfg.EncryptionKeys,
 		Logger:            &a.log,
 		OnRescuePass: func(err error) {
 			if a.worker != nil {
@@ -198,7 +199,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 			PrometheusAddress: cfg.MonitoringPrometheus,
 			Timeout:           cfg.RequestTimeout,
 			// The UI's task actions act on jobs, and the jobs and schedules pages are served.
-			Jobs: monitoringJobs{stack: a.stack, client: a.client, sched: a.sched},
+			Jobs: monitoringJobs{stack: a.stack, client: a.client, sched: a.sched, decrypt: cfg.MonitoringDecrypt},
 		}); err != nil {
 			return nil, &ConfigError{Var: "MONITORING_USER", Err: err}
 		}

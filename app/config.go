@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/internal/redact"
+	"github.com/jobguard/jobguard/middleware"
 	"github.com/jobguard/jobguard/schedule"
 	"github.com/jobguard/jobguard/tasks"
 )
@@ -137,6 +138,14 @@ type Config struct {
 	// OperatorTokens (OPERATOR_TOKENS, "tok1,tok2") are the bearer tokens of the operator routes
 	// (/schedules); tenant tokens do not reach them. Empty with API_TOKENS empty: open.
 	OperatorTokens map[string]string
+	// EncryptionKeys (ENCRYPTION_KEYS, "id1:base64key,id0:base64key", or the same in the file
+	// ENCRYPTION_KEYS_FILE names, one entry a line) is the key ring that encrypts job data at
+	// rest: the first key encrypts, every key decrypts. Keys are 32 bytes (AES-256), in standard
+	// base64. Default none.
+	EncryptionKeys *middleware.KeyRing
+	// MonitoringDecrypt (MONITORING_DECRYPT) lets the UI show encrypted results decrypted; false
+	// (default): it shows "encrypted".
+	MonitoringDecrypt bool
 }
 
 // Variable is one environment variable jobguard reads: its name, its default as an operator writes
@@ -187,6 +196,10 @@ var Variables = []Variable{
 	{Name: "TASK_LIMITS", Help: "limits per key of task types, over their code's: type=concurrency:N,rate:R/1s,burst:B;type2=... (the key each counts by is the task's: the tenant for the examples); empty: the code's"},
 	{Name: "SCHEDULES", Help: `periodic jobs: a JSON array of {"name","spec","type","payload","timezone","overlap","catchup"}; empty: none`},
 	{Name: "OPERATOR_TOKENS", Help: "bearer tokens of the operator routes (/schedules), comma-separated, at least 16 characters each"},
+	{Name: "ENCRYPTION_KEYS", Help: "key ring encrypting job data at rest: id1:base64key,id0:base64key (32-byte keys, standard base64; the first encrypts, all decrypt); empty: none"},
+	{Name: "ENCRYPTION_KEYS_FILE", Help: "a file holding the key ring instead (one id:base64key a line, current first); not with ENCRYPTION_KEYS"},
+	{Name: "ENCRYPT_TYPES", Help: "task types whose payloads, results and checkpoints are kept encrypted (comma-separated); needs a key ring"},
+	{Name: "MONITORING_DECRYPT", Default: "false", Help: "the UI shows encrypted job results decrypted; false: it shows \"encrypted\""},
 	{Name: "HEALTHCHECK_URL", Help: "what jobguard healthcheck asks; empty: http://127.0.0.1:<port of ADMIN_ADDR, else HTTP_ADDR>/readyz", Reader: "healthcheck"},
 	{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Help: "OTLP/HTTP endpoint of a trace collector; set (or OTEL_TRACES_EXPORTER=otlp) turns tracing on; the other OTEL_* variables apply", Reader: "tracing"},
 }
@@ -276,6 +289,16 @@ func FromLookupTasks(lookup func(string) (string, bool), list []tasks.Task) (Con
 	p.fn("TASK_LIMITS", func(v string) (err error) { c.Tasks, err = applyTaskLimits(v, c.Tasks); return err })
 	p.fn("SCHEDULES", func(v string) (err error) { c.Schedules, err = parseSchedules(v); return err })
 	p.fn("OPERATOR_TOKENS", func(v string) (err error) { c.OperatorTokens, err = parseOperatorTokens(v); return err })
+	p.fn("ENCRYPTION_KEYS", func(v string) (err error) { c.EncryptionKeys, err = parseKeyRing(v); return err })
+	p.fn("ENCRYPTION_KEYS_FILE", func(v string) (err error) {
+		if c.EncryptionKeys != nil {
+			return errors.New("set ENCRYPTION_KEYS or ENCRYPTION_KEYS_FILE, not both")
+		}
+		c.EncryptionKeys, err = readKeyRingFile(v)
+		return err
+	})
+	p.fn("ENCRYPT_TYPES", func(v string) (err error) { c.Tasks, err = applyEncryptTypes(v, c.Tasks); return err })
+	p.fn("MONITORING_DECRYPT", func(v string) (err error) { c.MonitoringDecrypt, err = strconv.ParseBool(v); return err })
 	c.TaskSettings = p.taskSettings(c.Tasks) // after every variable of the app's own
 	if p.err != nil {
 		return Config{}, p.err
@@ -395,6 +418,9 @@ func (c Config) Validate() error {
 	}
 	if c.EventStreamsMax < 1 || c.EventStreamsMax > 1_000_000 {
 		return bad("EVENT_STREAMS_MAX", "%d is not between 1 and 1000000", c.EventStreamsMax)
+	}
+	if enc := encryptedTypes(c.Tasks); len(enc) > 0 && c.EncryptionKeys == nil {
+		return bad("ENCRYPT_TYPES", "%s encrypted: needs ENCRYPTION_KEYS or ENCRYPTION_KEYS_FILE", strings.Join(enc, ", "))
 	}
 	return nil
 }

@@ -29,6 +29,10 @@ Usage:
                         every tenant's jobs without --tenant; --output json; cancel takes --reason.
                         Exit 0 ok, 1 error, 2 usage, 3 no such job, 4 not in a state the command
                         applies to (cancel: ended; retry: not failed)
+  jobguard jobs reencrypt
+                        move encrypted job data (Redis, and the SQL history with DATABASE_URL) to
+                        the first key of ENCRYPTION_KEYS; re-runnable; exit 1 lists jobs whose key is
+                        missing from the ring
   jobguard version      print version, commit and Go version
   jobguard help         this text (also -h, --help)
 

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/history"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/freetext"
@@ -39,7 +40,8 @@ const (
 const jobsUsage = `usage: jobguard jobs list [--tenant T] [--status S] [--type T] [--limit N] [--cursor C] [--output text|json]
        jobguard jobs get ID [--output text|json]
        jobguard jobs cancel ID [--reason R] [--output text|json]
-       jobguard jobs retry ID [--output text|json]`
+       jobguard jobs retry ID [--output text|json]
+       jobguard jobs reencrypt [--output text|json]`
 
 // jobsCLI is one run of jobguard jobs: the stack on REDIS_URL, and where it writes.
 type jobsCLI struct {
@@ -99,11 +101,11 @@ func runJobs(ctx context.Context, args []string, lookup func(string) (string, bo
 		fs.StringVar(&q.Cursor, "cursor", "", "the next cursor a previous page printed")
 	case "cancel":
 		fs.StringVar(&reason, "reason", "", "why, kept on the timeline and in last_error (one line, at most 200 bytes)")
-	case "get", "retry":
+	case "get", "retry", "reencrypt":
 	default:
 		return usage(stderr, fmt.Sprintf("unknown command %q", verb))
 	}
-	id, err := parseInterspersed(fs, args[1:], verb != "list")
+	id, err := parseInterspersed(fs, args[1:], verb != "list" && verb != "reencrypt")
 	if err != nil {
 		return usage(stderr, err.Error())
 	}
@@ -132,8 +134,15 @@ func runJobs(ctx context.Context, args []string, lookup func(string) (string, bo
 		fmt.Fprintln(stderr, "jobguard jobs: REDIS_URL is not set: the command acts on the Redis of a running deployment")
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(cfg.RequestTimeout, 10*time.Second))
-	defer cancel()
+	if verb == "reencrypt" && cfg.EncryptionKeys == nil {
+		fmt.Fprintln(stderr, "jobguard jobs: reencrypt needs the key ring: ENCRYPTION_KEYS or ENCRYPTION_KEYS_FILE")
+		return exitUsage
+	}
+	if verb != "reencrypt" { // a pass over every job takes as long as it takes; Ctrl-C stops it
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, max(cfg.RequestTimeout, 10*time.Second))
+		defer cancel()
+	}
 	cli, closeAll, err := openJobsCLI(ctx, cfg, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "jobguard jobs:", redact.Error(err))
@@ -145,9 +154,10 @@ func runJobs(ctx context.Context, args []string, lookup func(string) (string, bo
 	if u, ok := lookup("USER"); ok && u != "" {
 		cli.by = "operator " + u + " (jobguard jobs)"
 	}
-	if verb == "list" {
-		// With DATABASE_URL the list continues into the SQL history; the other commands act on
-		// Redis alone, so they do not need PostgreSQL to answer.
+	if verb == "list" || verb == "reencrypt" {
+		// With DATABASE_URL the list continues into the SQL history, and reencrypt rewrites the
+		// copies there too; the other commands act on Redis alone, so they do not need
+		// PostgreSQL to answer.
 		if cli.sql, err = openSQL(ctx, cfg); err != nil {
 			fmt.Fprintln(stderr, "jobguard jobs:", redact.Error(err))
 			return exitError
@@ -171,6 +181,8 @@ func runJobs(ctx context.Context, args []string, lookup func(string) (string, bo
 		err = cli.cancel(ctx, id, reason)
 	case "retry":
 		err = cli.retry(ctx, id)
+	case "reencrypt":
+		err = cli.reencrypt(ctx)
 	}
 	return cli.exit(verb, err)
 }
@@ -221,7 +233,7 @@ func openJobsCLI(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*jo
 	}
 	host, _ := os.Hostname()
 	guard := middleware.New(rdb, middleware.Config{Prefix: cfg.KeyPrefix, LeaseTTL: cfg.LeaseTTL, Retention: cfg.JobRetention,
-		WorkerID: fmt.Sprintf("cli-%s-%d", host, os.Getpid()), Logger: &nop})
+		WorkerID: fmt.Sprintf("cli-%s-%d", host, os.Getpid()), Logger: &nop, Keys: cfg.EncryptionKeys})
 	closeAll := func() { _ = guard.Close(); _ = rdb.Close() }
 	stack := guardstack.Of(guard)
 	if err := stack.SyncClock(ctx); err != nil {
@@ -301,6 +313,9 @@ func (c *jobsCLI) get(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %q is not a job id", engine.ErrJobNotFound, id)
 	}
 	v, err := c.stack.Get(ctx, id)
+	if err == nil {
+		v, err = c.stack.Open(v)
+	}
 	if err != nil {
 		return err
 	}
@@ -406,4 +421,54 @@ func when(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// reencryptReport is what jobguard jobs reencrypt prints (--output json), per store.
+type reencryptReport struct {
+	Store string `json:"store"` // redis or sql
+	// Jobs read; fields Rewritten with the current key; Changed by a writer meanwhile (theirs
+	// kept); Failed: jobs whose data needs a key the ring lacks.
+	Jobs      int      `json:"jobs"`
+	Rewritten int      `json:"rewritten"`
+	Changed   int      `json:"changed"`
+	Failed    []string `json:"failed"`
+	Key       string   `json:"current_key"`
+}
+
+// reencrypt moves every job's encrypted data, in Redis and in the SQL history (with
+// DATABASE_URL), onto the current key of ENCRYPTION_KEYS; run it again after an interruption.
+// Once it exits 0 on every store, the older keys can be removed from the ring.
+func (c *jobsCLI) reencrypt(ctx context.Context) error {
+	key := c.stack.Keys().Current()
+	report := func(store string, st engine.ReencryptStats) reencryptReport {
+		return reencryptReport{Store: store, Jobs: st.Jobs, Rewritten: st.Rewritten, Changed: st.Changed, Failed: st.Failed, Key: key}
+	}
+	var reports []reencryptReport
+	st, err := c.stack.Reencrypt(ctx, nil)
+	reports = append(reports, report("redis", st))
+	if (err == nil || errors.Is(err, engine.ErrReencryptIncomplete)) && c.sql != nil {
+		sst, serr := history.Reencrypt(ctx, c.sql, c.stack, nil)
+		reports = append(reports, report("sql", sst))
+		if err == nil {
+			err = serr
+		}
+	}
+	if c.json {
+		if werr := c.writeJSON(reports); werr != nil {
+			return werr
+		}
+		return err
+	}
+	for _, r := range reports {
+		fmt.Fprintf(c.stdout, "%s: %d jobs read, %d fields moved to key %q, %d changed meanwhile, %d need a key the ring lacks\n",
+			r.Store, r.Jobs, r.Rewritten, r.Key, r.Changed, len(r.Failed))
+		for i, id := range r.Failed {
+			if i == 20 {
+				fmt.Fprintf(c.stdout, "  ... and %d more\n", len(r.Failed)-20)
+				break
+			}
+			fmt.Fprintf(c.stdout, "  %s\n", id)
+		}
+	}
+	return err
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/seal"
 	"github.com/jobguard/jobguard/locking"
 	"github.com/jobguard/jobguard/schedule"
 	"github.com/jobguard/jobguard/web"
@@ -23,9 +24,15 @@ type monitoringJobs struct {
 	stack  *engine.Stack
 	client *asynq.Client
 	sched  *schedule.Scheduler
+	// decrypt (MONITORING_DECRYPT) shows encrypted results decrypted; else the page says
+	// "encrypted" where a value is.
+	decrypt bool
 }
 
 var _ web.Jobs = monitoringJobs{}
+
+// encryptedLabel stands in the monitoring UI for a value kept encrypted (ENCRYPT_TYPES).
+const encryptedLabel = "encrypted"
 
 func (m monitoringJobs) JobOf(headers map[string]string) string { return headers[engine.HeaderJobID] }
 
@@ -37,6 +44,11 @@ func (m monitoringJobs) Job(ctx context.Context, id string) (*web.Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.decrypt {
+		if v, err = m.stack.Open(v); err != nil {
+			return nil, err
+		}
+	}
 	r := v.Record
 	j := &web.Job{
 		ID: r.JobID, Type: r.Type, Queue: r.Queue, Tenant: r.Tenant, Resource: r.Resource, Status: string(r.Status),
@@ -45,11 +57,24 @@ func (m monitoringJobs) Job(ctx context.Context, id string) (*web.Job, error) {
 		Record: make(map[string]string, len(v.Raw)),
 		Lease:  web.Lease{Owner: v.Lease.Owner, Remaining: v.Lease.Remaining, Fence: v.Lease.Fence},
 	}
+	if seal.Sealed(j.Result) {
+		j.Result = encryptedLabel
+	}
 	for k, val := range v.Raw {
 		switch k {
 		case jobstore.FieldPayload, jobstore.FieldCheckpoint:
 			// The payload and checkpoint are the tenant's data: the page shows their size only.
-			val = "(" + strconv.Itoa(len(val)) + " bytes)"
+			if seal.Sealed(val) {
+				val = encryptedLabel
+			} else {
+				val = "(" + strconv.Itoa(len(val)) + " bytes)"
+			}
+		case jobstore.FieldResult:
+			if seal.Sealed(val) && !m.decrypt {
+				val = encryptedLabel
+			} else {
+				val = r.Result
+			}
 		case locking.FieldFenceOwner, locking.FieldFenceToken:
 			continue
 		}

@@ -51,6 +51,9 @@ type Config struct {
 	DurableReplicas int
 	// DurableTimeout bounds each wait for the replicas (default 1s).
 	DurableTimeout time.Duration
+	// Keys encrypts the data of the job-level types marked Job.Encrypt and decrypts what any of
+	// its keys encrypted (default none: protecting an encrypted type panics).
+	Keys *KeyRing
 }
 
 func (c Config) withDefaults() Config {

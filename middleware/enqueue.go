@@ -99,6 +99,9 @@ type JobStatus struct {
 // Status reads job id's record; engine errors say when it does not exist (ErrJobNotFound).
 func (g *Guard) Status(ctx context.Context, id string) (JobStatus, error) {
 	v, err := g.stack.Get(ctx, id)
+	if err == nil {
+		v, err = g.stack.Open(v) // the result, decrypted
+	}
 	if err != nil {
 		return JobStatus{}, err
 	}

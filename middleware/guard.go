@@ -39,7 +39,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Guard {
 	cfg = cfg.withDefaults()
 	stack := engine.New(rdb, engine.Config{
 		Prefix: cfg.Prefix, WorkerID: cfg.WorkerID, Concurrency: cfg.Concurrency, LeaseTTL: cfg.LeaseTTL,
-		Retention: cfg.Retention, Logger: cfg.Logger, Clock: cfg.Clock,
+		Retention: cfg.Retention, Logger: cfg.Logger, Clock: cfg.Clock, Keys: cfg.Keys.ring(),
 		DurableReplicas: cfg.DurableReplicas, DurableTimeout: cfg.DurableTimeout,
 	})
 	locks := stack.Locks()
@@ -88,7 +88,8 @@ func (g *Guard) ProtectLease(typ string, l Lease) {
 // minLeaseTTL is the shortest lease the keeper can hold: it renews a third of the way through.
 const minLeaseTTL = 10 * time.Millisecond
 
-// ProtectJob protects task type typ at job level. Protecting a type twice panics.
+// ProtectJob protects task type typ at job level. Protecting a type twice, or an encrypted type
+// (Job.Encrypt) on a guard without Config.Keys, panics.
 func (g *Guard) ProtectJob(typ string, j Job) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -97,7 +98,7 @@ func (g *Guard) ProtectJob(typ string, j Job) {
 	g.stack.Register(engine.TaskConfig{
 		Type: typ, Queue: j.Queue, MaxAttempts: j.MaxAttempts, Timeout: j.Timeout, LeaseTTL: j.LeaseTTL,
 		Backoff: engine.Backoff{Base: j.BackoffBase, Max: j.BackoffMax}, AppliedTTL: j.AppliedTTL,
-		StartWithin: j.StartWithin, Limit: j.Limit.engine(),
+		StartWithin: j.StartWithin, Limit: j.Limit.engine(), Encrypt: j.Encrypt,
 	}, nil)
 	g.m.initType(typ)
 }

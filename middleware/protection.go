@@ -89,6 +89,12 @@ type Job struct {
 	// Resource names the resource of a task of this type that arrives without a job (a plain
 	// asynq enqueue), for its lease-level run; nil: the task is its own resource.
 	Resource func(*asynq.Task) (string, error)
+	// Encrypt keeps the type's payloads, results and checkpoints encrypted at rest in Redis with
+	// Config.Keys (AES-256-GCM, bound to the job and field). The handler, Run and Status see
+	// plaintext; a job whose data does not decrypt fails for good (ErrUndecryptable). A task of
+	// the type enqueued with a plain asynq client carries its payload in asynq's task, which is
+	// asynq's and not encrypted (default false).
+	Encrypt bool
 }
 
 // Limit bounds a job-level type's jobs per key: at most Concurrency running at once and Rate

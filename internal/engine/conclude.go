@@ -121,7 +121,11 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 	defer cancel()
 	ctx, span := scriptSpan(ctx, "jobguard.finish")
 	defer func() { endSpan(span, err) }()
-	o.Result = job.result
+	result, serr := s.sealValue(job.tc, job.ID, jobstore.FieldResult, []byte(job.result))
+	if serr != nil {
+		return s.bounce(job.Type, "finish_failed", 0, serr)
+	}
+	o.Result = string(result)
 	// A handler's error text may carry a tenant's input: stored escaped, as results are.
 	o.Error, o.Detail = freetext.Escape(o.Error), freetext.Escape(o.Detail)
 	f := job.lease.Fence()

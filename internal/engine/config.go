@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/seal"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -55,6 +56,10 @@ type Config struct {
 	// DurableTimeout bounds each wait for the replicas (default 1s); an earlier deadline of the
 	// caller's shortens it.
 	DurableTimeout time.Duration
+	// Keys is the key ring that encrypts the data of the task types marked Encrypt (the first key
+	// seals, every key opens) and opens what any key of it sealed (default none: a type marked
+	// Encrypt is refused by Register, and a sealed value does not open).
+	Keys *seal.Ring
 }
 
 func (c Config) withDefaults() Config {
@@ -122,6 +127,9 @@ type TaskConfig struct {
 	// Limit bounds the type's jobs per key (concurrency, rate) across every process; the zero
 	// value limits nothing. See Limit.
 	Limit Limit
+	// Encrypt seals the type's payloads, results and checkpoints at rest with Config.Keys
+	// (AES-256-GCM); the handler and Stack.Open see plaintext (default false).
+	Encrypt bool
 }
 
 func (tc TaskConfig) withDefaults(s Config) TaskConfig {

@@ -108,12 +108,16 @@ func (s *Stack) WriteDeadline(ctx context.Context) int64 { return s.store.WriteD
 
 func (s *Stack) now() time.Time { return s.cfg.Clock.Now() }
 
-// Register adds a task type and its handler. Registering the same type twice panics.
+// Register adds a task type and its handler. Registering the same type twice, or an encrypted
+// type on a stack without keys, panics (a wiring mistake, found at start).
 func (s *Stack) Register(tc TaskConfig, h Handler) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, dup := s.types[tc.Type]; dup || tc.Type == "" {
 		panic(fmt.Sprintf("engine: task type %q registered twice or empty", tc.Type))
+	}
+	if tc.Encrypt && s.cfg.Keys.Current() == "" {
+		panic(fmt.Sprintf("engine: task type %q is encrypted and the stack has no keys (Config.Keys)", tc.Type))
 	}
 	s.types[tc.Type] = registered{cfg: tc.withDefaults(s.cfg), handler: h}
 	s.m.initSeries(tc.Type)

@@ -143,8 +143,14 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 	if err != nil {
 		return Enqueued{}, err
 	}
+	// The record keeps the payload sealed (an encrypted type); the limit key and the replace
+	// below see the spec's plaintext.
+	stored := spec
+	if stored.Payload, err = s.sealValue(tc, id, jobstore.FieldPayload, spec.Payload); err != nil {
+		return Enqueued{}, err
+	}
 	for try := 0; ; try++ {
-		j := s.newRecord(ctx, id, tc, spec, dedup, now)
+		j := s.newRecord(ctx, id, tc, stored, dedup, now)
 		var state jobstore.CreateState
 		var existing string
 		if try == 0 && spec.Alongside != nil {
@@ -175,7 +181,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 			s.noteDuplicate(ctx, keysOr(s, existing), e, spec)
 			return e, nil
 		case jobstore.ReplaceExisting:
-			replaced, err := s.replace(ctx, existing, spec)
+			replaced, err := s.replace(ctx, existing, tc, spec)
 			if err != nil {
 				return Enqueued{}, err
 			}
@@ -394,13 +400,17 @@ func (s *Stack) noteDuplicate(ctx context.Context, keys jobstore.Keys, res Enque
 	s.finally(ctx, pipe, spec, res)
 }
 
-func (s *Stack) replace(ctx context.Context, existing string, spec Spec) (bool, error) {
+func (s *Stack) replace(ctx context.Context, existing string, tc TaskConfig, spec Spec) (bool, error) {
 	now := s.now()
 	var notBefore time.Time
 	if spec.Dedup.Debounce > 0 {
 		notBefore = now.Add(spec.Dedup.Debounce)
 	}
-	ok, err := s.store.Replace(ctx, existing, spec.Payload, notBefore, now, "replace "+spec.Dedup.Key)
+	payload, err := s.sealValue(tc, existing, jobstore.FieldPayload, spec.Payload) // bound to the job it goes into
+	if err != nil {
+		return false, err
+	}
+	ok, err := s.store.Replace(ctx, existing, payload, notBefore, now, "replace "+spec.Dedup.Key)
 	if err != nil {
 		return false, fmt.Errorf("engine: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/freetext"
+	"github.com/jobguard/jobguard/internal/seal"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -40,6 +41,7 @@ type Job struct {
 	retention time.Duration
 	keys      jobstore.Keys
 	tc        TaskConfig
+	ring      *seal.Ring // seals the checkpoint of an encrypted type
 	lease     *locking.Lease
 	result    string
 	// slot is the run's limit slot (nil when the job is not limited), kept by limits.
@@ -109,6 +111,9 @@ func (j *Job) SaveCheckpoint(ctx context.Context, data []byte) (err error) {
 	}
 	ctx, span := scriptSpan(ctx, "jobguard.checkpoint")
 	defer func() { endSpan(span, err) }()
+	if data, err = sealValue(j.ring, j.tc, j.ID, jobstore.FieldCheckpoint, data); err != nil {
+		return err
+	}
 	return j.locks.SetFields(ctx, j.Fence(), j.keys.Record, j.retention,
 		jobstore.FieldCheckpoint, string(data), jobstore.FieldCheckpointAt, j.clock.Now().UnixMilli())
 }

@@ -27,6 +27,7 @@ type metrics struct {
 	rescueLatency   prometheus.Histogram
 	reconciled      *prometheus.CounterVec
 	expired         *prometheus.CounterVec
+	undecryptable   *prometheus.CounterVec
 	running, zombie prometheus.GaugeFunc
 }
 
@@ -51,6 +52,7 @@ func newMetrics(s *Stack) *metrics {
 		dedup:           counter("dedup_hits_total", "Requests covered by an existing job, by task type, policy and result.", "type", "policy", "result"),
 		rescues:         counter("rescues_total", "Jobs of lost workers redelivered (or failed when out of attempts), by task type and outcome.", "type", "outcome"),
 		expired:         counter("jobs_expired_total", "Jobs that ended expired instead of running late or vanishing, by task type and reason (start_by, retention).", "type", "reason"),
+		undecryptable:   counter("undecryptable_total", "Runs whose payload or checkpoint did not decrypt with the configured keys (the job failed for good), by task type.", "type"),
 		reconciled:      counter("reconcile_repairs_total", "Drift between job records and asynq's deliveries repaired by the reconciler, by task type and kind (redelivered, unarchived, orphan, dropped).", "type", "kind"),
 		rescueLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "jobguard", Name: "rescue_latency_seconds",
 			Help: "Time from a lost run's lease lapse to its job's new delivery.", Buckets: prometheus.ExponentialBuckets(0.1, 2, 10)}),
@@ -66,7 +68,7 @@ func (s *Stack) Collectors() []prometheus.Collector {
 	m := s.m
 	return []prometheus.Collector{m.transitions, m.duration, m.queueWait, m.lease, m.staleWrites, m.invalid,
 		m.staleDeliveries, m.retries, m.bounces, m.deadLettered, m.alreadyApplied, m.dedup, m.rescues, m.reconciled,
-		m.rescueLatency, m.running, m.zombie, m.expired, s.limits.limits, s.limits.usage, s.limits.waits}
+		m.rescueLatency, m.running, m.zombie, m.expired, m.undecryptable, s.limits.limits, s.limits.usage, s.limits.waits}
 }
 
 // The values each label takes, in one place. initSeries makes every series they span exist at zero
@@ -91,7 +93,7 @@ var (
 
 // initSeries creates every known series of task type typ at zero.
 func (m *metrics) initSeries(typ string) {
-	for _, c := range []*prometheus.CounterVec{m.staleWrites, m.invalid, m.staleDeliveries, m.deadLettered, m.alreadyApplied} {
+	for _, c := range []*prometheus.CounterVec{m.staleWrites, m.invalid, m.staleDeliveries, m.deadLettered, m.alreadyApplied, m.undecryptable} {
 		c.WithLabelValues(typ)
 	}
 	m.queueWait.WithLabelValues(typ)

@@ -211,7 +211,11 @@ func (r *Reconciler) limitHeaders(ctx context.Context, tc TaskConfig, o jobstore
 	if err != nil {
 		return nil, err
 	}
-	return limitHeaders(tc, Spec{Type: info.Type, Tenant: info.Tenant, Resource: info.Resource, Payload: info.Payload, OpKey: info.OpKey}), nil
+	payload, err := r.s.openValue(o.JobID, jobstore.FieldPayload, info.Payload)
+	if err != nil {
+		return nil, err
+	}
+	return limitHeaders(tc, Spec{Type: info.Type, Tenant: info.Tenant, Resource: info.Resource, Payload: payload, OpKey: info.OpKey}), nil
 }
 
 // unarchive runs a queued or retrying job's archived delivery (asynq's CLI archived it).

@@ -48,8 +48,13 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 		return fmt.Errorf("%w: type %q is no longer registered", ErrUnrunnable, info.Type)
 	}
 	n := info.Deliveries
-	// The job's limit key, as its first delivery carried it (Limit.Key sees what the record keeps).
-	headers := limitHeaders(tc, Spec{Type: info.Type, Tenant: info.Tenant, Resource: info.Resource, Payload: info.Payload, OpKey: info.OpKey})
+	// The job's limit key, as its first delivery carried it (Limit.Key sees what the record keeps,
+	// decrypted).
+	payload, err := s.openValue(id, jobstore.FieldPayload, info.Payload)
+	if err != nil {
+		return err
+	}
+	headers := limitHeaders(tc, Spec{Type: info.Type, Tenant: info.Tenant, Resource: info.Resource, Payload: payload, OpKey: info.OpKey})
 	for try := 0; try < 3; try++ {
 		n++
 		// The delivery may start once replayDelay has passed: the record must take it before then.

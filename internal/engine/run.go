@@ -124,6 +124,12 @@ func (s *Stack) serve(ctx context.Context, t *asynq.Task, tc TaskConfig, h Handl
 	if job.Attempt == 1 && !job.CreatedAt.IsZero() {
 		s.m.queueWait.WithLabelValues(tc.Type).Observe(seconds(sent.Sub(job.CreatedAt)))
 	}
+	if err := s.openJob(job); err != nil {
+		// Never a run on data that did not open, nor a silent skip: the job fails for good,
+		// with the reason (a key id at most) on its record and timeline.
+		s.m.undecryptable.WithLabelValues(tc.Type).Inc()
+		return s.deadLetter(ctx, job, err.Error(), "job data cannot be decrypted: dead letter", log)
+	}
 	err = s.run(ctx, job, h, log)
 	span.SetAttributes(attribute.String("jobguard.outcome", outcomeOf(err)))
 	return err
@@ -211,10 +217,20 @@ func (s *Stack) newJob(st jobstore.Started, t *asynq.Task, keys jobstore.Keys, t
 		Attempt: st.Attempt, MaxAttempts: tc.MaxAttempts, OpKey: t.Headers()[HeaderOpKey], Headers: t.Headers(),
 		Checkpoint: st.Checkpoint, CreatedAt: st.CreatedAt,
 		locks: s.locks, rdb: s.rdb, durable: s.store.Durability(), clock: s.cfg.Clock, retention: s.cfg.Retention, keys: keys, tc: tc,
+		ring: s.cfg.Keys,
 	}
 	job.lease = s.locks.Granted(keys.Tag, owner, st.Token, tc.LeaseTTL, sent)
 	job.lease.StampHeartbeat(keys.Record, jobstore.FieldHeartbeatAt)
 	return job
+}
+
+// openJob decrypts the payload and checkpoint the start script read (sealed ones only).
+func (s *Stack) openJob(job *Job) (err error) {
+	if job.Payload, err = s.openValue(job.ID, jobstore.FieldPayload, job.Payload); err != nil {
+		return err
+	}
+	job.Checkpoint, err = s.openValue(job.ID, jobstore.FieldCheckpoint, job.Checkpoint)
+	return err
 }
 
 // run runs the handler with its lease kept, and concludes.

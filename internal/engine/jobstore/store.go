@@ -53,7 +53,7 @@ var (
 	// allScripts are loaded by the test that checks every script compiles in a real Redis.
 	allScripts = []*redis.Script{createScript, confirmScript, pendingScript, abandonScript, replaceScript,
 		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript, cancelScript, listScript,
-		timelineScript, expireScript}
+		timelineScript, expireScript, resealScript}
 )
 
 const defaultTimeline = 100

@@ -1,0 +1,64 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/tasks"
+)
+
+// applyEncryptTypes marks the listed task types (ENCRYPT_TYPES, "type1,type2") encrypted: their
+// payloads, results and checkpoints are kept encrypted at rest with the key ring. It returns a
+// copy of list; a type not in it is an error.
+func applyEncryptTypes(v string, list []tasks.Task) ([]tasks.Task, error) {
+	out := slices.Clone(list)
+	for _, typ := range strings.Split(v, ",") {
+		typ = strings.TrimSpace(typ)
+		if typ == "" {
+			continue
+		}
+		i := slices.IndexFunc(out, func(t tasks.Task) bool { return t.Type == typ })
+		if i < 0 {
+			return nil, fmt.Errorf("%q does not name a task type", typ)
+		}
+		out[i].Config.Encrypt = true
+	}
+	return out, nil
+}
+
+// parseKeyRing reads ENCRYPTION_KEYS; the error names the entry and its id, never a key.
+func parseKeyRing(v string) (*middleware.KeyRing, error) {
+	r, err := middleware.ParseKeyRing(v)
+	if err != nil {
+		return nil, unwrapAll(err)
+	}
+	return r, nil
+}
+
+// readKeyRingFile reads ENCRYPTION_KEYS_FILE: a missing or unreadable file names its path, a bad
+// entry its number and id, never a key.
+func readKeyRingFile(path string) (*middleware.KeyRing, error) {
+	r, err := middleware.ReadKeyRingFile(path)
+	if err != nil {
+		return nil, unwrapAll(err)
+	}
+	return r, nil
+}
+
+// unwrapAll keeps an error's text (already free of key material) but not its chain: the chain of
+// a key ring error is only texts.
+func unwrapAll(err error) error { return errors.New(strings.TrimPrefix(err.Error(), "middleware: ")) }
+
+// encryptedTypes are the types of list marked encrypted.
+func encryptedTypes(list []tasks.Task) []string {
+	var out []string
+	for _, t := range list {
+		if t.Config.Encrypt {
+			out = append(out, t.Type)
+		}
+	}
+	return out
+}
