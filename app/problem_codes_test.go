@@ -147,12 +147,12 @@ func TestProblemCodesAreOneList(t *testing.T) {
 	}
 }
 
-// TestREADMEErrorTableListsEveryCode parses the README's error table (code, status, type, meaning,
+// TestREADMEErrorTableListsEveryCode parses the error table of docs/HTTP_API.md (code, status, type, meaning,
 // what a client should do) and checks that it lists exactly ProblemCodes, in order, with their
 // status and type.
 func TestREADMEErrorTableListsEveryCode(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/HTTP_API.md")
 	if err != nil {
 		t.Fatal(err)
 	}
