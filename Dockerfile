@@ -8,7 +8,7 @@
 
 # The builder runs on the build machine's platform and cross-compiles for the target's (buildx
 # --platform linux/amd64,linux/arm64 sets TARGETOS and TARGETARCH; empty, Go builds for its own).
-FROM --platform=$BUILDPLATFORM golang:1.26.8-bookworm AS build
+FROM --platform=$BUILDPLATFORM golang:1.26.8-bookworm@sha256:a688600ca24f8a4d3ca77f95b0dd40704a9fc787c826660eb7ba0b641b8b175d AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -20,7 +20,7 @@ ARG TARGETARCH
 ENV CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH}
 RUN go build -trimpath -ldflags "-s -w -X github.com/jobguard/jobguard/app.version=${VERSION} -X github.com/jobguard/jobguard/app.commit=${COMMIT}" -o /out/jobguard ./cmd/jobguard
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM gcr.io/distroless/static-debian12:nonroot@sha256:d093aa3e30dbadd3efe1310db061a14da60299baff8450a17fe0ccc514a16639
 COPY --from=build /out/jobguard /jobguard
 # The API and UI on 8080; /metrics, /healthz and /readyz apart on 9090 (ADMIN_ADDR). A role that
 # serves the UI (jobguard, jobguard api) on 0.0.0.0 needs MONITORING_USER and MONITORING_PASSWORD.

@@ -141,11 +141,11 @@ func readCompose(t *testing.T) (compose, string) {
 	return c, string(raw)
 }
 
-// pinned: a digest, or an exact version (1.2.3, v1.2.3, with a suffix such as -alpine);
-// PostgreSQL's exact versions have two parts (17.6).
+// pinned: an exact version (1.2.3, v1.2.3, with a suffix such as -alpine; PostgreSQL's have two
+// parts, 17.6) and its digest: the tag says what the image is, the digest which one it is.
 var (
-	pinned         = regexp.MustCompile(`^[a-z0-9./_-]+(:v?[0-9]+\.[0-9]+\.[0-9]+(-[a-z0-9.]+)?)?(@sha256:[0-9a-f]{64})?$`)
-	pinnedPostgres = regexp.MustCompile(`^postgres:[0-9]+\.[0-9]+(-[a-z0-9.]+)?(@sha256:[0-9a-f]{64})?$`)
+	pinned         = regexp.MustCompile(`^[a-z0-9./_-]+:v?[0-9]+\.[0-9]+\.[0-9]+(-[a-z0-9.]+)?@sha256:[0-9a-f]{64}$`)
+	pinnedPostgres = regexp.MustCompile(`^postgres:[0-9]+\.[0-9]+(-[a-z0-9.]+)?@sha256:[0-9a-f]{64}$`)
 )
 
 func TestComposeInvariants(t *testing.T) {
@@ -175,7 +175,7 @@ func TestComposeInvariants(t *testing.T) {
 		// Images pinned: a digest or an exact version; the image built here is exempt.
 		if s.Build == nil {
 			if !(pinned.MatchString(s.Image) || pinnedPostgres.MatchString(s.Image)) || !strings.ContainsAny(s.Image, ":@") {
-				t.Errorf("%s: image %q is not pinned to an exact version or a digest", name, s.Image)
+				t.Errorf("%s: image %q is not pinned to an exact version and its digest", name, s.Image)
 			}
 		}
 		// A service that uses PostgreSQL starts once the schema is migrated.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -156,8 +157,14 @@ func TestImageBinaryRunsAsTheDockerfileSays(t *testing.T) {
 	if !strings.HasPrefix(d.builder, "golang:"+goVersion) {
 		t.Errorf("builder %s is not golang:%s (go.mod's go line)", d.builder, goVersion)
 	}
-	if d.runtime != "gcr.io/distroless/static-debian12:nonroot" && d.runtime != "scratch" {
-		t.Errorf("runtime image %s is not distroless static nonroot or scratch", d.runtime)
+	// Both images pinned by digest: the tag says what the image is, the digest which one it is.
+	for _, img := range []string{d.builder, d.runtime} {
+		if !regexp.MustCompile(`@sha256:[0-9a-f]{64}$`).MatchString(img) {
+			t.Errorf("image %s is not pinned by its digest", img)
+		}
+	}
+	if runtime, _, _ := strings.Cut(d.runtime, "@"); runtime != "gcr.io/distroless/static-debian12:nonroot" {
+		t.Errorf("runtime image %s is not distroless static nonroot", d.runtime)
 	}
 	line := strings.Join(d.build, " ")
 	for _, want := range []string{"-trimpath", "-s -w", "-X github.com/jobguard/jobguard/app.version=${VERSION}", "-X github.com/jobguard/jobguard/app.commit=${COMMIT}"} {
