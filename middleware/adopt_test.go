@@ -86,10 +86,7 @@ func write(t *testing.T, path, content string) {
 func TestTheREADMESnippetCompiles(t *testing.T) {
 	t.Parallel()
 	root, _ := filepath.Abs("..")
-	readme := mustRead(t, filepath.Join(root, "README.md"))
-	section := readme[strings.Index(readme, "## On your own asynq server"):]
-	start := strings.Index(section, "```go\n") + len("```go\n")
-	snippet := section[start : start+strings.Index(section[start:], "```")]
+	snippet := docSnippet(t, root, "README.md", "## On your own asynq server")
 	src := `package main
 
 import (
@@ -114,5 +111,51 @@ func main() {
 `
 	if out, err := buildModule(t, root, src); err != nil {
 		t.Fatalf("the README's snippet does not compile: %v\n%s\n%s", err, out, src)
+	}
+}
+
+// docSnippet is the first Go block after heading in the Markdown file at path (from the root).
+func docSnippet(t *testing.T, root, path, heading string) string {
+	t.Helper()
+	doc := mustRead(t, filepath.Join(root, path))
+	i := strings.Index(doc, heading)
+	if i < 0 {
+		t.Fatalf("%s has no %q", path, heading)
+	}
+	section := doc[i:]
+	start := strings.Index(section, "```go\n") + len("```go\n")
+	return section[start : start+strings.Index(section[start:], "```")]
+}
+
+// docs/POSTGRES.md's sqlfence snippet compiles in a handler, as a user would paste it.
+func TestThePostgresDocSnippetCompiles(t *testing.T) {
+	t.Parallel()
+	root, _ := filepath.Abs("..")
+	snippet := docSnippet(t, root, "docs/POSTGRES.md", "## sqlfence/: the fence in your SQL")
+	src := `package main
+
+import (
+	"context"
+
+	"github.com/hibiken/asynq"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/sqlfence"
+)
+
+var pool *pgxpool.Pool
+
+func handle(ctx context.Context, t *asynq.Task) error {
+	run, _ := middleware.RunFrom(ctx)
+	sku, qty := string(t.Payload()), 1
+` + snippet + `	return err
+}
+
+func main() { _ = handle }
+`
+	if out, err := buildModule(t, root, src); err != nil {
+		t.Fatalf("docs/POSTGRES.md's snippet does not compile: %v\n%s\n%s", err, out, src)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/jobguard/jobguard/sqlfence"
 )
 
-// A handler writes its effect in SQL under its lease's fence (in a handler: sqlfence.Fence(job.Fence())).
+// A handler writes its effect in SQL under its lease's fence (in a handler: f := run.Fence(); sqlfence.Fence{Token: f.Token, Owner: f.Owner}).
 // After a newer run has written, the older run's transaction changes nothing.
 func Example() {
 	ctx := context.Background()

@@ -4,8 +4,8 @@
 // applies (locking's fence_check), as a compare-and-set in SQL, usable inside the caller's own
 // transaction so the fence and the business rows commit together or not at all.
 //
-// It depends on pgx only (no Redis, no asynq): a handler converts the engine's fence with
-// sqlfence.Fence(job.Fence()).
+// It depends on pgx only (no Redis, no asynq): a handler carries its run's fence over as
+// sqlfence.Fence{Token: f.Token, Owner: f.Owner}, with f := run.Fence() (middleware.Run).
 //
 // Guarantees: within a transaction, Write locks the resource's fence row until the transaction
 // ends, so two writers of one resource serialise, and the one with the lower token (or a stale
@@ -31,8 +31,8 @@ var (
 	writeSQL string
 )
 
-// Fence is a lease's fencing token and owner (the same fields as locking.Fence, so a
-// locking.Fence converts: sqlfence.Fence(f)).
+// Fence is a lease's fencing token and owner: locking.Fence's Token and Owner (its Counter stays
+// in Redis).
 type Fence struct {
 	Token int64
 	Owner string
