@@ -68,6 +68,9 @@ var (
 // its values are immune to wall-clock jumps; a test clock may return anything.
 type Clock interface{ Now() time.Time }
 
+// SystemClock is time.Now as a Clock: the default of every Clock in jobguard, one for all.
+var SystemClock Clock = systemClock{}
+
 type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }

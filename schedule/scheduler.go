@@ -39,10 +39,6 @@ type Config struct {
 	Clock locking.Clock
 }
 
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
 func (c Config) withDefaults() Config {
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = 30 * time.Second
@@ -61,7 +57,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = &nop
 	}
 	if c.Clock == nil {
-		c.Clock = systemClock{}
+		c.Clock = locking.SystemClock
 	}
 	return c
 }

@@ -93,7 +93,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = &nop
 	}
 	if c.Clock == nil {
-		c.Clock = systemClock{}
+		c.Clock = locking.SystemClock
 	}
 	if c.DurableReplicas > 0 && c.DurableTimeout <= 0 {
 		c.DurableTimeout = jobstore.DefaultDurableTimeout
@@ -153,7 +153,3 @@ func (tc TaskConfig) withDefaults(s Config) TaskConfig {
 // Handler is business logic: it gets the job and returns nil, or an error classed with Transient,
 // RateLimited, Permanent or Revoked (unclassed errors are transient).
 type Handler func(ctx context.Context, job *Job) error
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
