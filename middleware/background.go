@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/loop"
 )
 
 // Run keeps the guard's background loops until ctx ends: the rescuers (tasks of dead or paused
@@ -23,7 +23,9 @@ func (g *Guard) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	jobs := g.stack.NewRescuer(insp, g.client, g.cfg.RescueInterval)
 	loops := []func(context.Context){
-		func(ctx context.Context) { every(ctx, g.cfg.RescueInterval, func() { g.rescuePass(ctx, insp, jobs) }) },
+		func(ctx context.Context) {
+			loop.Every(ctx, g.cfg.RescueInterval, func() { g.rescuePass(ctx, insp, jobs) })
+		},
 		g.stack.NewReconciler(insp, g.client, engine.ReconcilerConfig{Interval: g.cfg.ReconcileInterval}).Run,
 	}
 	for _, loop := range loops {
@@ -32,20 +34,6 @@ func (g *Guard) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return ctx.Err()
-}
-
-// every calls fn each interval until ctx ends.
-func every(ctx context.Context, interval time.Duration, fn func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn()
-		}
-	}
 }
 
 // rescuePass is one pass of both rescuers (the job level's ends with its deadline sweep).

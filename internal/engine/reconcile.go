@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/loop"
 )
 
 // Reconciler defaults.
@@ -104,18 +105,11 @@ func (r *Reconciler) Interval() time.Duration { return r.cfg.Interval }
 
 // Run reconciles every interval until ctx ends.
 func (r *Reconciler) Run(ctx context.Context) {
-	t := time.NewTicker(r.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
-				r.s.log.Warn().Err(err).Msg("reconcile pass failed")
-			}
+	loop.Every(ctx, r.cfg.Interval, func() {
+		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+			r.s.log.Warn().Err(err).Msg("reconcile pass failed")
 		}
-	}
+	})
 }
 
 // Pass reads the next part of the index of all jobs and of each queue's deliveries, repairs what

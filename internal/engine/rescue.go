@@ -8,6 +8,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/loop"
 )
 
 // DefaultRescueInterval is how often a worker looks for jobs of dead workers.
@@ -36,18 +37,11 @@ func (s *Stack) NewRescuer(insp *asynq.Inspector, client *asynq.Client, interval
 
 // Run rescues every interval until ctx ends.
 func (r *Rescuer) Run(ctx context.Context) {
-	t := time.NewTicker(r.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
-				r.s.log.Warn().Err(err).Msg("rescue pass failed")
-			}
+	loop.Every(ctx, r.interval, func() {
+		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+			r.s.log.Warn().Err(err).Msg("rescue pass failed")
 		}
-	}
+	})
 }
 
 // Pass looks at every active delivery once and returns how many jobs it rescued (or failed); then
