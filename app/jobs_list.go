@@ -15,6 +15,7 @@ import (
 	"github.com/jobguard/jobguard/history"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/freetext"
 )
 
 // listView is GET /jobs: a page of the caller's tenant's jobs, newest first.
@@ -47,6 +48,11 @@ func (a *api) list(c *fiber.Ctx) error {
 		tenant = strings.Clone(asked)
 	} else if asked != "" && asked != tenant {
 		return &HTTPError{Status: http.StatusForbidden, Field: "tenant", Detail: "tenant is not the tenant of this token"}
+	}
+	for _, name := range []string{"tenant", "type"} {
+		if err := searchText(c, name); err != nil {
+			return err
+		}
 	}
 	q := engine.ListQuery{Tenant: tenant, Type: strings.Clone(c.Query("type")), Cursor: strings.Clone(c.Query("cursor")), Limit: 50}
 	if st := c.Query("status"); st != "" {
@@ -89,6 +95,16 @@ func listPage(ctx context.Context, db *pgxpool.Pool, stack *engine.Stack, q engi
 	return history.List(ctx, db, stack, q)
 }
 
+// searchText refuses a text parameter of GET /jobs that is not printable UTF-8 (freetext.Check):
+// PostgreSQL refuses a NUL or bytes that are not UTF-8 (the SQL history's search answered 500),
+// and no stored type, tenant or error text holds one (errors are stored escaped).
+func searchText(c *fiber.Ctx, name string) error {
+	if err := freetext.Check(c.Query(name)); err != nil {
+		return BadField(name, name+" must be printable UTF-8 text ("+strings.TrimPrefix(err.Error(), "freetext: ")+")")
+	}
+	return nil
+}
+
 // maxErrorQuery bounds the error filter's text.
 const maxErrorQuery = 200
 
@@ -110,6 +126,9 @@ func searchOf(c *fiber.Ctx, q *engine.ListQuery) error {
 		q.TagsMatch = strings.Clone(m)
 	default:
 		return BadField("tags_match", "tags_match must be any or all")
+	}
+	if err := searchText(c, "error"); err != nil {
+		return err
 	}
 	e := c.Query("error")
 	if len(e) > maxErrorQuery {
