@@ -73,7 +73,13 @@ func (s *Scheduler) publishOnce(ctx context.Context, id string) error {
 	now := s.cfg.Clock.Now()
 	p := publication{Worker: s.stack.WorkerID(), Leading: s.Leading(), At: now.UTC()}
 	for _, pl := range s.plans {
-		p.Schedules = append(p.Schedules, publishedSpec{Spec: pl.Spec, NextTick: pl.Next(now).UTC()})
+		sp := publishedSpec{Spec: pl.Spec, NextTick: pl.Next(now).UTC()}
+		// The payload of an encrypted type is the payload its jobs keep encrypted at rest: it is
+		// not published in plaintext (the process that runs the schedule shows it).
+		if tc, ok := s.stack.TaskConfig(sp.Type); !ok || tc.Encrypt {
+			sp.Payload = nil
+		}
+		p.Schedules = append(p.Schedules, sp)
 	}
 	data, err := json.Marshal(p)
 	if err != nil {
