@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -21,7 +22,7 @@ var sealedFields = []string{jobstore.FieldPayload, jobstore.FieldResult, jobstor
 // encrypted and v is not empty (an empty value says nothing but its length), else v.
 func sealValue(ring *seal.Ring, tc TaskConfig, id, field string, v []byte) ([]byte, error) {
 	if !tc.Encrypt || len(v) == 0 {
-		return v, nil
+		return escapePlain(v), nil
 	}
 	out, err := ring.Seal(v, seal.AD(id, field))
 	if err != nil {
@@ -33,6 +34,9 @@ func sealValue(ring *seal.Ring, tc TaskConfig, id, field string, v []byte) ([]by
 // openValue is v as the handler wrote it: opened when sealed (whatever the type's setting now,
 // so turning encryption off leaves old jobs readable), as it is when not.
 func openValue(ring *seal.Ring, id, field string, v []byte) ([]byte, error) {
+	if plain, ok := bytes.CutPrefix(v, []byte(plainPrefix)); ok {
+		return plain, nil
+	}
 	if !seal.Sealed(string(v)) {
 		return v, nil
 	}
@@ -41,6 +45,22 @@ func openValue(ring *seal.Ring, id, field string, v []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s of job %s: %w", ErrUndecryptable, field, id, err)
 	}
 	return out, nil
+}
+
+// plainPrefix marks a stored value that is plaintext although it starts like a sealed value
+// (seal.Prefix) or like a marked one: an application's payload, result or checkpoint may be any
+// bytes, and one that began with "jgenc:" was read as a sealed value that did not open (the job
+// failed for good as undecryptable, Status and GET /jobs/{id} errored). A value of a type that is
+// not encrypted is stored as it is unless it starts with either prefix, when it is stored with
+// plainPrefix before it; openValue takes the mark off.
+const plainPrefix = "jgraw:"
+
+// escapePlain is v as a plaintext value is stored (see plainPrefix).
+func escapePlain(v []byte) []byte {
+	if !bytes.HasPrefix(v, []byte(seal.Prefix)) && !bytes.HasPrefix(v, []byte(plainPrefix)) {
+		return v
+	}
+	return append([]byte(plainPrefix), v...)
 }
 
 func (s *Stack) sealValue(tc TaskConfig, id, field string, v []byte) ([]byte, error) {

@@ -247,3 +247,31 @@ func TestRegisteringAnEncryptedTypeWithoutKeysPanics(t *testing.T) {
 	}()
 	s.Register(TaskConfig{Type: "enc", Encrypt: true}, nil)
 }
+
+// Plaintext that starts like a sealed value (or like a marked plaintext) reads back as written, for
+// a type that is not encrypted, and seals and opens for one that is.
+func TestReview2PlaintextWithThePrefixRoundTrips(t *testing.T) {
+	ring, err := seal.NewRing(seal.Key{ID: "k", Secret: make([]byte, seal.KeySize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, enc := range []bool{false, true} {
+		for _, v := range []string{"jgenc:x", "jgraw:y", "jgraw:jgenc:z", "plain", "jgen"} {
+			stored, err := sealValue(ring, TaskConfig{Encrypt: enc}, "id", jobstore.FieldPayload, []byte(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := openValue(ring, "id", jobstore.FieldPayload, stored)
+			if err != nil || string(got) != v {
+				t.Errorf("encrypt %v, %q stored as %q: read %q, %v", enc, v, stored, got, err)
+			}
+			// what a re-encrypt does with a stored value of a type now encrypted
+			if !enc && ring.Stale(string(stored), true) {
+				plain, err := openValue(ring, "id", jobstore.FieldPayload, stored)
+				if err != nil || string(plain) != v {
+					t.Errorf("re-encrypt of %q opened %q, %v", stored, plain, err)
+				}
+			}
+		}
+	}
+}
