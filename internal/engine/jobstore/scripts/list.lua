@@ -6,7 +6,7 @@
 -- cursor's score is ARGV[1]), ARGV[3] page size (1-200), ARGV[4] the lowest score ('-inf'),
 -- ARGV[5] with several keys: 'any' (a job in any of them) or 'all' (in every one)
 -- returns {{id, score, id, score, ...}, resume id, resume score}: at most ARGV[3] entries after
---   the cursor; resume id is '' unless the 'all' walk stopped at its read budget before the page
+--   the cursor; resume id is '' unless the 'all' walk stopped at its budget before the page
 --   was full, when the next page starts after (resume score, resume id)
 local max, after, limit, low = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 
@@ -61,26 +61,34 @@ if ARGV[5] == 'any' then
   return {out, '', ''}
 end
 
--- 'all': walk the smallest index, keep what every other one holds; at most budget entries read.
-local driver, size = 1, redis.call('ZCARD', KEYS[1])
-for i = 2, #KEYS do
-  local n = redis.call('ZCARD', KEYS[i])
-  if n < size then driver, size = i, n end
-end
-local budget, read = 20 * limit, 0
+-- 'all': walk the smallest index, keep what every other one holds, looking in the smaller ones
+-- first (a miss there ends the look-up soonest). The budget counts commands, not entries: an
+-- entry read is one, each look-up in another index one more, at most 10 x limit a call (a full
+-- page of matches over 8 tags takes 8 x limit), so a call's time does not grow with the tags.
+local sizes = {}
+for i = 1, #KEYS do sizes[i] = redis.call('ZCARD', KEYS[i]) end
+local order = {}
+for i = 1, #KEYS do order[i] = i end
+table.sort(order, function(a, b)
+  if sizes[a] ~= sizes[b] then return sizes[a] < sizes[b] end
+  return a < b
+end)
+local driver = order[1]
+local budget, spent = 10 * limit, 0
 local resume_id, resume_score = '', ''
 walk(KEYS[driver], function(id, score)
-  read = read + 1
+  spent = spent + 1
   local inall = true
-  for i = 1, #KEYS do
-    if i ~= driver and not redis.call('ZSCORE', KEYS[i], id) then
+  for j = 2, #order do
+    spent = spent + 1
+    if not redis.call('ZSCORE', KEYS[order[j]], id) then
       inall = false
       break
     end
   end
   local more = true
   if inall then more = take(id, score) end
-  if more and read >= budget then
+  if more and spent >= budget then
     resume_id, resume_score = id, score
     return false
   end
