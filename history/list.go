@@ -87,9 +87,13 @@ type position struct {
 }
 
 // listSQL reads up to limit copies of q's jobs after (nil: from the newest), one query served by
-// the (tenant, created_at DESC, job_id DESC) index, or with tags by their GIN index.
+// the (tenant, created_at DESC, job_id DESC) index. The tenant, the cursor and the creation window
+// bound the index read; the other filters (status, type, tags, error text) are tested on the rows
+// read, at most scanBudget(limit) of them a call: a filtered page may hold fewer than limit jobs
+// while Next continues after the last row read, as the Redis index's pages do. Without the
+// budget a search that matched little read every row of the tenant's history per request.
 func listSQL(ctx context.Context, db *pgxpool.Pool, q engine.ListQuery, after *position, limit int) (engine.Page, error) {
-	var where []string
+	var where, filters []string
 	var args []any
 	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
 	if q.Tenant != "" {
@@ -98,43 +102,56 @@ func listSQL(ctx context.Context, db *pgxpool.Pool, q engine.ListQuery, after *p
 	if after != nil {
 		where = append(where, fmt.Sprintf("(created_at, job_id) < (%s, %s)", arg(time.UnixMilli(after.ms)), arg(after.id)))
 	}
-	if q.Status != "" {
-		where = append(where, "status = "+arg(string(q.Status)))
-	}
-	if q.Type != "" {
-		where = append(where, "type = "+arg(q.Type))
-	}
-	if len(q.Tags) > 0 {
-		op := "&&" // any
-		if q.TagsMatch == jobstore.TagsAll {
-			op = "@>"
-		}
-		where = append(where, "tags "+op+" "+arg(q.Tags)+"::text[]")
-	}
 	if !q.CreatedAfter.IsZero() {
 		where = append(where, "created_at >= "+arg(q.CreatedAfter))
 	}
 	if !q.CreatedBefore.IsZero() {
 		where = append(where, "created_at < "+arg(q.CreatedBefore))
 	}
-	if q.Error != "" {
-		where = append(where, "strpos(lower(record ->> 'last_error'), lower("+arg(q.Error)+")) > 0")
+	if q.Status != "" {
+		filters = append(filters, "status = "+arg(string(q.Status)))
 	}
-	sql := "SELECT record FROM jobguard_job_history"
+	if q.Type != "" {
+		filters = append(filters, "type = "+arg(q.Type))
+	}
+	if len(q.Tags) > 0 {
+		op := "&&" // any
+		if q.TagsMatch == jobstore.TagsAll {
+			op = "@>"
+		}
+		filters = append(filters, "tags "+op+" "+arg(q.Tags)+"::text[]")
+	}
+	if q.Error != "" {
+		filters = append(filters, "strpos(lower(record ->> 'last_error'), lower("+arg(q.Error)+")) > 0")
+	}
+	hit := "record"
+	read := limit
+	if len(filters) > 0 {
+		hit = "CASE WHEN " + strings.Join(filters, " AND ") + " THEN record END"
+		read = scanBudget(limit)
+	}
+	sql := "SELECT job_id, " + hit + " FROM jobguard_job_history"
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}
-	sql += " ORDER BY created_at DESC, job_id DESC LIMIT " + arg(limit)
+	sql += " ORDER BY created_at DESC, job_id DESC LIMIT " + arg(read)
 	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return engine.Page{}, fmt.Errorf("history: list: %w", err)
 	}
 	defer rows.Close()
 	var p engine.Page
+	n, lastRead := 0, ""
 	for rows.Next() {
+		var id string
 		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
+		if err := rows.Scan(&id, &raw); err != nil {
 			return engine.Page{}, fmt.Errorf("history: list: %w", err)
+		}
+		n++
+		lastRead = id
+		if raw == nil {
+			continue // read, not matched
 		}
 		var rec map[string]string
 		if err := json.Unmarshal(raw, &rec); err != nil {
@@ -144,16 +161,27 @@ func listSQL(ctx context.Context, db *pgxpool.Pool, q engine.ListQuery, after *p
 		p.Jobs = append(p.Jobs, jobstore.Listed{JobID: r.JobID, Type: r.Type, Queue: r.Queue, Tenant: r.Tenant, Status: r.Status,
 			Attempt: r.Attempt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, Tags: r.Tags,
 			LastError: r.LastError, Progress: r.Progress, ProgressAt: r.ProgressAt})
+		if len(p.Jobs) == limit {
+			break // a full page: the next one starts after its last job
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return engine.Page{}, fmt.Errorf("history: list: %w", err)
 	}
-	if n := len(p.Jobs); n > 0 {
-		last := p.Jobs[n-1].JobID
-		p.Last = sqlCursor + jobstore.EncodeCursor(jobstore.CreatedMS(last), last)
-		if n == limit {
-			p.Next = p.Last
-		}
+	cursor := func(id string) string { return sqlCursor + jobstore.EncodeCursor(jobstore.CreatedMS(id), id) }
+	switch {
+	case len(p.Jobs) == limit:
+		p.Last = cursor(p.Jobs[limit-1].JobID)
+		p.Next = p.Last
+	case n == read:
+		// The budget ran out before the page filled: the next page starts after the last row read.
+		p.Last = cursor(lastRead)
+		p.Next = p.Last
+	case len(p.Jobs) > 0:
+		p.Last = cursor(p.Jobs[len(p.Jobs)-1].JobID)
 	}
 	return p, nil
 }
+
+// scanBudget is how many rows a filtered SQL page reads at most.
+func scanBudget(limit int) int { return max(20*limit, 200) }
