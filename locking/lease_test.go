@@ -3,7 +3,6 @@ package locking
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"sort"
 	"strings"
@@ -204,8 +203,12 @@ func dropFirstReply(t *testing.T, target string) (addr string, dropped *atomic.I
 				client.Close()
 				continue
 			}
+			// The client's bytes are read first and the drop decided before they reach Redis, so that
+			// Redis's answer can never be relayed ahead of the decision.
+			var drop atomic.Bool
 			go func() {
 				buf := make([]byte, 64<<10)
+				var seen []byte // what the client sent: a command may arrive split over two reads
 				for {
 					n, err := client.Read(buf)
 					if err != nil {
@@ -213,8 +216,13 @@ func dropFirstReply(t *testing.T, target string) (addr string, dropped *atomic.I
 						server.Close()
 						return
 					}
+					seen = append(seen, buf[:n]...)
+					first := strings.Contains(strings.ToLower(string(seen)), "evalsha") && dropped.CompareAndSwap(0, 1)
+					if first {
+						drop.Store(true)
+					}
 					_, _ = server.Write(buf[:n])
-					if strings.Contains(strings.ToLower(string(buf[:n])), "evalsha") && dropped.CompareAndSwap(0, 1) {
+					if first {
 						time.Sleep(50 * time.Millisecond) // let Redis run it
 						client.Close()
 						server.Close()
@@ -222,7 +230,18 @@ func dropFirstReply(t *testing.T, target string) (addr string, dropped *atomic.I
 					}
 				}
 			}()
-			go func() { _, _ = io.Copy(client, server) }()
+			go func() {
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := server.Read(buf)
+					if err != nil || drop.Load() {
+						return
+					}
+					if _, err := client.Write(buf[:n]); err != nil {
+						return
+					}
+				}
+			}()
 		}
 	}()
 	return ln.Addr().String(), dropped
