@@ -78,7 +78,7 @@ func (s *Stack) Cancel(ctx context.Context, id string, req CancelRequest) (Cance
 		return Cancelled{From: res.From}, fmt.Errorf("%w: it is %s", ErrEnded, res.From)
 	}
 	s.m.transitions.WithLabelValues(info.Type, "cancelled").Inc()
-	s.ended(id)
+	s.endedIn(id, info.Workflow)
 	out := Cancelled{From: res.From, Delivery: res.Delivery, Fence: res.Token}
 	if res.From == jobstore.StatusProcessing {
 		s.fenceElsewhere(ctx, CancelledRun{JobID: id, Type: info.Type, Resource: info.Resource, Token: res.Token})

@@ -150,7 +150,7 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 	switch res.State {
 	case jobstore.Finished:
 		if o.Status.Terminal() {
-			s.ended(job.ID)
+			s.endedIn(job.ID, job.Headers[HeaderWorkflow])
 		}
 		if o.Status == jobstore.StatusDone || o.Status == jobstore.StatusRevoked {
 			s.unindex.add(job.ID)

@@ -47,8 +47,10 @@ type Stack struct {
 	limits *limiter
 	// unindex holds the jobs that ended for good, for the sweep to take out of the expiry index.
 	unindex unindexQueue
-	Stats   Stats
-	m       *metrics
+	// wfClient delivers the workflows' released nodes (workflow_advance.go).
+	wfClient *asynq.Client
+	Stats    Stats
+	m        *metrics
 }
 
 type registered struct {
@@ -85,6 +87,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Stack {
 	}
 	s.limits = newLimiter(s)
 	s.m = newMetrics(s)
+	s.wfClient = asynq.NewClientFromRedisClient(rdb)
 	return s
 }
 

@@ -86,7 +86,7 @@ func (s *Stack) expireOne(ctx context.Context, id string, now time.Time) (bool, 
 		return false, s.store.Unindex(ctx, id)
 	}
 	s.countExpired(info.Type, res.Reason)
-	s.ended(id)
+	s.endedIn(id, info.Workflow)
 	deleted := false
 	if res.Delivery != "" {
 		// Best effort, as a cancel's: the record is the truth, a delivery left behind is refused.

@@ -95,7 +95,7 @@ func (r *Rescuer) rescue(ctx context.Context, t *asynq.TaskInfo) bool {
 		r.s.m.rescues.WithLabelValues(t.Type, "failed").Inc()
 		r.s.m.deadLettered.WithLabelValues(t.Type).Inc()
 		log.Warn().Str("event", "failed").Msg("worker lost during the last attempt")
-		r.s.ended(jobID)
+		r.s.endedIn(jobID, t.Headers[HeaderWorkflow])
 		return true
 	case jobstore.Rescued:
 	default:

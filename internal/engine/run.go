@@ -110,7 +110,7 @@ func (s *Stack) serve(ctx context.Context, t *asynq.Task, tc TaskConfig, h Handl
 	}
 	if st.State != jobstore.Run {
 		if st.State == jobstore.Applied || st.State == jobstore.Exhausted || st.State == jobstore.StartExpired {
-			defer s.ended(jobID) // the start script ended it
+			defer s.endedIn(jobID, t.Headers()[HeaderWorkflow]) // the start script ended it
 		}
 		return s.notRun(st, tc, log)
 	}

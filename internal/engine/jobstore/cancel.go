@@ -13,16 +13,18 @@ import (
 // and the queue of the delivery to delete. Neither changes during a job's life.
 type CancelInfo struct {
 	Type, Queue, Tenant, Dedup, Resource string
+	// Workflow is the record's FieldWorkflow: "<workflow id>:<node id>" for a workflow's node.
+	Workflow string
 }
 
 // CancelInfo reads the fields a cancel needs, in one round trip; ErrNotFound when no record.
 func (s *Store) CancelInfo(ctx context.Context, k Keys) (CancelInfo, error) {
-	v, err := s.rdb.HMGet(ctx, k.Record, FieldType, FieldQueue, FieldTenant, FieldDedup, FieldResource).Result()
+	v, err := s.rdb.HMGet(ctx, k.Record, FieldType, FieldQueue, FieldTenant, FieldDedup, FieldResource, FieldWorkflow).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return CancelInfo{}, fmt.Errorf("jobstore: read job: %w", err)
 	}
 	str := func(i int) string { s, _ := v[i].(string); return s }
-	info := CancelInfo{Type: str(0), Queue: str(1), Tenant: str(2), Dedup: str(3), Resource: str(4)}
+	info := CancelInfo{Type: str(0), Queue: str(1), Tenant: str(2), Dedup: str(3), Resource: str(4), Workflow: str(5)}
 	if info.Type == "" {
 		return CancelInfo{}, ErrNotFound
 	}

@@ -28,6 +28,10 @@ type NewJob struct {
 	// throttle).
 	Deadline            int64
 	ClaimTTL, MarkerTTL time.Duration
+	// Held makes the job a workflow node waiting for its parents (StatusHeld, no delivery until
+	// its release); Workflow is "<workflow id>:<node id>" for a node ("" none).
+	Held     bool
+	Workflow string
 }
 
 // CreateState is what Create found.
@@ -74,6 +78,40 @@ func (s *Store) CreateWith(ctx context.Context, k Keys, j NewJob, with func(pipe
 	return parseCreate(res, err)
 }
 
+// Creation is a create queued in a pipeline (QueueCreate); Result reads it once the pipeline ran.
+type Creation struct {
+	cmd        *redis.Cmd
+	keys, args []string
+}
+
+// QueueCreate adds Create of j to pipe (EVALSHA: a create that finds its script missing is sent
+// again alone by Result).
+func (s *Store) QueueCreate(ctx context.Context, pipe redis.Pipeliner, k Keys, j NewJob) *Creation {
+	keys, args := s.createCall(k, j)
+	return &Creation{cmd: createScript.EvalSha(ctx, pipe, keys, args...), keys: keys, args: toStrings(args)}
+}
+
+// Result is the create's answer, as Create's; a create whose script was missing runs again.
+func (c *Creation) Result(ctx context.Context, s *Store) (CreateState, string, error) {
+	res, err := c.cmd.Result()
+	if isNoScript(err) {
+		args := make([]any, len(c.args))
+		for i, a := range c.args {
+			args[i] = a
+		}
+		res, err = createScript.Run(ctx, s.rdb, c.keys, args...).Result()
+	}
+	return parseCreate(res, err)
+}
+
+func toStrings(args []any) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = fmt.Sprint(a)
+	}
+	return out
+}
+
 // createCall is the create script's keys and arguments for j.
 func (s *Store) createCall(k Keys, j NewJob) ([]string, []any) {
 	delivery := DeliveryID(j.ID, 1)
@@ -85,15 +123,22 @@ func (s *Store) createCall(k Keys, j NewJob) ([]string, []any) {
 		startBy = j.StartBy.UnixMilli()
 	}
 	now := j.Now.UnixMilli()
+	status := StatusQueued
+	if j.Held {
+		status = StatusHeld
+	}
 	args := []any{
 		j.Deadline, s.cfg.WorkerID, j.Policy, ms(j.MarkerTTL), j.ID, ms(j.ClaimTTL),
 		FieldJobID, j.ID, FieldType, j.Type, FieldQueue, j.Queue, FieldTenant, j.Tenant, FieldResource, j.Resource,
-		FieldStatus, string(StatusQueued), FieldAttempt, 0, FieldMaxAttempts, j.MaxAttempts, FieldDeliveries, 1,
+		FieldStatus, string(status), FieldAttempt, 0, FieldMaxAttempts, j.MaxAttempts, FieldDeliveries, 1,
 		FieldDelivery, delivery, FieldCreatedAt, now, FieldUpdatedAt, now, FieldPayload, string(j.Payload),
 		FieldOpKey, j.OpKey, FieldDedup, j.Dedup, FieldNotBefore, notBefore, FieldStartBy, startBy,
 	}
 	if len(j.Tags) > 0 { // absent when none: a field that says none costs memory per job
 		args = append(args, FieldTags, joinTags(j.Tags))
+	}
+	if j.Workflow != "" {
+		args = append(args, FieldWorkflow, j.Workflow)
 	}
 	return []string{k.Record, k.Timeline, k.Marker, k.Pending}, args
 }

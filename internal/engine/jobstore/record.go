@@ -51,6 +51,8 @@ const (
 	FieldTimelineFolded = "timeline_folded"
 	// FieldTags are the job's tags, joined by ',' (absent: none); see tags.go.
 	FieldTags = "tags"
+	// FieldWorkflow is "<workflow id>:<node id>" for a node of a workflow (absent otherwise).
+	FieldWorkflow = "workflow"
 )
 
 // recordFields lists every field above.
@@ -59,7 +61,7 @@ var recordFields = []string{FieldJobID, FieldType, FieldQueue, FieldTenant, Fiel
 	FieldUpdatedAt, FieldStartedAt, FieldHeartbeatAt, FieldFinishedAt, FieldNotBefore, FieldStartBy, FieldPayload,
 	FieldOpKey, FieldDedup, FieldWorkerID, FieldLeaseOwner, FieldFencing, FieldLastError, FieldResult,
 	FieldCheckpoint, FieldCheckpointAt, FieldProgress, FieldProgressNote, FieldProgressToken, FieldProgressAt,
-	FieldTimelineFolded, FieldTags}
+	FieldTimelineFolded, FieldTags, FieldWorkflow}
 
 // Status is where a job is in its life (docs/DESIGN.md has the transition table).
 type Status string
@@ -77,14 +79,21 @@ const (
 	// StatusExpired: it waited (queued, scheduled or retrying) past its start_by, or so long that
 	// its record would have outlived the retention; it never runs (scripts/expire.lua, start.lua).
 	StatusExpired Status = "expired"
+	// StatusHeld: a workflow node waiting for its parents; it has no delivery until its release
+	// (scripts/wf_release.lua) makes it queued.
+	StatusHeld Status = "held"
+	// StatusSkipped: a workflow node that will never run because a parent it needed did not end
+	// done (scripts/wf_skip.lua); last_error says which.
+	StatusSkipped Status = "skipped"
 )
 
 // Statuses lists every status, for metrics that must exist at zero.
-var Statuses = []Status{StatusQueued, StatusProcessing, StatusRetrying, StatusDone, StatusFailed, StatusRevoked, StatusCancelled, StatusExpired}
+var Statuses = []Status{StatusQueued, StatusProcessing, StatusRetrying, StatusDone, StatusFailed, StatusRevoked, StatusCancelled, StatusExpired, StatusHeld, StatusSkipped}
 
 // Terminal reports whether the job has ended (until a replay).
 func (s Status) Terminal() bool {
-	return s == StatusDone || s == StatusFailed || s == StatusRevoked || s == StatusCancelled || s == StatusExpired
+	return s == StatusDone || s == StatusFailed || s == StatusRevoked || s == StatusCancelled || s == StatusExpired ||
+		s == StatusSkipped
 }
 
 // The reasons a job expires (the expired event's detail starts with one; last_error too).
@@ -121,6 +130,8 @@ type Record struct {
 	StartBy time.Time
 	// Tags are the job's tags (nil none).
 	Tags []string
+	// Workflow is "<workflow id>:<node id>" for a workflow's node, "" otherwise.
+	Workflow string
 }
 
 // ParseRecord reads a record from its hash's fields (HGETALL).
@@ -135,6 +146,7 @@ func ParseRecord(f map[string]string) Record {
 		FencingToken: int64(atoi(f[FieldFencing])), LastError: f[FieldLastError], Result: f[FieldResult],
 		CheckpointAt: stamp(f[FieldCheckpointAt]), Progress: atoi(f[FieldProgress]), ProgressNote: f[FieldProgressNote],
 		ProgressAt: stamp(f[FieldProgressAt]), StartBy: stamp(f[FieldStartBy]), Tags: splitTags(f[FieldTags]),
+		Workflow: f[FieldWorkflow],
 	}
 	if p, ok := f[FieldPayload]; ok {
 		r.Payload = []byte(p)

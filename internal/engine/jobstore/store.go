@@ -50,10 +50,17 @@ var (
 	listScript     = script("list.lua")
 	timelineScript = script("timeline.lua")
 	expireScript   = script("expire.lua")
+	// A workflow's scripts (workflow.go).
+	wfConfirmScript = script("wf_confirm.lua")
+	wfEndedScript   = script("wf_ended.lua")
+	wfReleaseScript = script("wf_release.lua")
+	wfSkipScript    = script("wf_skip.lua")
+	wfCancelScript  = script("wf_cancel.lua")
 	// allScripts are loaded by the test that checks every script compiles in a real Redis.
 	allScripts = []*redis.Script{createScript, confirmScript, pendingScript, abandonScript, replaceScript,
 		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript, cancelScript, listScript,
-		timelineScript, expireScript, resealScript}
+		timelineScript, expireScript, resealScript, wfConfirmScript, wfEndedScript, wfReleaseScript, wfSkipScript,
+		wfCancelScript}
 )
 
 const defaultTimeline = 100

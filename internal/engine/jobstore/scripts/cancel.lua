@@ -14,7 +14,7 @@ local now = ARGV[1]
 local rec = record_get(KEYS[1], {'status', 'delivery', 'job_id', 'lease_owner', 'resource', 'attempt'})
 if not rec.status then return {'gone'} end
 if rec.status == 'done' or rec.status == 'failed' or rec.status == 'revoked' or rec.status == 'cancelled' or
-  rec.status == 'expired' then
+  rec.status == 'expired' or rec.status == 'skipped' then
   return {'ended', rec.status}
 end
 

@@ -12,11 +12,13 @@ local now, margin = tonumber(ARGV[1]), tonumber(ARGV[5])
 local rec = record_get(KEYS[1], {'status', 'start_by', 'job_id', 'delivery', 'attempt', 'queue', 'confirmed'})
 if not rec.status then return {'gone'} end
 if rec.status == 'done' or rec.status == 'failed' or rec.status == 'revoked' or rec.status == 'cancelled' or
-  rec.status == 'expired' then
+  rec.status == 'expired' or rec.status == 'skipped' then
   return {'ended'}
 end
 local ttl = redis.call('PTTL', KEYS[1])
-local waiting = (rec.status == 'queued' or rec.status == 'retrying') and rec.confirmed ~= '0'
+-- A held workflow node waits too: one whose parents never end expires (retention) and its
+-- workflow goes on without it.
+local waiting = (rec.status == 'queued' or rec.status == 'retrying' or rec.status == 'held') and rec.confirmed ~= '0'
 local start_by = tonumber(rec.start_by or '0')
 local reason, why
 if waiting and start_by > 0 and now > start_by then

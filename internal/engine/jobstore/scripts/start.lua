@@ -54,7 +54,7 @@ if rec.status == 'failed' and (tonumber(string.match(ARGV[1], '%.d(%d+)$')) or 0
   return {'untaken'}
 end
 if rec.status == 'done' or rec.status == 'failed' or rec.status == 'revoked' or rec.status == 'cancelled' or
-  rec.status == 'expired' then
+  rec.status == 'expired' or rec.status == 'skipped' then
   return {'terminal', rec.status} -- a cancelled job's delivery that could not be deleted ends here
 end
 if rec.delivery ~= ARGV[1] then return {'stale', rec.delivery or ''} end

@@ -1,0 +1,315 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
+)
+
+// HeaderWorkflow is carried by every delivery of a workflow's node: "<workflow id>:<node id>",
+// so that the process that ends the node tells the workflow without reading the record.
+const HeaderWorkflow = "jobguard-workflow"
+
+// MaxWorkflowNodes bounds a workflow's size.
+const MaxWorkflowNodes = 1000
+
+// Workflow errors.
+var (
+	// ErrInvalidWorkflow: the workflow can never be created as it is; a *WorkflowError names the
+	// node and the field.
+	ErrInvalidWorkflow = errors.New("engine: invalid workflow")
+	// ErrWorkflowNotFound: no workflow has that id (or it ended longer than a retention ago).
+	ErrWorkflowNotFound = errors.New("engine: workflow not found")
+	// ErrWorkflowEnded: the workflow had ended before the cancel.
+	ErrWorkflowEnded = errors.New("engine: workflow has ended")
+)
+
+// WorkflowError is a workflow refused at creation: Node is the node's id ("" when the workflow as
+// a whole is refused), Index its position, Field the node's field at fault.
+type WorkflowError struct {
+	Node   string
+	Index  int
+	Field  string
+	Detail string
+}
+
+func (e *WorkflowError) Error() string {
+	if e.Node == "" && e.Field == "nodes" {
+		return "engine: invalid workflow: " + e.Detail
+	}
+	return fmt.Sprintf("engine: invalid workflow: node %q (nodes[%d]) %s: %s", e.Node, e.Index, e.Field, e.Detail)
+}
+
+// Is makes a WorkflowError an ErrInvalidWorkflow.
+func (e *WorkflowError) Is(target error) bool { return target == ErrInvalidWorkflow }
+
+// WorkflowNode is one job of a workflow and what it waits for.
+type WorkflowNode struct {
+	// ID names the node within its workflow: 1-64 characters of [A-Za-z0-9._-].
+	ID string
+	// Spec is the node's job: Type, Resource, Payload, OpKey and Headers are used; a node is
+	// always a job of its own (no Dedup), delivered when released (no ProcessIn, StartBy, JobID).
+	Spec Spec
+	// Parents are the nodes that must end first.
+	Parents []string
+	// Policy: jobstore.PolicyAllDone ("" too) or jobstore.PolicyAllEnded.
+	Policy string
+}
+
+// WorkflowSpec is a new workflow: its nodes form a DAG.
+type WorkflowSpec struct {
+	Tenant string
+	// Kind is "workflow" ("" too) or "batch" (BatchSpec).
+	Kind  string
+	Nodes []WorkflowNode
+}
+
+// WorkflowCreated is what EnqueueWorkflow made: the workflow's id and each node's job id.
+type WorkflowCreated struct {
+	ID   string
+	Jobs map[string]string
+}
+
+var nodeIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// validate checks the spec and returns each node's children, by index.
+func (s *Stack) validateWorkflow(w WorkflowSpec) ([][]string, error) {
+	if len(w.Nodes) == 0 || len(w.Nodes) > MaxWorkflowNodes {
+		return nil, &WorkflowError{Field: "nodes", Detail: fmt.Sprintf("a workflow has 1 to %d nodes, not %d", MaxWorkflowNodes, len(w.Nodes))}
+	}
+	index := make(map[string]int, len(w.Nodes))
+	for i, n := range w.Nodes {
+		bad := func(field, detail string) error {
+			return &WorkflowError{Node: n.ID, Index: i, Field: field, Detail: detail}
+		}
+		if !nodeIDRe.MatchString(n.ID) {
+			return nil, bad("id", "must be 1-64 characters of [A-Za-z0-9._-]")
+		}
+		if _, dup := index[n.ID]; dup {
+			return nil, bad("id", "is the id of another node")
+		}
+		index[n.ID] = i
+		if _, ok := s.TaskConfig(n.Spec.Type); !ok {
+			return nil, bad("type", fmt.Sprintf("%q is not a registered task type", n.Spec.Type))
+		}
+		if n.Policy != "" && n.Policy != jobstore.PolicyAllDone && n.Policy != jobstore.PolicyAllEnded {
+			return nil, bad("policy", fmt.Sprintf("must be %s or %s, not %q", jobstore.PolicyAllDone, jobstore.PolicyAllEnded, n.Policy))
+		}
+		if n.Spec.Dedup != nil {
+			return nil, bad("dedup", "a workflow's node is always a job of its own")
+		}
+		if _, err := checkSpec(n.Spec); err != nil {
+			return nil, bad("payload", err.Error())
+		}
+	}
+	children := make([][]string, len(w.Nodes))
+	indegree := make([]int, len(w.Nodes))
+	for i, n := range w.Nodes {
+		seen := map[string]bool{}
+		for _, p := range n.Parents {
+			j, ok := index[p]
+			switch {
+			case !ok:
+				return nil, &WorkflowError{Node: n.ID, Index: i, Field: "parents", Detail: fmt.Sprintf("%q is not a node of the workflow", p)}
+			case seen[p]:
+				return nil, &WorkflowError{Node: n.ID, Index: i, Field: "parents", Detail: fmt.Sprintf("%q is named twice", p)}
+			case j == i:
+				return nil, &WorkflowError{Node: n.ID, Index: i, Field: "parents", Detail: "a node cannot be its own parent"}
+			}
+			seen[p] = true
+			children[j] = append(children[j], n.ID)
+			indegree[i]++
+		}
+	}
+	// Kahn's algorithm: what is never freed lies on a cycle or after one.
+	queue := []int{}
+	for i, d := range indegree {
+		if d == 0 {
+			queue = append(queue, i)
+		}
+	}
+	for k := 0; k < len(queue); k++ {
+		for _, c := range children[queue[k]] {
+			ci := index[c]
+			if indegree[ci]--; indegree[ci] == 0 {
+				queue = append(queue, ci)
+			}
+		}
+	}
+	if len(queue) < len(w.Nodes) {
+		for i, d := range indegree {
+			if d > 0 && onCycle(w.Nodes, index, i) {
+				return nil, &WorkflowError{Node: w.Nodes[i].ID, Index: i, Field: "parents", Detail: "the node's parents lead back to it (a cycle)"}
+			}
+		}
+	}
+	return children, nil
+}
+
+// onCycle reports whether node i is its own ancestor.
+func onCycle(nodes []WorkflowNode, index map[string]int, i int) bool {
+	seen := map[int]bool{}
+	stack := []int{i}
+	for len(stack) > 0 {
+		k := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, p := range nodes[k].Parents {
+			j := index[p]
+			if j == i {
+				return true
+			}
+			if !seen[j] {
+				seen[j] = true
+				stack = append(stack, j)
+			}
+		}
+	}
+	return false
+}
+
+// EnqueueWorkflow creates a workflow: every node's job record up front (a node with parents is
+// held: no delivery until its parents have ended as its policy requires), the workflow's hash,
+// and the deliveries of the roots. Round trips: one pipeline with the hash and every create, the
+// roots' asynq enqueues (a few at once), one pipeline with every confirmation. Until that last
+// pipeline everything is a claim that runs out by itself (ctx's deadline plus a second, as an
+// enqueue's), so a request that fails leaves nothing that ever runs.
+func (s *Stack) EnqueueWorkflow(ctx context.Context, client *asynq.Client, w WorkflowSpec) (WorkflowCreated, error) {
+	children, err := s.validateWorkflow(w)
+	if err != nil {
+		return WorkflowCreated{}, err
+	}
+	if w.Kind == "" {
+		w.Kind = "workflow"
+	}
+	now := s.now()
+	wfID := jobstore.NewWorkflowID(now)
+	claim := jobstore.ClaimTTL(ctx, claimTTL)
+	type node struct {
+		tc   TaskConfig
+		keys jobstore.Keys
+		job  jobstore.NewJob
+		spec Spec
+		c    *jobstore.Creation
+	}
+	nodes := make([]node, len(w.Nodes))
+	created := WorkflowCreated{ID: wfID, Jobs: make(map[string]string, len(w.Nodes))}
+	hash := jobstore.NewWorkflow{ID: wfID, Tenant: w.Tenant, Kind: w.Kind, Now: now, ClaimTTL: claim}
+	for i, n := range w.Nodes {
+		tc, _ := s.TaskConfig(n.Spec.Type)
+		spec := n.Spec
+		spec.Tenant, spec.Dedup, spec.ProcessIn, spec.StartBy = w.Tenant, nil, 0, time.Time{}
+		resource := spec.Resource
+		if resource == "" {
+			resource = "job:" + strconv.FormatInt(now.UnixNano(), 36) + s.locks.NewOwner()
+		}
+		id := NewJobID(resource, now)
+		keys, err := s.keysFor(id, spec.OpKey, "")
+		if err != nil {
+			return WorkflowCreated{}, &WorkflowError{Node: n.ID, Index: i, Field: "payload", Detail: err.Error()}
+		}
+		j := s.newRecord(ctx, id, tc, spec, "", now)
+		j.Held, j.Workflow = len(n.Parents) > 0, wfID+":"+n.ID
+		nodes[i] = node{tc: tc, keys: keys, job: j, spec: spec}
+		created.Jobs[n.ID] = id
+		hash.Nodes = append(hash.Nodes, jobstore.WorkflowNode{ID: n.ID, JobID: id, Policy: n.Policy, Parents: n.Parents, Children: children[i]})
+	}
+
+	abandon := func() {
+		for _, n := range nodes {
+			s.abandon(ctx, n.keys, n.job.ID)
+		}
+	}
+	pipe := s.rdb.Pipeline()
+	s.store.QueueWorkflowCreate(ctx, pipe, hash)
+	for i := range nodes {
+		nodes[i].c = s.store.QueueCreate(ctx, pipe, nodes[i].keys, nodes[i].job)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, n := range nodes {
+		state, _, err := n.c.Result(ctx, s.store)
+		if err == nil && state != jobstore.Created {
+			err = fmt.Errorf("%w: job %s was %s at its create", ErrNotAccepted, n.job.ID, state)
+		}
+		if err != nil {
+			abandon()
+			return WorkflowCreated{}, fmt.Errorf("engine: create workflow: %w", err)
+		}
+	}
+
+	// The roots' deliveries, a few at once (asynq enqueues one task per call).
+	var wg sync.WaitGroup
+	errs := make([]error, len(nodes))
+	sem := make(chan struct{}, 8)
+	for i, n := range nodes {
+		if n.job.Held {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = s.deliverNode(ctx, client, n.tc, n.job.ID, n.job.Workflow, n.spec)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		abandon()
+		return WorkflowCreated{}, err
+	}
+
+	deadline := s.store.WriteDeadline(ctx)
+	pipe = s.rdb.Pipeline()
+	wc := s.store.QueueWorkflowConfirm(ctx, pipe, wfID, deadline, now)
+	confirms := make([]jobstore.Confirmation, len(nodes))
+	for i, n := range nodes {
+		confirms[i] = s.store.QueueConfirm(ctx, pipe, n.keys, n.job.ID, 0, deadline)
+		s.store.QueueIndex(ctx, pipe, w.Tenant, n.job.ID, n.spec.Tags, now)
+		s.store.QueueExpiry(ctx, pipe, n.job.ID, s.store.ExpiryDue(now, time.Time{}))
+	}
+	_, _ = pipe.Exec(ctx)
+	st, err := wc.Result()
+	if err == nil && st != "confirmed" {
+		err = fmt.Errorf("%w: workflow %s was %s at its confirmation", ErrNotAccepted, wfID, st)
+	}
+	for _, c := range confirms {
+		if err != nil {
+			break
+		}
+		var cs jobstore.ConfirmState
+		if cs, err = c.Result(); err == nil && cs != jobstore.Confirmed {
+			err = fmt.Errorf("%w: a node was %s at its confirmation", ErrNotAccepted, cs)
+		}
+	}
+	if err != nil {
+		abandon()
+		_ = s.store.UnindexWorkflow(context.WithoutCancel(ctx), wfID)
+		if errors.Is(err, ErrNotAccepted) {
+			return WorkflowCreated{}, err
+		}
+		return WorkflowCreated{}, fmt.Errorf("%w: workflow %s: %w", ErrOutcomeUnknown, wfID, err)
+	}
+	s.log.Info().Str("workflow_id", wfID).Int("nodes", len(nodes)).Str("event", "workflow_created").Msg("workflow created")
+	return created, nil
+}
+
+// deliverNode enqueues a node's first delivery (its asynq task id is the job's first, so a second
+// call for the same node is refused by asynq: ErrTaskIDConflict counts as delivered).
+func (s *Stack) deliverNode(ctx context.Context, client *asynq.Client, tc TaskConfig, id, workflow string, spec Spec) error {
+	headers := map[string]string{HeaderWorkflow: workflow}
+	for k, v := range limitHeaders(tc, spec) {
+		headers[k] = v
+	}
+	err := s.deliver(ctx, client, tc, id, DeliveryID(id, 1), spec.OpKey, "", headers, 0)
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return nil
+	}
+	return err
+}

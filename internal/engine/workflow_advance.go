@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
+)
+
+// nudgeTimeout bounds the work an ended node starts in its workflow (its children's releases and
+// skips); what it leaves undone, the sweeper's repair pass does.
+const nodeNudgeTimeout = 10 * time.Second
+
+// endedIn is ended for a job that may be a workflow's node (workflow is its record's
+// FieldWorkflow, or its delivery's HeaderWorkflow; "" none): the workflow is told, off the
+// caller's goroutine. A process that dies before it does leaves that to the sweeper.
+func (s *Stack) endedIn(id, workflow string) {
+	s.ended(id)
+	wfID, node, ok := jobstore.WorkflowOf(workflow)
+	if !ok {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), nodeNudgeTimeout)
+		defer cancel()
+		k, err := s.store.Keys(id, "")
+		if err != nil {
+			return
+		}
+		st, err := s.store.Status(ctx, k)
+		if err == nil && st.Terminal() {
+			err = s.advance(ctx, s.wfClient, wfID, node, st)
+		}
+		if err != nil {
+			s.log.Warn().Err(err).Str("workflow_id", wfID).Str("job_id", id).Msg("workflow not advanced; the sweeper will")
+		}
+	}()
+}
+
+// advance tells workflow wfID that node ended with status st, then acts on what that decided:
+// children released (delivered) or skipped, and skipped children told in turn (transitively).
+// Every step is idempotent (the node's end is noted once, a node is released or skipped only
+// while held), so the ending process and the sweeper may both run it.
+func (s *Stack) advance(ctx context.Context, client *asynq.Client, wfID, node string, st jobstore.Status) error {
+	type end struct {
+		node string
+		st   jobstore.Status
+	}
+	queue := []end{{node, st}}
+	for len(queue) > 0 {
+		e := queue[0]
+		queue = queue[1:]
+		a, err := s.store.WorkflowEnded(ctx, wfID, e.node, e.st, s.now())
+		if err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		if a.State == "advanced" && workflowEnded(a.Status) {
+			_ = s.store.UnindexWorkflow(ctx, wfID)
+			s.log.Info().Str("workflow_id", wfID).Str("event", "workflow_"+a.Status).Msg("workflow ended")
+		}
+		for _, d := range a.Decisions {
+			ended, err := s.decide(ctx, client, wfID, d)
+			if err != nil {
+				return err
+			}
+			if ended != "" {
+				queue = append(queue, end{d.Node, ended})
+			}
+		}
+	}
+	return nil
+}
+
+// decide acts on one decision; it returns the node's status when the node has ended (skipped now,
+// or ended before: cancelled, expired) and must be told to the workflow.
+func (s *Stack) decide(ctx context.Context, client *asynq.Client, wfID string, d jobstore.WorkflowDecision) (jobstore.Status, error) {
+	now := s.now()
+	if d.Action == "skip" {
+		skipped, st, err := s.store.SkipNode(ctx, d.JobID, "skipped: "+d.Why, now)
+		if err != nil {
+			return "", fmt.Errorf("engine: %w", err)
+		}
+		if skipped {
+			s.m.transitions.WithLabelValues(s.typeOf(ctx, d.JobID), string(jobstore.StatusSkipped)).Inc()
+			s.ended(d.JobID)
+			s.log.Info().Str("workflow_id", wfID).Str("job_id", d.JobID).Str("event", "skipped").Str("why", d.Why).Msg("workflow node skipped")
+			return jobstore.StatusSkipped, nil
+		}
+		return terminalOr(st), nil
+	}
+	r, err := s.store.ReleaseNode(ctx, d.JobID, now)
+	if err != nil {
+		return "", fmt.Errorf("engine: %w", err)
+	}
+	if !r.Released {
+		return terminalOr(r.Status), nil
+	}
+	tc, ok := s.TaskConfig(r.Type)
+	if !ok {
+		return "", fmt.Errorf("%w: %q (workflow node %s)", ErrUnknownType, r.Type, d.JobID)
+	}
+	spec := Spec{Type: r.Type, Tenant: r.Tenant, Resource: r.Resource, Payload: r.Payload, OpKey: r.OpKey}
+	// A failure here leaves the node queued without a delivery: the reconciler delivers it (the
+	// same task id) once its grace has passed.
+	if err := s.deliverNode(ctx, client, tc, d.JobID, wfID+":"+d.Node, spec); err != nil {
+		return "", err
+	}
+	s.log.Info().Str("workflow_id", wfID).Str("job_id", d.JobID).Str("event", "released").Msg("workflow node released")
+	return "", nil
+}
+
+// terminalOr is st when it is terminal, else "" (the node is still on its way).
+func terminalOr(st jobstore.Status) jobstore.Status {
+	if st.Terminal() {
+		return st
+	}
+	return ""
+}
+
+func workflowEnded(status string) bool {
+	return status == jobstore.WorkflowDone || status == jobstore.WorkflowFailed || status == jobstore.WorkflowCancelled
+}
+
+func (s *Stack) typeOf(ctx context.Context, id string) string {
+	k, err := s.store.Keys(id, "")
+	if err != nil {
+		return ""
+	}
+	info, _ := s.store.CancelInfo(ctx, k)
+	return info.Type
+}
+
+// workflowSweepBatch bounds how many running workflows one sweep pass repairs.
+const workflowSweepBatch = 100
+
+// SweepWorkflows is the workflows' repair pass (middleware's Guard.Run makes one every rescue
+// interval): for each of up to 100 running workflows, the oldest first, every node whose end was
+// not told (its process died between the end and the telling, or the end was the sweep's or the
+// rescuer's) is told now, a held node whose parents have all ended is decided again (a process
+// died between the decision and its act), and a cancelled workflow's nodes still not ended are
+// cancelled. It returns how many workflows it looked at.
+func (s *Stack) SweepWorkflows(ctx context.Context) (int, error) {
+	ids, err := s.store.RunningWorkflows(ctx, workflowSweepBatch)
+	if err != nil {
+		return 0, fmt.Errorf("engine: %w", err)
+	}
+	var errs []error
+	for _, id := range ids {
+		if err := s.repairWorkflow(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return len(ids), errors.Join(errs...)
+}
+
+// repairWorkflow brings workflow id's hash in line with its nodes' records.
+func (s *Stack) repairWorkflow(ctx context.Context, id string) error {
+	w, err := s.store.LoadWorkflow(ctx, id)
+	if errors.Is(err, jobstore.ErrNotFound) {
+		return s.store.UnindexWorkflow(ctx, id)
+	}
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if workflowEnded(w.Status) {
+		return s.store.UnindexWorkflow(ctx, id)
+	}
+	var open []jobstore.WorkflowNodeState
+	var ids []string
+	for _, n := range w.Nodes {
+		if n.Ended == "" {
+			open, ids = append(open, n), append(ids, n.JobID)
+		}
+	}
+	statuses, err := s.store.Statuses(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	for i, n := range open {
+		st := statuses[i]
+		if w.Cancelled && !st.Terminal() && st != "" {
+			_, err := s.Cancel(ctx, n.JobID, CancelRequest{By: "workflow " + id, Why: "workflow cancelled"})
+			if err != nil && !errors.Is(err, ErrEnded) && !errors.Is(err, ErrJobNotFound) {
+				return err
+			}
+			if err == nil {
+				st = jobstore.StatusCancelled
+			} else if st, err = s.store.Status(ctx, keysOr(s, n.JobID)); err != nil {
+				return fmt.Errorf("engine: %w", err)
+			}
+		}
+		switch {
+		case st == "":
+			// The record is gone (it outlived the retention, or was deleted): the node will never
+			// end, so it counts as expired.
+			err = s.advance(ctx, s.wfClient, id, n.ID, jobstore.StatusExpired)
+		case st.Terminal():
+			err = s.advance(ctx, s.wfClient, id, n.ID, st)
+		case st == jobstore.StatusHeld && n.Pending <= 0 && !w.Cancelled:
+			var ended jobstore.Status
+			ended, err = s.decide(ctx, s.wfClient, id, redecide(n))
+			if err == nil && ended != "" {
+				err = s.advance(ctx, s.wfClient, id, n.ID, ended)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// redecide is wf_ended's decision again, for a held node whose parents have all ended.
+func redecide(n jobstore.WorkflowNodeState) jobstore.WorkflowDecision {
+	d := jobstore.WorkflowDecision{Node: n.ID, JobID: n.JobID, Action: "release", Why: n.Why}
+	if n.Why != "" && n.Policy != jobstore.PolicyAllEnded {
+		d.Action = "skip"
+	}
+	return d
+}
+
+// CancelWorkflow cancels workflow id: from now on no node is released or skipped, and every node
+// that has not ended is cancelled (a running one as Cancel does: fence raised, context cancelled).
+// ErrWorkflowEnded when it had ended.
+func (s *Stack) CancelWorkflow(ctx context.Context, id string) error {
+	if !jobstore.ValidWorkflowID(id) {
+		return fmt.Errorf("%w: %s", ErrWorkflowNotFound, id)
+	}
+	state, rest, err := s.store.MarkWorkflowCancelled(ctx, id)
+	switch {
+	case err != nil:
+		return fmt.Errorf("engine: %w", err)
+	case state == "gone":
+		return fmt.Errorf("%w: %s", ErrWorkflowNotFound, id)
+	case state == "ended":
+		return fmt.Errorf("%w: it is %s", ErrWorkflowEnded, strings.Join(rest, ""))
+	}
+	return s.repairWorkflow(ctx, id)
+}
+
+// WorkflowView is a workflow and the status of each node's job.
+type WorkflowView struct {
+	jobstore.WorkflowRecord
+	// NodeStatus is each node's job status, in the order of Nodes ("" when its record is gone).
+	NodeStatus []jobstore.Status
+}
+
+// Workflow reads workflow id and its nodes' statuses (two round trips).
+func (s *Stack) Workflow(ctx context.Context, id string) (WorkflowView, error) {
+	w, err := s.store.LoadWorkflow(ctx, id)
+	if errors.Is(err, jobstore.ErrNotFound) || errors.Is(err, jobstore.ErrInvalidWorkflowID) {
+		return WorkflowView{}, fmt.Errorf("%w: %s", ErrWorkflowNotFound, id)
+	}
+	if err != nil {
+		return WorkflowView{}, fmt.Errorf("engine: %w", err)
+	}
+	ids := make([]string, len(w.Nodes))
+	for i, n := range w.Nodes {
+		ids[i] = n.JobID
+	}
+	st, err := s.store.Statuses(ctx, ids)
+	if err != nil {
+		return WorkflowView{}, fmt.Errorf("engine: %w", err)
+	}
+	for i, n := range w.Nodes {
+		if st[i] == "" && n.Ended != "" {
+			st[i] = n.Ended
+		}
+	}
+	return WorkflowView{WorkflowRecord: w, NodeStatus: st}, nil
+}
+
+// ParentResult is a parent node's job as its child reads it.
+type ParentResult = jobstore.NodeResult
+
+// ParentResults reads the parents of workflow node job id (their status and result), by node id;
+// empty for a job that is no workflow's node or has no parents.
+func (s *Stack) ParentResults(ctx context.Context, id string) (map[string]ParentResult, error) {
+	k, err := s.store.Keys(id, "")
+	if err != nil {
+		return nil, err
+	}
+	field, err := s.rdb.HGet(ctx, k.Record, jobstore.FieldWorkflow).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("engine: read job %s: %w", id, err)
+	}
+	wfID, node, ok := jobstore.WorkflowOf(field)
+	if !ok {
+		return map[string]ParentResult{}, nil
+	}
+	w, err := s.store.LoadWorkflow(ctx, wfID)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	jobs := map[string]string{}
+	var parents []string
+	for _, n := range w.Nodes {
+		jobs[n.ID] = n.JobID
+		if n.ID == node {
+			parents = n.Parents
+		}
+	}
+	ids := make([]string, len(parents))
+	for i, p := range parents {
+		ids[i] = jobs[p]
+	}
+	res, err := s.store.NodeResults(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	out := make(map[string]ParentResult, len(parents))
+	for i, p := range parents {
+		out[p] = res[i]
+	}
+	return out, nil
+}
