@@ -13,7 +13,8 @@ import (
 
 // Run keeps the guard's background loops until ctx ends: the rescuers (tasks of dead or paused
 // workers get a new delivery within about the lease TTL, at both levels), the job level's
-// deadline sweep and its reconciler (records and asynq's deliveries brought back in agreement).
+// deadline sweep, its reconciler (records and asynq's deliveries brought back in agreement) and
+// the workflows' repair pass (children of a node whose ending process died are released).
 // Run it in every worker process, beside the asynq server; it returns ctx's error.
 func (g *Guard) Run(ctx context.Context) error {
 	if err := g.stack.SyncClock(ctx); err != nil {
@@ -27,6 +28,15 @@ func (g *Guard) Run(ctx context.Context) error {
 			loop.Every(ctx, g.cfg.RescueInterval, func() { g.rescuePass(ctx, insp, jobs) })
 		},
 		g.stack.NewReconciler(insp, g.client, engine.ReconcilerConfig{Interval: g.cfg.ReconcileInterval}).Run,
+		// The workflows' repair pass: what a process that died between a node's end and its
+		// children's release left undone (engine.Stack.SweepWorkflows).
+		func(ctx context.Context) {
+			loop.Every(ctx, g.cfg.RescueInterval, func() {
+				if _, err := g.stack.SweepWorkflows(ctx); err != nil && ctx.Err() == nil {
+					g.log.Warn().Err(err).Msg("workflow sweep failed")
+				}
+			})
+		},
 	}
 	for _, loop := range loops {
 		wg.Add(1)

@@ -47,6 +47,17 @@ type Job struct {
 	// slot is the run's limit slot (nil when the job is not limited), kept by limits.
 	slot   *slot
 	limits *limiter
+	// parents reads a workflow node's parents (Stack.ParentResults).
+	parents func(ctx context.Context, id string) (map[string]ParentResult, error)
+}
+
+// ParentResults reads the job's workflow parents (their status and result), by node id; empty
+// when the job is no workflow's node, or a root.
+func (j *Job) ParentResults(ctx context.Context) (map[string]ParentResult, error) {
+	if j.parents == nil {
+		return map[string]ParentResult{}, nil
+	}
+	return j.parents(ctx, j.ID)
 }
 
 // LimitToken is the fencing token of the run's limit slot (0 when its job holds none): tokens of

@@ -244,3 +244,49 @@ func TestWorkflowValidation(t *testing.T) {
 		t.Errorf("refused workflows left keys: %v", keys)
 	}
 }
+
+// A batch's callbacks run once each: on_success and on_complete when every job is done; with a
+// failed job on_success ends skipped and on_complete still runs; the counters say so.
+func TestBatchCallbacksRunOnce(t *testing.T) {
+	t.Parallel()
+	b := newWFBundle(t)
+	spec := func(typ, payload string) *Spec { return &Spec{Type: typ, Payload: []byte(payload)} }
+	ok, err := b.stack.EnqueueBatch(bg, b.client, BatchSpec{Tenant: "t1",
+		Jobs:      []Spec{*spec("ok", "j1"), *spec("ok", "j2"), *spec("ok", "j3")},
+		OnSuccess: spec("ok", "ok-success"), OnComplete: spec("ok", "ok-complete")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed, err := b.stack.EnqueueBatch(bg, b.client, BatchSpec{Tenant: "t1",
+		Jobs:      []Spec{*spec("ok", "m1"), *spec("fail", "m2")},
+		OnSuccess: spec("ok", "mixed-success"), OnComplete: spec("ok", "mixed-complete")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitWorkflow(ok.ID, "done")
+	b.waitWorkflow(mixed.ID, "failed")
+	// Every sweep after the end changes nothing.
+	if _, err := b.stack.SweepWorkflows(bg); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for p, want := range map[string]int{"ok-success": 1, "ok-complete": 1, "mixed-success": 0, "mixed-complete": 1} {
+		if n := b.runsOf(p); n != want {
+			t.Errorf("%s ran %d times, want %d", p, n, want)
+		}
+	}
+	v, err := b.stack.Batch(bg, mixed.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Total != 2 || v.Done != 1 || v.Failed != 1 || v.Pending != 0 || v.OnSuccess.Status != jobstore.StatusSkipped ||
+		v.OnComplete.Status != jobstore.StatusDone {
+		t.Fatalf("mixed batch: %+v %+v %+v", v, v.OnSuccess, v.OnComplete)
+	}
+	b.mu.Lock()
+	p := b.parents["ok-complete"]
+	b.mu.Unlock()
+	if len(p) != 3 || p["job-2"].Result != "result of j3" {
+		t.Fatalf("the callback read its parents as %+v", p)
+	}
+}
