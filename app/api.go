@@ -47,6 +47,7 @@ func (a *api) routes(f *fiber.App) {
 	f.Get("/jobs/:id/events", guard, limit, a.events)
 	f.Post("/jobs/:id/retry", guard, limit, a.retry)
 	f.Post("/jobs/:id/cancel", guard, limit, a.cancel)
+	a.workflowRoutes(f)
 	for _, t := range a.tasks {
 		for _, r := range t.Routes {
 			f.Get(r.Path, guard, pathTenant(r), limit, a.readModel(r)) // GET only: tasks.Check

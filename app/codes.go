@@ -21,6 +21,7 @@ const (
 	CodeIdempotencyInFlight   = "idempotency_key_in_flight"
 	CodeJobNotFailed          = "job_not_failed"
 	CodeJobEnded              = "job_ended"
+	CodeWorkflowEnded         = "workflow_ended"
 	CodeOrderConflict         = "order_conflict"
 	CodeJobUnrunnable         = "job_unrunnable"
 	CodeBodyTooLarge          = "body_too_large"
@@ -70,6 +71,7 @@ var ProblemCodes = []ProblemCode{
 	{CodeIdempotencyInFlight, http.StatusConflict, "a request with this Idempotency-Key is still being processed", "retry later with the same key to get its answer"},
 	{CodeJobNotFailed, http.StatusConflict, "only a failed job can be retried", "do not retry; read the job's status"},
 	{CodeJobEnded, http.StatusConflict, "the job has ended (done, failed, cancelled, revoked or expired) and cannot be cancelled", "do not retry"},
+	{CodeWorkflowEnded, http.StatusConflict, "the workflow has ended (done, failed or cancelled) and cannot be cancelled", "do not retry"},
 	{CodeOrderConflict, http.StatusConflict, "the order named by `field` was submitted before with different content", "send it unchanged, or use a new id"},
 	{CodeJobUnrunnable, http.StatusGone, "what the job needs to run again is gone", "submit a new job"},
 	{CodeBodyTooLarge, http.StatusRequestEntityTooLarge, "the body is over BODY_LIMIT", "send a smaller body"},

@@ -344,6 +344,10 @@ func checkID(field, v string) error {
 	return nil
 }
 
+// CheckID validates an id field as every request's ids are: 1-128 characters of [A-Za-z0-9._-]
+// (a *FieldError naming field otherwise).
+func CheckID(field, v string) error { return checkID(field, v) }
+
 // idParam validates the route parameter called name as an id (see checkID).
 func idParam(name string) func(string) error {
 	return func(v string) error { return checkID(name, v) }

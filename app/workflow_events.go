@@ -1,0 +1,91 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// workflowEvents is GET /workflows/{id}/events: server-sent events, one `event: node` per node
+// status the stream has not sent yet (the first read sends every node's; data: id, job_id,
+// status), then `event: end` with the workflow's status once it has ended. Ids count the
+// stream's events; a reconnecting client gets every node's status again (a workflow's state is
+// its nodes' statuses, not a history). The machinery is the jobs' stream's (events.go): the
+// App's stream context, eventsMaxStream, a fresh REQUEST_TIMEOUT per poll, the write deadline
+// pushed on by each write.
+func (a *api) workflowEvents(c *fiber.Ctx) error {
+	timeout := 5 * time.Second
+	if d, ok := c.UserContext().Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	v, err := a.loadWorkflow(c, "workflow")
+	if err != nil {
+		return err
+	}
+	id := strings.Clone(v.ID)
+	conn := c.Context().Conn()
+	base := context.WithoutCancel(c.UserContext())
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set("X-Accel-Buffering", "no")
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		ctx, cancel := context.WithTimeout(a.streams, eventsMaxStream)
+		defer cancel()
+		s := eventStream{w: w, conn: conn}
+		sent := map[string]string{}
+		seq := 0
+		tick := time.NewTicker(eventsPoll)
+		defer tick.Stop()
+		idle := time.Now()
+		for {
+			rctx, rcancel := context.WithTimeout(base, timeout)
+			v, err := a.stack.Workflow(rctx, id)
+			rcancel()
+			if err != nil {
+				return
+			}
+			var b strings.Builder
+			for _, n := range viewOfWorkflow(v).Nodes {
+				if sent[n.ID] == n.Status {
+					continue
+				}
+				sent[n.ID] = n.Status
+				data, _ := json.Marshal(map[string]string{"id": n.ID, "job_id": n.JobID, "status": n.Status})
+				fmt.Fprintf(&b, "id: %d\nevent: node\ndata: %s\n\n", seq, data)
+				seq++
+			}
+			if b.Len() > 0 {
+				if !s.write(b.String()) {
+					return
+				}
+				idle = time.Now()
+			}
+			if workflowHasEnded(v.Status) {
+				data, _ := json.Marshal(map[string]string{"status": v.Status})
+				s.write("event: end\ndata: " + string(data) + "\n\n")
+				return
+			}
+			if time.Since(idle) >= eventsPing {
+				if !s.write(": ping\n\n") {
+					return
+				}
+				idle = time.Now()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	return nil
+}
+
+func workflowHasEnded(status string) bool {
+	return status == "done" || status == "failed" || status == "cancelled"
+}
