@@ -41,6 +41,7 @@ func (a *api) routes(f *fiber.App) {
 	openAPIRoute(f) // no token: the description is public
 	for _, t := range a.tasks {
 		f.Post("/jobs/"+t.Type, guard, a.enqueue(t)) // the handler takes the rate limit
+		f.Post("/jobs/"+t.Type+"/bulk", guard, limit, a.bulk(t))
 	}
 	f.Get("/jobs", guard, limit, a.list)
 	f.Get("/jobs/:id", guard, limit, a.viewOrWait)

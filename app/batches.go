@@ -95,7 +95,7 @@ func (a *api) createBatch(c *fiber.Ctx) error {
 		*cb.spec = &spec
 	}
 	return a.once(c, req.TenantID, func() (answer, error) {
-		created, err := a.stack.EnqueueBatch(c.UserContext(), a.client, b)
+		created, err := a.stack.EnqueueBatch(c.UserContext(), b)
 		if err != nil {
 			return answer{}, workflowError(err, "jobs")
 		}

@@ -22,6 +22,7 @@ const (
 	CodeJobNotFailed          = "job_not_failed"
 	CodeJobEnded              = "job_ended"
 	CodeWorkflowEnded         = "workflow_ended"
+	CodeBulkAborted           = "bulk_aborted"
 	CodeOrderConflict         = "order_conflict"
 	CodeJobUnrunnable         = "job_unrunnable"
 	CodeBodyTooLarge          = "body_too_large"
@@ -72,6 +73,7 @@ var ProblemCodes = []ProblemCode{
 	{CodeJobNotFailed, http.StatusConflict, "only a failed job can be retried", "do not retry; read the job's status"},
 	{CodeJobEnded, http.StatusConflict, "the job has ended (done, failed, cancelled, revoked or expired) and cannot be cancelled", "do not retry"},
 	{CodeWorkflowEnded, http.StatusConflict, "the workflow has ended (done, failed or cancelled) and cannot be cancelled", "do not retry"},
+	{CodeBulkAborted, http.StatusFailedDependency, "an item of an atomic bulk enqueue was not created because another item was refused (in the bulk's answer only)", "fix the refused items and send the bulk again"},
 	{CodeOrderConflict, http.StatusConflict, "the order named by `field` was submitted before with different content", "send it unchanged, or use a new id"},
 	{CodeJobUnrunnable, http.StatusGone, "what the job needs to run again is gone", "submit a new job"},
 	{CodeBodyTooLarge, http.StatusRequestEntityTooLarge, "the body is over BODY_LIMIT", "send a smaller body"},

@@ -153,7 +153,7 @@ func (a *api) createWorkflow(c *fiber.Ctx) error {
 		w.Nodes[i] = engine.WorkflowNode{ID: strings.Clone(n.ID), Spec: spec, Parents: parents, Policy: strings.Clone(n.Policy)}
 	}
 	return a.once(c, req.TenantID, func() (answer, error) {
-		created, err := a.stack.EnqueueWorkflow(c.UserContext(), a.client, w)
+		created, err := a.stack.EnqueueWorkflow(c.UserContext(), w)
 		if err != nil {
 			return answer{}, workflowError(err, "nodes")
 		}

@@ -70,7 +70,7 @@ func (g *Guard) EnqueueWorkflow(ctx context.Context, w Workflow) (WorkflowEnqueu
 	for i, n := range w.Nodes {
 		spec.Nodes[i] = engine.WorkflowNode{ID: n.ID, Spec: nodeSpec(n.Task, n.Resource, n.OpKey), Parents: n.Parents, Policy: n.Policy}
 	}
-	c, err := g.stack.EnqueueWorkflow(ctx, g.client, spec)
+	c, err := g.stack.EnqueueWorkflow(ctx, spec)
 	return WorkflowEnqueued{ID: c.ID, Jobs: c.Jobs}, err
 }
 
@@ -145,7 +145,7 @@ func (g *Guard) EnqueueBatch(ctx context.Context, b Batch) (WorkflowEnqueued, er
 		s := nodeSpec(j.Task, j.Resource, j.OpKey)
 		spec.OnComplete = &s
 	}
-	c, err := g.stack.EnqueueBatch(ctx, g.client, spec)
+	c, err := g.stack.EnqueueBatch(ctx, spec)
 	return WorkflowEnqueued{ID: c.ID, Jobs: c.Jobs}, err
 }
 

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/hibiken/asynq"
-
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
@@ -61,12 +59,12 @@ func (b BatchSpec) workflow() (WorkflowSpec, error) {
 }
 
 // EnqueueBatch creates a batch (a workflow, see BatchSpec); its id is the workflow's.
-func (s *Stack) EnqueueBatch(ctx context.Context, client *asynq.Client, b BatchSpec) (WorkflowCreated, error) {
+func (s *Stack) EnqueueBatch(ctx context.Context, b BatchSpec) (WorkflowCreated, error) {
 	w, err := b.workflow()
 	if err != nil {
 		return WorkflowCreated{}, err
 	}
-	return s.EnqueueWorkflow(ctx, client, w)
+	return s.EnqueueWorkflow(ctx, w)
 }
 
 // BatchView is a batch's progress.

@@ -47,10 +47,11 @@ type Stack struct {
 	limits *limiter
 	// unindex holds the jobs that ended for good, for the sweep to take out of the expiry index.
 	unindex unindexQueue
-	// wfClient delivers the workflows' released nodes (workflow_advance.go).
-	wfClient *asynq.Client
-	Stats    Stats
-	m        *metrics
+	// wfClient delivers the workflows' released nodes (workflow_advance.go); bulkClient a bulk's
+	// and a workflow's roots, its enqueues sent in shared pipelines (jobstore.Store.Batched).
+	wfClient, bulkClient *asynq.Client
+	Stats                Stats
+	m                    *metrics
 }
 
 type registered struct {
@@ -88,6 +89,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Stack {
 	s.limits = newLimiter(s)
 	s.m = newMetrics(s)
 	s.wfClient = asynq.NewClientFromRedisClient(rdb)
+	s.bulkClient = asynq.NewClientFromRedisClient(store.Batched())
 	return s
 }
 

@@ -217,7 +217,7 @@ func (s *Stack) newJob(st jobstore.Started, t *asynq.Task, keys jobstore.Keys, t
 		Attempt: st.Attempt, MaxAttempts: tc.MaxAttempts, OpKey: t.Headers()[HeaderOpKey], Headers: t.Headers(),
 		Checkpoint: st.Checkpoint, CreatedAt: st.CreatedAt,
 		locks: s.locks, rdb: s.rdb, durable: s.store.Durability(), clock: s.cfg.Clock, retention: s.cfg.Retention, keys: keys, tc: tc,
-		ring: s.cfg.Keys,
+		ring:    s.cfg.Keys,
 		parents: s.ParentResults,
 	}
 	job.lease = s.locks.Granted(keys.Tag, owner, st.Token, tc.LeaseTTL, sent)

@@ -178,10 +178,10 @@ func onCycle(nodes []WorkflowNode, index map[string]int, i int) bool {
 // EnqueueWorkflow creates a workflow: every node's job record up front (a node with parents is
 // held: no delivery until its parents have ended as its policy requires), the workflow's hash,
 // and the deliveries of the roots. Round trips: one pipeline with the hash and every create, the
-// roots' asynq enqueues (a few at once), one pipeline with every confirmation. Until that last
-// pipeline everything is a claim that runs out by itself (ctx's deadline plus a second, as an
-// enqueue's), so a request that fails leaves nothing that ever runs.
-func (s *Stack) EnqueueWorkflow(ctx context.Context, client *asynq.Client, w WorkflowSpec) (WorkflowCreated, error) {
+// roots' asynq enqueues (the stack's bulk client: shared pipelines), one pipeline with every
+// confirmation. Until that last pipeline everything is a claim that runs out by itself (ctx's
+// deadline plus a second, as an enqueue's), so a request that fails leaves nothing that ever runs.
+func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCreated, error) {
 	children, err := s.validateWorkflow(w)
 	if err != nil {
 		return WorkflowCreated{}, err
@@ -215,7 +215,15 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, client *asynq.Client, w Wor
 		if err != nil {
 			return WorkflowCreated{}, &WorkflowError{Node: n.ID, Index: i, Field: "payload", Detail: err.Error()}
 		}
-		j := s.newRecord(ctx, id, tc, spec, "", now)
+		if spec.Tags, err = jobstore.NormalizeTags(spec.Tags); err != nil {
+			return WorkflowCreated{}, &WorkflowError{Node: n.ID, Index: i, Field: "tags", Detail: err.Error()}
+		}
+		// The record keeps the payload sealed (an encrypted type); the limit key sees the plaintext.
+		stored := spec
+		if stored.Payload, err = s.sealValue(tc, id, jobstore.FieldPayload, spec.Payload); err != nil {
+			return WorkflowCreated{}, fmt.Errorf("engine: workflow node %s: %w", n.ID, err)
+		}
+		j := s.newRecord(ctx, id, tc, stored, "", now)
 		j.Held, j.Workflow = len(n.Parents) > 0, wfID+":"+n.ID
 		nodes[i] = node{tc: tc, keys: keys, job: j, spec: spec}
 		created.Jobs[n.ID] = id
@@ -227,6 +235,7 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, client *asynq.Client, w Wor
 			s.abandon(ctx, n.keys, n.job.ID)
 		}
 	}
+	_ = s.store.LoadBulkScripts(ctx) // else each create finds it missing and goes alone
 	pipe := s.rdb.Pipeline()
 	s.store.QueueWorkflowCreate(ctx, pipe, hash)
 	for i := range nodes {
@@ -244,10 +253,10 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, client *asynq.Client, w Wor
 		}
 	}
 
-	// The roots' deliveries, a few at once (asynq enqueues one task per call).
+	// The roots' deliveries, many at once: the bulk client sends them in shared pipelines.
 	var wg sync.WaitGroup
 	errs := make([]error, len(nodes))
-	sem := make(chan struct{}, 8)
+	sem := make(chan struct{}, bulkDeliverers)
 	for i, n := range nodes {
 		if n.job.Held {
 			continue
@@ -256,7 +265,7 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, client *asynq.Client, w Wor
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs[i] = s.deliverNode(ctx, client, n.tc, n.job.ID, n.job.Workflow, n.spec)
+			errs[i] = s.deliverNode(ctx, s.bulkClient, n.tc, n.job.ID, n.job.Workflow, n.spec)
 		}()
 	}
 	wg.Wait()

@@ -105,7 +105,11 @@ func (s *Stack) decide(ctx context.Context, client *asynq.Client, wfID string, d
 	if !ok {
 		return "", fmt.Errorf("%w: %q (workflow node %s)", ErrUnknownType, r.Type, d.JobID)
 	}
-	spec := Spec{Type: r.Type, Tenant: r.Tenant, Resource: r.Resource, Payload: r.Payload, OpKey: r.OpKey}
+	payload, err := s.openValue(d.JobID, jobstore.FieldPayload, r.Payload) // a limit key reads the plaintext
+	if err != nil {
+		return "", fmt.Errorf("engine: release %s: %w", d.JobID, err)
+	}
+	spec := Spec{Type: r.Type, Tenant: r.Tenant, Resource: r.Resource, Payload: payload, OpKey: r.OpKey}
 	// A failure here leaves the node queued without a delivery: the reconciler delivers it (the
 	// same task id) once its grace has passed.
 	if err := s.deliverNode(ctx, client, tc, d.JobID, wfID+":"+d.Node, spec); err != nil {

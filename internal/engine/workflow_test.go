@@ -58,7 +58,7 @@ func node(id, typ string, parents ...string) WorkflowNode {
 
 func (b *wfBundle) create(nodes ...WorkflowNode) WorkflowCreated {
 	b.t.Helper()
-	c, err := b.stack.EnqueueWorkflow(bg, b.client, WorkflowSpec{Tenant: "t1", Nodes: nodes})
+	c, err := b.stack.EnqueueWorkflow(bg, WorkflowSpec{Tenant: "t1", Nodes: nodes})
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestWorkflowValidation(t *testing.T) {
 		{"empty", nil, "", "nodes"},
 	}
 	for _, tc := range cases {
-		_, err := b.stack.EnqueueWorkflow(bg, b.client, WorkflowSpec{Tenant: "t1", Nodes: tc.nodes})
+		_, err := b.stack.EnqueueWorkflow(bg, WorkflowSpec{Tenant: "t1", Nodes: tc.nodes})
 		var we *WorkflowError
 		if !errors.As(err, &we) || !errors.Is(err, ErrInvalidWorkflow) || we.Node != tc.node || we.Field != tc.field {
 			t.Errorf("%s: %v (%+v)", tc.name, err, we)
@@ -237,7 +237,7 @@ func TestWorkflowValidation(t *testing.T) {
 	for i := range big {
 		big[i] = node("n"+strings.Repeat("x", i%3)+string(rune('a'+i%26))+strconv.Itoa(i), "ok")
 	}
-	if _, err := b.stack.EnqueueWorkflow(bg, b.client, WorkflowSpec{Nodes: big}); !errors.Is(err, ErrInvalidWorkflow) {
+	if _, err := b.stack.EnqueueWorkflow(bg, WorkflowSpec{Nodes: big}); !errors.Is(err, ErrInvalidWorkflow) {
 		t.Errorf("1,001 nodes: %v", err)
 	}
 	if keys, _ := b.rdb.Keys(bg, "jobguard:*").Result(); len(keys) != 0 {
@@ -251,13 +251,13 @@ func TestBatchCallbacksRunOnce(t *testing.T) {
 	t.Parallel()
 	b := newWFBundle(t)
 	spec := func(typ, payload string) *Spec { return &Spec{Type: typ, Payload: []byte(payload)} }
-	ok, err := b.stack.EnqueueBatch(bg, b.client, BatchSpec{Tenant: "t1",
+	ok, err := b.stack.EnqueueBatch(bg, BatchSpec{Tenant: "t1",
 		Jobs:      []Spec{*spec("ok", "j1"), *spec("ok", "j2"), *spec("ok", "j3")},
 		OnSuccess: spec("ok", "ok-success"), OnComplete: spec("ok", "ok-complete")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mixed, err := b.stack.EnqueueBatch(bg, b.client, BatchSpec{Tenant: "t1",
+	mixed, err := b.stack.EnqueueBatch(bg, BatchSpec{Tenant: "t1",
 		Jobs:      []Spec{*spec("ok", "m1"), *spec("fail", "m2")},
 		OnSuccess: spec("ok", "mixed-success"), OnComplete: spec("ok", "mixed-complete")})
 	if err != nil {

@@ -2,6 +2,7 @@ package jobstore
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -27,8 +28,9 @@ const (
 )
 
 type batcher struct {
-	rdb     redis.UniversalClient
-	cluster bool
+	rdb      redis.UniversalClient
+	cluster  bool
+	maxBatch int
 	// durable is durable mode: a batch that holds a durable call ends with a WAIT, which covers
 	// every call in it.
 	durable  Durability
@@ -99,7 +101,7 @@ func (b *batcher) durability(durable bool) Durability {
 // that flushed goes back to its work with its answer.
 func (b *batcher) flush() {
 	b.mu.Lock()
-	n := min(len(b.queue), maxBatch)
+	n := min(len(b.queue), b.maxBatch)
 	batch := b.queue[:n:n]
 	b.queue = b.queue[n:]
 	b.mu.Unlock()
@@ -157,7 +159,7 @@ func failedCmds(ctx context.Context, calls []scriptCall, err error) []*redis.Cmd
 
 func newBatcher(rdb redis.UniversalClient, d Durability) *batcher {
 	_, cluster := rdb.(*redis.ClusterClient)
-	return &batcher{rdb: rdb, cluster: cluster, durable: d}
+	return &batcher{rdb: rdb, cluster: cluster, durable: d, maxBatch: maxBatch}
 }
 
 // RunScript runs script through the store's batcher, sharing pipelines with the runs' own
@@ -177,4 +179,50 @@ func (s *Store) RunScriptDurable(ctx context.Context, script *redis.Script, keys
 		return script.EvalSha(ctx, c, keys, args...)
 	}}})
 	return cmds[0], werr
+}
+
+// Batched is the store's client with its EVALSHA and EVAL sent through a batcher of its own
+// (group commit, up to maxBulkBatch calls a pipeline), every other command as it is: an asynq
+// client on it sends the enqueues of concurrent callers (a bulk's, a workflow's roots) in shared
+// pipelines, since asynq enqueues one task per call (one EVALSHA each; its NOSCRIPT fallback is
+// an EVAL, batched too). Its own batcher: a bulk's pipelines do not hold up the runs' scripts.
+func (s *Store) Batched() redis.UniversalClient {
+	b := newBatcher(s.rdb, Durability{}) // asynq's enqueue makes no promise of jobguard's: the confirm does
+	b.maxBatch = maxBulkBatch
+	return batchedClient{UniversalClient: s.rdb, b: b}
+}
+
+// maxBulkBatch is the most calls of one pipeline of Batched: a bulk of 1,000 in one.
+const maxBulkBatch = 1024
+
+// LoadBulkScripts loads the scripts a bulk pipelines as EVALSHA (create, confirm), once per
+// process: a script found missing later (Redis restarted) is sent again alone, slower.
+func (s *Store) LoadBulkScripts(ctx context.Context) error {
+	if s.bulkLoaded.Load() {
+		return nil
+	}
+	for _, sc := range []*redis.Script{createScript, confirmScript} {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return fmt.Errorf("jobstore: load scripts: %w", err)
+		}
+	}
+	s.bulkLoaded.Store(true)
+	return nil
+}
+
+type batchedClient struct {
+	redis.UniversalClient
+	b *batcher
+}
+
+func (c batchedClient) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	return c.b.run(ctx, []scriptCall{{eval: func(ctx context.Context, p redis.Scripter) *redis.Cmd {
+		return p.EvalSha(ctx, sha, keys, args...)
+	}}})[0]
+}
+
+func (c batchedClient) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return c.b.run(ctx, []scriptCall{{eval: func(ctx context.Context, p redis.Scripter) *redis.Cmd {
+		return p.Eval(ctx, script, keys, args...)
+	}}})[0]
 }

@@ -177,11 +177,18 @@ const (
 )
 
 // Confirmation is a confirmation queued in a pipeline; Result reads it once the pipeline ran.
-type Confirmation struct{ cmd *redis.Cmd }
+type Confirmation struct {
+	cmd *redis.Cmd
+	// retry sends it again alone (QueueConfirmSha, whose EVALSHA may find the script missing).
+	retry func() *redis.Cmd
+}
 
 // Result is the confirmation's state.
 func (c Confirmation) Result() (ConfirmState, error) {
 	res, err := c.cmd.Result()
+	if isNoScript(err) && c.retry != nil {
+		res, err = c.retry().Result()
+	}
 	if err != nil {
 		return "", fmt.Errorf("jobstore: confirm job: %w", err)
 	}
@@ -199,8 +206,17 @@ func (c Confirmation) Result() (ConfirmState, error) {
 // marker's pending flag goes, and the marker lasts markerTTL (0: as it is). Eval keeps the
 // pipeline free of NOSCRIPT retries.
 func (s *Store) QueueConfirm(ctx context.Context, pipe redis.Pipeliner, k Keys, id string, markerTTL time.Duration, deadline int64) Confirmation {
-	return Confirmation{confirmScript.Eval(ctx, pipe, []string{k.Marker, k.Pending, k.Record, k.Timeline},
+	return Confirmation{cmd: confirmScript.Eval(ctx, pipe, []string{k.Marker, k.Pending, k.Record, k.Timeline},
 		id, ms(markerTTL), deadline, ms(s.cfg.Retention))}
+}
+
+// QueueConfirmSha is QueueConfirm sent as EVALSHA, for pipelines of many (a bulk's): the script's
+// text is not sent with each; one whose script is missing is sent again alone by Result.
+func (s *Store) QueueConfirmSha(ctx context.Context, pipe redis.Pipeliner, k Keys, id string, markerTTL time.Duration, deadline int64) Confirmation {
+	keys := []string{k.Marker, k.Pending, k.Record, k.Timeline}
+	args := []any{id, ms(markerTTL), deadline, ms(s.cfg.Retention)}
+	return Confirmation{cmd: confirmScript.EvalSha(ctx, pipe, keys, args...),
+		retry: func() *redis.Cmd { return confirmScript.Run(ctx, s.rdb, keys, args...) }}
 }
 
 // Abandon removes the record, timeline and dedup marker of job id, which asynq did not take.

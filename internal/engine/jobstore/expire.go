@@ -40,6 +40,20 @@ func (s *Store) QueueExpiry(ctx context.Context, pipe redis.Pipeliner, id string
 	pipe.PExpire(ctx, s.ExpiryKey(), s.cfg.Retention)
 }
 
+// QueueExpiryMany adds jobs to the expiry index in pipe, each at its due (dues[i] for ids[i]), in
+// one ZADD.
+func (s *Store) QueueExpiryMany(ctx context.Context, pipe redis.Pipeliner, ids []string, dues []time.Time) {
+	if len(ids) == 0 {
+		return
+	}
+	members := make([]redis.Z, len(ids))
+	for i, id := range ids {
+		members[i] = redis.Z{Score: float64(dues[i].UnixMilli()), Member: id}
+	}
+	pipe.ZAdd(ctx, s.ExpiryKey(), members...)
+	pipe.PExpire(ctx, s.ExpiryKey(), s.cfg.Retention)
+}
+
 // DueForExpiry lists up to limit jobs of the expiry index due by now, the most overdue first.
 func (s *Store) DueForExpiry(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	ids, err := s.rdb.ZRangeByScore(ctx, s.ExpiryKey(), &redis.ZRangeBy{

@@ -240,6 +240,9 @@ func runPipelined(ctx context.Context, rdb redis.UniversalClient, d Durability, 
 	}
 	var resend []int
 	for _, i := range missing {
+		if calls[i].script == nil {
+			continue // a caller's own EVALSHA (Store.Batched): the caller sends EVAL next, as Script.Run does
+		}
 		if err := calls[i].script.Load(ctx, rdb).Err(); err == nil {
 			resend = append(resend, i) // else its command keeps its NOSCRIPT error
 		}

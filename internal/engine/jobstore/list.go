@@ -77,6 +77,34 @@ const (
 	TagsAll = "all"
 )
 
+// QueueIndexMany is QueueIndex of many jobs of one tenant with the same tags, in one ZADD per
+// index.
+func (s *Store) QueueIndexMany(ctx context.Context, pipe redis.Pipeliner, tenant string, ids, tags []string, now time.Time) {
+	if len(ids) == 0 {
+		return
+	}
+	tenants := []string{""}
+	if tenant != "" {
+		tenants = append(tenants, tenant)
+	}
+	members := make([]redis.Z, len(ids))
+	for i, id := range ids {
+		members[i] = redis.Z{Score: float64(createdMS(id)), Member: id}
+	}
+	cut := "(" + strconv.FormatInt(now.Add(-s.cfg.Retention).UnixMilli(), 10)
+	for _, t := range tenants {
+		keys := []string{s.IndexKey(t)}
+		for _, tag := range tags {
+			keys = append(keys, s.TagIndexKey(t, tag))
+		}
+		for _, key := range keys {
+			pipe.ZAdd(ctx, key, members...)
+			pipe.ZRemRangeByScore(ctx, key, "-inf", cut)
+			pipe.PExpire(ctx, key, s.cfg.Retention)
+		}
+	}
+}
+
 // ListQuery asks for one page of a tenant's jobs.
 type ListQuery struct {
 	// Tenant is whose jobs; "" lists every tenant's (operators only: the API always sets it).

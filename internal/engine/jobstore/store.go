@@ -96,6 +96,8 @@ type Store struct {
 	clockOffset atomic.Int64
 	// batch sends the runs' scripts (start, finish, limit take and release) in shared pipelines.
 	batch *batcher
+	// bulkLoaded: LoadBulkScripts loaded the bulk's scripts.
+	bulkLoaded atomic.Bool
 }
 
 // New returns a store on rdb whose keys are locks' (same prefix and hash tags).

@@ -1,0 +1,160 @@
+package app
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/tasks"
+)
+
+// bulkRequest is the body of POST /jobs/{type}/bulk: up to 1,000 bodies of the type's enqueue
+// route. atomic (or ?atomic=true): when any item is refused none is created.
+type bulkRequest struct {
+	Atomic bool              `json:"atomic"`
+	Items  []json.RawMessage `json:"items"`
+}
+
+// bulkAnswer is its 200: one answer per item, in order, as the single route would give it.
+type bulkAnswer struct {
+	Atomic       bool         `json:"atomic"`
+	Created      int          `json:"created"`
+	Deduplicated int          `json:"deduplicated"`
+	Refused      int          `json:"refused"`
+	Items        []bulkResult `json:"items"`
+}
+
+// bulkResult is one item's answer: status 202 (new job) or 200 (deduplicated) with the job's id,
+// or the status and problem the single route would have answered.
+type bulkResult struct {
+	Status       int      `json:"status"`
+	JobID        string   `json:"job_id,omitempty"`
+	Deduplicated bool     `json:"deduplicated,omitempty"`
+	Problem      *Problem `json:"problem,omitempty"`
+}
+
+// bulk serves POST /jobs/<type>/bulk. Each item is validated as the single route validates its
+// body (start_by and tags, the tenant rule, an order's identity claimed); the valid ones are enqueued
+// together (engine.Stack.EnqueueMany: one pipeline of creates, the asynq enqueues a few at once,
+// one pipeline of confirmations). The request takes one unit of the tenant's rate limit and has
+// no Idempotency-Key (docs/DESIGN.md).
+func (a *api) bulk(t tasks.Task) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if err := requireJSON(c); err != nil {
+			return err
+		}
+		var req bulkRequest
+		if err := decodeJSON(c.Body(), &req); err != nil {
+			return err
+		}
+		req.Atomic = req.Atomic || c.Query("atomic") == "true"
+		if len(req.Items) == 0 || len(req.Items) > engine.MaxBulk {
+			return BadField("items", fmt.Sprintf("a bulk has 1 to %d items, not %d", engine.MaxBulk, len(req.Items)))
+		}
+		ctx := c.UserContext()
+		errs := make([]error, len(req.Items))
+		specs := make([]engine.Spec, 0, len(req.Items))
+		index := make([]int, 0, len(req.Items)) // specs[k] is item index[k]
+		claims := make([]*identityClaim, len(req.Items))
+		now := time.Now()
+		for i, raw := range req.Items {
+			body, jf, err := takeJobFields(raw, now)
+			var r tasks.Request
+			if err == nil {
+				r, err = acceptBody(c, body, t.Request())
+			}
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			spec := r.Spec()
+			spec.Headers = traceHeaders(c)
+			if !jf.StartBy.IsZero() {
+				spec.StartBy = jf.StartBy
+			}
+			spec.Tags = append(spec.Tags, jf.Tags...) // the task's own, if any, and the body's
+			if claims[i] = a.prepareIdentity(r, &spec); claims[i] != nil {
+				if errs[i] = claims[i].take(ctx); errs[i] != nil {
+					continue
+				}
+			}
+			specs, index = append(specs, spec), append(index, i)
+		}
+		for i := range claims {
+			defer claims[i].settle(ctx)
+		}
+		results := make([]engine.BulkItem, len(req.Items))
+		refused := false
+		for _, err := range errs {
+			refused = refused || err != nil
+		}
+		if req.Atomic && refused {
+			for i := range results {
+				if errs[i] == nil {
+					results[i].Err = engine.ErrBulkAborted
+				}
+			}
+		} else {
+			for k, r := range a.stack.EnqueueMany(ctx, specs, req.Atomic) {
+				results[index[k]] = r
+			}
+		}
+		ans := bulkAnswer{Atomic: req.Atomic, Items: make([]bulkResult, len(req.Items))}
+		for i, r := range results {
+			err := errs[i]
+			if err == nil {
+				err = r.Err
+			}
+			claims[i].enqueued(err)
+			switch {
+			case err != nil:
+				p := itemProblem(err)
+				ans.Items[i] = bulkResult{Status: p.Status, Problem: &p}
+				ans.Refused++
+			case r.Deduplicated:
+				ans.Items[i] = bulkResult{Status: http.StatusOK, JobID: r.JobID, Deduplicated: true}
+				ans.Deduplicated++
+			default:
+				ans.Items[i] = bulkResult{Status: http.StatusAccepted, JobID: r.JobID}
+				ans.Created++
+			}
+		}
+		return c.JSON(ans)
+	}
+}
+
+// itemProblem is the problem the single enqueue route answers err with.
+func itemProblem(err error) Problem {
+	var p Problem
+	var he *HTTPError
+	var fe *tasks.FieldError
+	switch {
+	case errors.As(err, &he):
+		p = Problem{Status: he.Status, Detail: he.Detail, Field: he.Field, Code: he.Code}
+	case errors.As(err, &fe):
+		p = Problem{Status: http.StatusBadRequest, Detail: fe.Field + " " + fe.Detail, Field: fe.Field}
+	case errors.Is(err, engine.ErrBulkAborted):
+		p = Problem{Status: http.StatusFailedDependency, Code: CodeBulkAborted, Detail: "not created: another item of this atomic bulk was refused"}
+	case errors.Is(err, engine.ErrStartBy):
+		p = Problem{Status: http.StatusBadRequest, Field: "start_by", Detail: "start_by is before the job's first delivery may start"}
+	case errors.Is(err, engine.ErrDedupPending):
+		p = Problem{Status: http.StatusServiceUnavailable, Code: CodeDedupPending, Detail: "a duplicate of a job whose enqueue is not confirmed yet; nothing was kept, retry shortly"}
+	case errors.Is(err, engine.ErrOutcomeUnknown):
+		p = Problem{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Detail: "Redis did not answer in time: the job may have been queued"}
+	default:
+		p = Problem{Status: http.StatusServiceUnavailable, Code: CodeEnqueueFailed, Detail: "the job could not be queued; nothing was kept, retry later"}
+	}
+	if p.Code == "" {
+		p.Code = codeForStatus[p.Status]
+	}
+	if p.Code == "" {
+		p.Code = CodeHTTPError
+	}
+	p.Type, p.Title = ProblemTypeBase+p.Code, http.StatusText(p.Status)
+	return p
+}
