@@ -144,6 +144,8 @@ func itemProblem(err error) Problem {
 		p = Problem{Status: http.StatusBadRequest, Field: "start_by", Detail: "start_by is before the job's first delivery may start"}
 	case errors.Is(err, engine.ErrDedupPending):
 		p = Problem{Status: http.StatusServiceUnavailable, Code: CodeDedupPending, Detail: "a duplicate of a job whose enqueue is not confirmed yet; nothing was kept, retry shortly"}
+	case errors.Is(err, engine.ErrNotDurable):
+		p = Problem{Status: http.StatusServiceUnavailable, Code: CodeNotDurable, Detail: "the job was queued but its replicas did not acknowledge it in time"}
 	case errors.Is(err, engine.ErrOutcomeUnknown):
 		p = Problem{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Detail: "Redis did not answer in time: the job may have been queued"}
 	default:

@@ -60,6 +60,8 @@ func TestEveryErrorKindHasItsCodeAndType(t *testing.T) {
 		{&HTTPError{Status: http.StatusConflict, Code: CodeIdempotencyInFlight, Detail: "in flight"}, 409, CodeIdempotencyInFlight},
 		{fmt.Errorf("replay: %w", engine.ErrNotFailed), 409, CodeJobNotFailed},
 		{fmt.Errorf("cancel: %w", engine.ErrEnded), 409, CodeJobEnded},
+		{&HTTPError{Status: http.StatusConflict, Code: CodeWorkflowEnded, Detail: "the workflow has ended"}, 409, CodeWorkflowEnded},
+		{&HTTPError{Status: http.StatusFailedDependency, Code: CodeBulkAborted, Detail: "another item was refused"}, 424, CodeBulkAborted},
 		{&HTTPError{Status: http.StatusConflict, Code: CodeOrderConflict, Field: "order_id", Detail: "submitted before"}, 409, CodeOrderConflict},
 		{tasks.Conflict("order_id", "submitted before"), 409, CodeOrderConflict},
 		{fmt.Errorf("replay: %w", engine.ErrUnrunnable), 410, CodeJobUnrunnable},
