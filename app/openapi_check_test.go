@@ -410,19 +410,20 @@ func (t checkingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	if stream && resp.StatusCode == http.StatusOK {
 		c, _ := openAPI() // checkExchange loaded it
-		resp.Body = &eventsChecker{ReadCloser: resp.Body, c: c}
+		resp.Body = &eventsChecker{ReadCloser: resp.Body, c: c, workflow: strings.HasPrefix(req.URL.Path, "/workflows/")}
 	}
 	return resp, nil
 }
 
 // eventsChecker checks a server-sent event stream as the test reads it: each event's data must be
-// an Event, the data of `event: end` an EventEnd (openapi.json's components). A mismatch is the
-// read's error.
+// an Event, the data of `event: end` an EventEnd (openapi.json's components); on a workflow's
+// stream a WorkflowNodeEvent and a WorkflowEventEnd. A mismatch is the read's error.
 type eventsChecker struct {
 	io.ReadCloser
-	c       *openAPIChecker
-	partial []byte // the last line, not ended yet
-	end     bool   // the event being read is `event: end`
+	c        *openAPIChecker
+	workflow bool   // GET /workflows/{id}/events
+	partial  []byte // the last line, not ended yet
+	end      bool   // the event being read is `event: end`
 }
 
 func (e *eventsChecker) Read(p []byte) (int, error) {
@@ -442,7 +443,12 @@ func (e *eventsChecker) Read(p []byte) (int, error) {
 			e.end = true
 		case strings.HasPrefix(line, "data: "):
 			schema := "#/components/schemas/Event"
-			if e.end {
+			switch {
+			case e.workflow && e.end:
+				schema = "#/components/schemas/WorkflowEventEnd"
+			case e.workflow:
+				schema = "#/components/schemas/WorkflowNodeEvent"
+			case e.end:
 				schema = "#/components/schemas/EventEnd"
 			}
 			if cerr := e.c.checkBody(schema, []byte(strings.TrimPrefix(line, "data: "))); cerr != nil {

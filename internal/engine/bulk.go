@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
@@ -170,50 +172,51 @@ func (s *Stack) EnqueueMany(ctx context.Context, specs []Spec, atomic bool) []Bu
 		return abort()
 	}
 
-	pipe = s.rdb.Pipeline()
-	confirms := map[int]jobstore.Confirmation{}
 	var toConfirm []*pending
-	type indexGroup struct{ tenant, tags string }
-	byGroup := map[indexGroup][]string{}
-	var ids []string
-	var dues []time.Time
-	deadline := s.store.WriteDeadline(ctx)
 	for _, p := range created {
 		if out[p.i].Err != nil {
 			s.abandon(ctx, p.keys, p.job.ID)
 			continue
 		}
-		spec := specs[p.i]
-		var ttl time.Duration
-		if d := spec.Dedup; d != nil && d.Policy != Throttle {
-			ttl = dedupTTL(d)
-		}
-		confirms[p.i] = s.store.QueueConfirmSha(ctx, pipe, p.keys, p.job.ID, ttl, deadline)
-		g := indexGroup{spec.Tenant, strings.Join(spec.Tags, ",")}
-		byGroup[g] = append(byGroup[g], p.job.ID)
-		ids, dues = append(ids, p.job.ID), append(dues, s.store.ExpiryDue(now, spec.StartBy))
 		toConfirm = append(toConfirm, p)
 	}
-	for g, ids := range byGroup {
-		var tags []string
-		if g.tags != "" {
-			tags = strings.Split(g.tags, ",")
+	confirms := map[int]jobstore.Confirmation{}
+	// In durable mode the pipeline ends with a WAIT, as a single enqueue's confirmation does.
+	werr := s.store.Durability().Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
+		type indexGroup struct{ tenant, tags string }
+		byGroup := map[indexGroup][]string{}
+		var ids []string
+		var dues []time.Time
+		deadline := s.store.WriteDeadline(ctx)
+		for _, p := range toConfirm {
+			spec := specs[p.i]
+			var ttl time.Duration
+			if d := spec.Dedup; d != nil && d.Policy != Throttle {
+				ttl = dedupTTL(d)
+			}
+			confirms[p.i] = s.store.QueueConfirmSha(ctx, pipe, p.keys, p.job.ID, ttl, deadline)
+			g := indexGroup{spec.Tenant, strings.Join(spec.Tags, ",")}
+			byGroup[g] = append(byGroup[g], p.job.ID)
+			ids, dues = append(ids, p.job.ID), append(dues, s.store.ExpiryDue(now, spec.StartBy))
 		}
-		s.store.QueueIndexMany(ctx, pipe, g.tenant, ids, tags, now)
-	}
-	s.store.QueueExpiryMany(ctx, pipe, ids, dues)
-	for _, p := range live {
-		if e := out[p.i]; e.Err == nil && e.Deduplicated {
-			s.Stats.Deduplicated.Add(1)
-			s.m.dedup.WithLabelValues(specs[p.i].Type, string(specs[p.i].Dedup.Policy), "deduplicated").Inc()
-			if k := keysOr(s, e.JobID); k.Record != "" {
-				s.store.QueueEvents(ctx, pipe, k, now, Event{Event: "deduplicated", Detail: string(specs[p.i].Dedup.Policy) + " " + specs[p.i].Dedup.Key})
+		for g, ids := range byGroup {
+			var tags []string
+			if g.tags != "" {
+				tags = strings.Split(g.tags, ",")
+			}
+			s.store.QueueIndexMany(ctx, pipe, g.tenant, ids, tags, now)
+		}
+		s.store.QueueExpiryMany(ctx, pipe, ids, dues)
+		for _, p := range live {
+			if e := out[p.i]; e.Err == nil && e.Deduplicated {
+				s.Stats.Deduplicated.Add(1)
+				s.m.dedup.WithLabelValues(specs[p.i].Type, string(specs[p.i].Dedup.Policy), "deduplicated").Inc()
+				if k := keysOr(s, e.JobID); k.Record != "" {
+					s.store.QueueEvents(ctx, pipe, k, now, Event{Event: "deduplicated", Detail: string(specs[p.i].Dedup.Policy) + " " + specs[p.i].Dedup.Key})
+				}
 			}
 		}
-	}
-	if pipe.Len() > 0 {
-		_, _ = pipe.Exec(ctx)
-	}
+	})
 	for _, p := range toConfirm {
 		st, err := confirms[p.i].Result()
 		switch {
@@ -222,6 +225,8 @@ func (s *Stack) EnqueueMany(ctx context.Context, specs []Spec, atomic bool) []Bu
 		case st != jobstore.Confirmed:
 			out[p.i].Err = fmt.Errorf("%w: job %s was %s at its confirmation", ErrNotAccepted, p.job.ID, st)
 			s.abandon(ctx, p.keys, p.job.ID)
+		case werr != nil:
+			out[p.i] = BulkItem{Enqueued: Enqueued{JobID: p.job.ID}, Err: &notDurable{err: fmt.Errorf("job %s: %w", p.job.ID, werr)}}
 		default:
 			out[p.i].Enqueued = Enqueued{JobID: p.job.ID}
 		}

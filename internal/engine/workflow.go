@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
@@ -275,15 +276,17 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 	}
 
 	deadline := s.store.WriteDeadline(ctx)
-	pipe = s.rdb.Pipeline()
-	wc := s.store.QueueWorkflowConfirm(ctx, pipe, wfID, deadline, now)
+	var wc jobstore.WorkflowConfirmation
 	confirms := make([]jobstore.Confirmation, len(nodes))
-	for i, n := range nodes {
-		confirms[i] = s.store.QueueConfirm(ctx, pipe, n.keys, n.job.ID, 0, deadline)
-		s.store.QueueIndex(ctx, pipe, w.Tenant, n.job.ID, n.spec.Tags, now)
-		s.store.QueueExpiry(ctx, pipe, n.job.ID, s.store.ExpiryDue(now, time.Time{}))
-	}
-	_, _ = pipe.Exec(ctx)
+	// In durable mode the pipeline ends with a WAIT, as a single enqueue's confirmation does.
+	werr := s.store.Durability().Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
+		wc = s.store.QueueWorkflowConfirm(ctx, pipe, wfID, deadline, now)
+		for i, n := range nodes {
+			confirms[i] = s.store.QueueConfirmSha(ctx, pipe, n.keys, n.job.ID, 0, deadline)
+			s.store.QueueIndex(ctx, pipe, w.Tenant, n.job.ID, n.spec.Tags, now)
+			s.store.QueueExpiry(ctx, pipe, n.job.ID, s.store.ExpiryDue(now, time.Time{}))
+		}
+	})
 	st, err := wc.Result()
 	if err == nil && st != "confirmed" {
 		err = fmt.Errorf("%w: workflow %s was %s at its confirmation", ErrNotAccepted, wfID, st)
@@ -306,6 +309,9 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		return WorkflowCreated{}, fmt.Errorf("%w: workflow %s: %w", ErrOutcomeUnknown, wfID, err)
 	}
 	s.log.Info().Str("workflow_id", wfID).Int("nodes", len(nodes)).Str("event", "workflow_created").Msg("workflow created")
+	if werr != nil {
+		return created, &notDurable{err: fmt.Errorf("workflow %s: %w", wfID, werr)}
+	}
 	return created, nil
 }
 
