@@ -80,36 +80,25 @@ func (s *Store) CreateWith(ctx context.Context, k Keys, j NewJob, with func(pipe
 
 // Creation is a create queued in a pipeline (QueueCreate); Result reads it once the pipeline ran.
 type Creation struct {
-	cmd        *redis.Cmd
-	keys, args []string
+	cmd  *redis.Cmd
+	keys []string
+	args []any
 }
 
 // QueueCreate adds Create of j to pipe (EVALSHA: a create that finds its script missing is sent
 // again alone by Result).
 func (s *Store) QueueCreate(ctx context.Context, pipe redis.Pipeliner, k Keys, j NewJob) *Creation {
 	keys, args := s.createCall(k, j)
-	return &Creation{cmd: createScript.EvalSha(ctx, pipe, keys, args...), keys: keys, args: toStrings(args)}
+	return &Creation{cmd: createScript.EvalSha(ctx, pipe, keys, args...), keys: keys, args: args}
 }
 
 // Result is the create's answer, as Create's; a create whose script was missing runs again.
 func (c *Creation) Result(ctx context.Context, s *Store) (CreateState, string, error) {
 	res, err := c.cmd.Result()
 	if isNoScript(err) {
-		args := make([]any, len(c.args))
-		for i, a := range c.args {
-			args[i] = a
-		}
-		res, err = createScript.Run(ctx, s.rdb, c.keys, args...).Result()
+		res, err = createScript.Run(ctx, s.rdb, c.keys, c.args...).Result()
 	}
 	return parseCreate(res, err)
-}
-
-func toStrings(args []any) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		out[i] = fmt.Sprint(a)
-	}
-	return out
 }
 
 // createCall is the create script's keys and arguments for j.
