@@ -96,7 +96,7 @@ func (a *api) createBatch(c *fiber.Ctx) error {
 	}
 	return a.once(c, req.TenantID, func() (answer, error) {
 		created, err := a.stack.EnqueueBatch(c.UserContext(), b)
-		if err != nil {
+		if created.ID == "" {
 			return answer{}, workflowError(err, "jobs")
 		}
 		out := batchCreated{BatchID: created.ID, Jobs: make([]string, len(b.Jobs)),
@@ -105,7 +105,11 @@ func (a *api) createBatch(c *fiber.Ctx) error {
 			out.Jobs[i] = created.Jobs[fmt.Sprintf("job-%d", i)]
 		}
 		body, _ := json.Marshal(out)
-		return answer{status: http.StatusAccepted, body: body, location: "/batches/" + created.ID}, nil
+		ans := answer{status: http.StatusAccepted, body: body, location: "/batches/" + created.ID}
+		if err != nil {
+			return ans, notDurableError(err)
+		}
+		return ans, nil
 	})
 }
 

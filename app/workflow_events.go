@@ -16,8 +16,8 @@ import (
 // status), then `event: end` with the workflow's status once it has ended. Ids count the
 // stream's events; a reconnecting client gets every node's status again (a workflow's state is
 // its nodes' statuses, not a history). The machinery is the jobs' stream's (events.go): the
-// App's stream context, eventsMaxStream, a fresh REQUEST_TIMEOUT per poll, the write deadline
-// pushed on by each write.
+// App's stream context, eventsMaxStream, the streams' caps per caller and in all, a fresh
+// REQUEST_TIMEOUT per poll, the write deadline pushed on by each write.
 func (a *api) workflowEvents(c *fiber.Ctx) error {
 	timeout := 5 * time.Second
 	if d, ok := c.UserContext().Deadline(); ok {
@@ -27,6 +27,12 @@ func (a *api) workflowEvents(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	// A workflow's stream counts against the same caps as a job's (too_many_streams).
+	release, err := a.feeds.admit(streamer(c))
+	if err != nil {
+		c.Set(fiber.HeaderRetryAfter, streamsRetryAfter)
+		return err
+	}
 	id := strings.Clone(v.ID)
 	conn := c.Context().Conn()
 	base := context.WithoutCancel(c.UserContext())
@@ -34,6 +40,7 @@ func (a *api) workflowEvents(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer release()
 		ctx, cancel := context.WithTimeout(a.streams, eventsMaxStream)
 		defer cancel()
 		s := eventStream{w: w, conn: conn}

@@ -122,6 +122,13 @@ func workflowError(err error, what string) error {
 	return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeEnqueueFailed, Err: err, Detail: "the " + what + " could not be created; nothing will run, retry later"}
 }
 
+// notDurableError answers a workflow or batch that was created but whose confirmation its
+// replicas did not acknowledge in time (durable mode).
+func notDurableError(err error) error {
+	return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeNotDurable, Err: err,
+		Detail: "created, but its replicas did not acknowledge it in time; retry with the same Idempotency-Key to get it"}
+}
+
 // createWorkflow is POST /workflows.
 func (a *api) createWorkflow(c *fiber.Ctx) error {
 	if err := requireJSON(c); err != nil {
@@ -154,11 +161,15 @@ func (a *api) createWorkflow(c *fiber.Ctx) error {
 	}
 	return a.once(c, req.TenantID, func() (answer, error) {
 		created, err := a.stack.EnqueueWorkflow(c.UserContext(), w)
-		if err != nil {
+		if created.ID == "" {
 			return answer{}, workflowError(err, "nodes")
 		}
 		body, _ := json.Marshal(workflowCreated{WorkflowID: created.ID, Nodes: created.Jobs})
-		return answer{status: http.StatusAccepted, body: body, location: "/workflows/" + created.ID}, nil
+		ans := answer{status: http.StatusAccepted, body: body, location: "/workflows/" + created.ID}
+		if err != nil {
+			return ans, notDurableError(err)
+		}
+		return ans, nil
 	})
 }
 
@@ -193,16 +204,21 @@ func (a *api) once(c *fiber.Ctx, tenant string, create func() (answer, error)) e
 		}
 	}
 	ans, err := create()
-	if err != nil {
+	if err != nil && ans.status == 0 {
 		if cl != nil {
 			a.idem.release(c.UserContext(), cl)
 		}
 		return err
 	}
+	// An answer with an error (created, but its replicas did not acknowledge it in time) is
+	// stored too: a retry with the key gets the same workflow, never a second one.
 	if cl != nil {
 		pipe := a.stack.Store().Redis().Pipeline()
 		a.idem.complete(c.UserContext(), pipe, cl, ans)
 		_, _ = pipe.Exec(c.UserContext())
+	}
+	if err != nil {
+		return err
 	}
 	c.Set(fiber.HeaderLocation, ans.location)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
