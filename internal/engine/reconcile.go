@@ -181,6 +181,14 @@ func (r *Reconciler) redeliver(ctx context.Context, tc TaskConfig, o jobstore.Op
 	if err != nil || st != jobstore.Retaken {
 		return // changed meanwhile (or Redis failed): the next pass reads it again
 	}
+	if o.Workflow != "" {
+		// A workflow's node (released, its delivery lost): its end tells the workflow at once.
+		h := map[string]string{HeaderWorkflow: o.Workflow}
+		for k, v := range headers {
+			h[k] = v
+		}
+		headers = h
+	}
 	err = r.s.deliver(ctx, r.client, tc, o.JobID, o.Delivery, o.OpKey, o.Dedup, headers, 0)
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		log.Warn().Err(err).Msg("lost delivery not enqueued again; the next pass after the grace retries")

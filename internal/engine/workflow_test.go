@@ -290,3 +290,44 @@ func TestBatchCallbacksRunOnce(t *testing.T) {
 		t.Fatalf("the callback read its parents as %+v", p)
 	}
 }
+
+// A process released a child (held -> queued) and died before asynq took its delivery: the
+// reconciler delivers it (the job's first task id, with the workflow's header: its end tells the
+// workflow), and it runs once.
+func TestWorkflowReleasedButNotDeliveredIsDeliveredByTheReconciler(t *testing.T) {
+	t.Parallel()
+	b := newWFBundle(t)
+	c := b.create(node("a", "wait"), node("b", "ok", "a"))
+	b.waitStatus(c.Jobs["a"], "processing", 10*time.Second)
+	store := b.stack.Store()
+	ka, _ := store.Keys(c.Jobs["a"], "")
+	b.rdb.HSet(bg, ka.Record, "status", "done")
+	// What the dying process did: a's end noted (b decided), b released; then nothing.
+	adv, err := store.WorkflowEnded(bg, c.ID, "a", jobstore.StatusDone, time.Now())
+	if err != nil || len(adv.Decisions) != 1 || adv.Decisions[0].Action != "release" {
+		t.Fatalf("a's end: %+v %v", adv, err)
+	}
+	if r, err := store.ReleaseNode(bg, c.Jobs["b"], time.Now()); err != nil || !r.Released {
+		t.Fatalf("release: %+v %v", r, err)
+	}
+	// A sweep now finds b queued (not held): nothing to decide again, nothing delivered twice.
+	if _, err := b.stack.SweepWorkflows(bg); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := b.runsOf("b"); n != 0 {
+		t.Fatalf("b ran %d times before its delivery", n)
+	}
+	rec := b.stack.NewReconciler(b.insp, b.client, ReconcilerConfig{Grace: time.Millisecond})
+	if _, err := rec.Pass(bg); err != nil {
+		t.Fatal(err)
+	}
+	b.waitWorkflow(c.ID, "done")
+	if _, err := rec.Pass(bg); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := b.runsOf("b"); n != 1 {
+		t.Fatalf("b ran %d times", n)
+	}
+}

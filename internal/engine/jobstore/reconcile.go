@@ -31,10 +31,12 @@ type Open struct {
 	HeartbeatAt time.Time
 	// LeaseHeld says the resource's lease is held by the owner the record names (a live run).
 	LeaseHeld bool
+	// Workflow is the record's FieldWorkflow ("" when the job is no workflow's node).
+	Workflow string
 }
 
 var openFields = []string{FieldType, FieldQueue, FieldStatus, FieldDelivery, FieldOpKey, FieldDedup,
-	FieldUpdatedAt, FieldHeartbeatAt, FieldLeaseOwner, FieldConfirmed}
+	FieldUpdatedAt, FieldHeartbeatAt, FieldLeaseOwner, FieldConfirmed, FieldWorkflow}
 
 // OpenJobs reads up to n entries of the index of all jobs after cursor ("" the newest), newest
 // first, and returns the open ones among them and the cursor of the next entries ("" when the
@@ -87,7 +89,7 @@ func (s *Store) OpenJobs(ctx context.Context, cursor string, n int) ([]Open, str
 			owners[len(open)] = owner
 		}
 		open = append(open, Open{JobID: entries[i].id, Type: str(0), Queue: str(1), Status: st, Delivery: str(3),
-			OpKey: str(4), Dedup: str(5), UpdatedAt: str(6), Updated: stamp(str(6)), HeartbeatAt: stamp(str(7))})
+			OpKey: str(4), Dedup: str(5), UpdatedAt: str(6), Updated: stamp(str(6)), HeartbeatAt: stamp(str(7)), Workflow: str(10)})
 	}
 	if len(owners) > 0 {
 		pipe := s.rdb.Pipeline()
