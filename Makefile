@@ -2,7 +2,7 @@
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: run test deps vet staticcheck deploy-check compose-check actionlint unit release bench bench-peers bench-scripts bench-recovery chaos chaos-long chaos-failover chaos-failover-short chaos-limits schedule-soak
+.PHONY: run test deps vet staticcheck deploy-check compose-check actionlint unit release bench bench-peers bench-scripts bench-recovery chaos chaos-long chaos-failover chaos-failover-short chaos-limits chaos-workflows schedule-soak
 
 run:
 	$(GO) run ./cmd/jobguard
@@ -118,6 +118,12 @@ chaos-failover: deps
 ## chaos-failover-short: one master kill per topology (under 2 minutes); CI runs it after make chaos.
 chaos-failover-short: deps
 	CHAOS=failover-short $(GO) test -count=1 -v -run '^TestChaosFailover$$' -timeout 10m ./chaos/
+
+## chaos-workflows: 200 workflows of six nodes created while a worker running a job is killed (-9)
+## about every second (about 2 minutes): every workflow done, every held node released once and
+## never before its parents finished.
+chaos-workflows: deps
+	CHAOS=workflows $(GO) test -count=1 -v -run '^TestChaosWorkflows$$' -timeout 10m ./chaos/
 
 ## chaos-limits: the limits per key across worker processes (about 3 minutes): concurrency 3 per key
 ## on five workers while holders are killed (-9), paused and cut off past the lease, then a rate of

@@ -81,7 +81,7 @@ var (
 	runOutcomes   = []string{"done", "retry", "failed", "revoked", "bounced"}
 	leaseEvents   = []string{"acquired", "not_acquired", "lost", "renew_failed"}
 	bounceReasons = []string{"no_slot", "cancelled", "start_failed", "unconfirmed", "untaken", "debounce",
-		"lease_not_acquired", "lease_lost", "shutdown", "rate_limited", "finish_failed", "limit_full", "limit_rate", "slot_lost", "not_durable"}
+		"lease_not_acquired", "lease_lost", "shutdown", "rate_limited", "finish_failed", "limit_full", "limit_rate", "slot_lost", "not_durable", "held"}
 	// dedupResults are the results each policy can count; only replace replaces.
 	dedupResults = map[Policy][]string{
 		UntilStarted: {"deduplicated"}, UntilDone: {"deduplicated"}, Throttle: {"deduplicated"},

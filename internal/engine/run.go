@@ -188,6 +188,8 @@ func (s *Stack) notRun(st jobstore.Started, tc TaskConfig, log zerolog.Logger) e
 		return nil
 	case jobstore.Unconfirmed:
 		return s.bounce(tc.Type, "unconfirmed", 0, errors.New("the job's enqueue is not confirmed yet"))
+	case jobstore.StartHeld:
+		return s.bounce(tc.Type, "held", 0, errors.New("the workflow's node is not released yet"))
 	case jobstore.Debounce:
 		return s.bounce(tc.Type, "debounce", st.Wait, errors.New("replaced payload waits for its debounce"))
 	case jobstore.Busy:

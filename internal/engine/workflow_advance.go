@@ -94,26 +94,35 @@ func (s *Stack) decide(ctx context.Context, client *asynq.Client, wfID string, d
 		}
 		return terminalOr(st), nil
 	}
+	// The delivery first, then the release: a delivery that starts before the release is
+	// written bounces (start.lua: held), and a process that dies in between leaves a node held
+	// with no pending parent, which the sweeper releases. The other order left a queued job with
+	// no delivery for the reconciler's grace (chaos-workflows found workflows waiting on it).
+	info, err := s.store.ReleaseInfo(ctx, d.JobID)
+	if err != nil {
+		return "", fmt.Errorf("engine: %w", err)
+	}
+	if info.Status != jobstore.StatusHeld {
+		return terminalOr(info.Status), nil
+	}
+	tc, ok := s.TaskConfig(info.Type)
+	if !ok {
+		return "", fmt.Errorf("%w: %q (workflow node %s)", ErrUnknownType, info.Type, d.JobID)
+	}
+	payload, err := s.openValue(d.JobID, jobstore.FieldPayload, info.Payload) // a limit key reads the plaintext
+	if err != nil {
+		return "", fmt.Errorf("engine: release %s: %w", d.JobID, err)
+	}
+	spec := Spec{Type: info.Type, Tenant: info.Tenant, Resource: info.Resource, Payload: payload, OpKey: info.OpKey}
+	if err := s.deliverNode(ctx, client, tc, d.JobID, wfID+":"+d.Node, spec); err != nil {
+		return "", err
+	}
 	r, err := s.store.ReleaseNode(ctx, d.JobID, now)
 	if err != nil {
 		return "", fmt.Errorf("engine: %w", err)
 	}
 	if !r.Released {
 		return terminalOr(r.Status), nil
-	}
-	tc, ok := s.TaskConfig(r.Type)
-	if !ok {
-		return "", fmt.Errorf("%w: %q (workflow node %s)", ErrUnknownType, r.Type, d.JobID)
-	}
-	payload, err := s.openValue(d.JobID, jobstore.FieldPayload, r.Payload) // a limit key reads the plaintext
-	if err != nil {
-		return "", fmt.Errorf("engine: release %s: %w", d.JobID, err)
-	}
-	spec := Spec{Type: r.Type, Tenant: r.Tenant, Resource: r.Resource, Payload: payload, OpKey: r.OpKey}
-	// A failure here leaves the node queued without a delivery: the reconciler delivers it (the
-	// same task id) once its grace has passed.
-	if err := s.deliverNode(ctx, client, tc, d.JobID, wfID+":"+d.Node, spec); err != nil {
-		return "", err
 	}
 	s.log.Info().Str("workflow_id", wfID).Str("job_id", d.JobID).Str("event", "released").Msg("workflow node released")
 	return "", nil

@@ -47,6 +47,9 @@ const (
 	Untaken StartState = "untaken"
 	// StartExpired: the job waited past its start_by; the start made it expired: acknowledge.
 	StartExpired StartState = "expired"
+	// StartHeld: a workflow's node whose release delivered it before making its record queued
+	// (wf_release.lua runs after the delivery): nothing written, ask again.
+	StartHeld StartState = "held"
 )
 
 // Started is the start script's answer.
@@ -111,7 +114,7 @@ func parseStarted(res any) (Started, error) {
 	case Stale:
 		st.Current, err = stringAt("start", rest, 0)
 		return st, err
-	case Gone, Applied, Exhausted, Unconfirmed, Untaken, StartExpired:
+	case Gone, Applied, Exhausted, Unconfirmed, Untaken, StartExpired, StartHeld:
 		return st, nil
 	}
 	return Started{}, replyError("start", res)

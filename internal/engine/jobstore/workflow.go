@@ -229,6 +229,28 @@ type Released struct {
 	Payload                       []byte
 }
 
+// ReleaseInfo is what a release reads of a node's record before its delivery: the status ("" when
+// the record is gone) and what the delivery needs.
+type ReleaseInfo struct {
+	Status                        Status
+	Type, Tenant, Resource, OpKey string
+	Payload                       []byte
+}
+
+// ReleaseInfo reads node job id's record for its release, in one round trip.
+func (s *Store) ReleaseInfo(ctx context.Context, id string) (ReleaseInfo, error) {
+	k, err := s.Keys(id, "")
+	if err != nil {
+		return ReleaseInfo{}, err
+	}
+	v, err := s.rdb.HMGet(ctx, k.Record, FieldStatus, FieldType, FieldTenant, FieldResource, FieldOpKey, FieldPayload).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return ReleaseInfo{}, fmt.Errorf("jobstore: read node %s: %w", id, err)
+	}
+	str := func(i int) string { s, _ := v[i].(string); return s }
+	return ReleaseInfo{Status: Status(str(0)), Type: str(1), Tenant: str(2), Resource: str(3), OpKey: str(4), Payload: []byte(str(5))}, nil
+}
+
 // ReleaseNode makes held node job id queued (scripts/wf_release.lua), once.
 func (s *Store) ReleaseNode(ctx context.Context, id string, now time.Time) (Released, error) {
 	k, err := s.Keys(id, "")

@@ -19,7 +19,9 @@
 --         {"untaken"}: a replay's delivery (numbered past the record's deliveries) of a failed job
 --         whose record has not taken it yet: nothing written, try again shortly;
 --         {"unconfirmed"}: the job's enqueue is not confirmed yet (it may still be refused, and
---         then the record runs out): nothing written, try again shortly.
+--         then the record runs out): nothing written, try again shortly;
+--         {"held"}: a workflow's node delivered before its release made it queued: nothing
+--         written, try again shortly.
 local now = ARGV[4]
 -- Every field of the run's path in one read (the id is the key's); others when a rarer path needs them.
 local rec = record_get(KEYS[1], {'status', 'delivery', 'attempt', 'max_attempts', 'payload', 'checkpoint',
@@ -59,6 +61,9 @@ if rec.status == 'done' or rec.status == 'failed' or rec.status == 'revoked' or 
 end
 if rec.delivery ~= ARGV[1] then return {'stale', rec.delivery or ''} end
 if rec.confirmed == '0' then return {'unconfirmed'} end
+-- A workflow's node is delivered before its release makes it queued (wf_release.lua): a delivery
+-- that comes first waits; a release whose process died is done again by the sweeper.
+if rec.status == 'held' then return {'held'} end
 -- Deadline: a waiting job past its start_by ends expired instead of starting late (a processing
 -- one started in time: a retried call, or asynq's redelivery of a lost run).
 if (rec.status == 'queued' or rec.status == 'retrying') and tonumber(rec.start_by or '0') > 0 and
