@@ -210,7 +210,8 @@ func (s *Stack) EnqueueMany(ctx context.Context, specs []Spec, atomic bool) []Bu
 		for _, p := range live {
 			if e := out[p.i]; e.Err == nil && e.Deduplicated {
 				s.Stats.Deduplicated.Add(1)
-				s.m.dedup.WithLabelValues(specs[p.i].Type, string(specs[p.i].Dedup.Policy), "deduplicated").Inc()
+				spec := specs[p.i]
+				s.m.dedup.WithLabelValues(spec.Type, string(spec.Dedup.Policy), "deduplicated").Inc()
 				if k := keysOr(s, e.JobID); k.Record != "" {
 					s.store.QueueEvents(ctx, pipe, k, now, Event{Event: "deduplicated", Detail: string(specs[p.i].Dedup.Policy) + " " + specs[p.i].Dedup.Key})
 				}

@@ -87,7 +87,8 @@ func (s *Stack) decide(ctx context.Context, client *asynq.Client, wfID string, d
 			return "", fmt.Errorf("engine: %w", err)
 		}
 		if skipped {
-			s.m.transitions.WithLabelValues(s.typeOf(ctx, d.JobID), string(jobstore.StatusSkipped)).Inc()
+			typ := s.typeOf(ctx, d.JobID)
+			s.m.transitions.WithLabelValues(typ, "skipped").Inc()
 			s.ended(d.JobID)
 			s.log.Info().Str("workflow_id", wfID).Str("job_id", d.JobID).Str("event", "skipped").Str("why", d.Why).Msg("workflow node skipped")
 			return jobstore.StatusSkipped, nil
