@@ -22,7 +22,7 @@ func (g *Guard) Run(ctx context.Context) error {
 	}
 	insp := asynq.NewInspectorFromRedisClient(g.rdb)
 	var wg sync.WaitGroup
-	jobs := g.stack.NewRescuer(insp, g.client, g.cfg.RescueInterval)
+	jobs := g.stack.NewRescuer(insp, g.client, g.cfg.RescueInterval).Serving(g.servedQueues)
 	loops := []func(context.Context){
 		func(ctx context.Context) {
 			loop.Every(ctx, g.cfg.RescueInterval, func() { g.rescuePass(ctx, insp, jobs) })
@@ -73,28 +73,17 @@ func (g *Guard) rescuePass(ctx context.Context, insp *asynq.Inspector, jobs *eng
 // RescueLeases is one pass of the lease level's rescuer (Run makes one every RescueInterval):
 // each active task of a lease-level type whose run lost its lease (its worker died, or paused
 // past the lease) is handed to a copy that asynq delivers at once, and the original's later
-// redelivery is acknowledged without running. It returns how many it rescued.
+// redelivery is acknowledged without running. It walks the inspector's queues and those of the
+// servers the guard configured (ServerConfig). It returns how many it rescued.
 func (g *Guard) RescueLeases(ctx context.Context, insp *asynq.Inspector) (int, error) {
-	queues, err := insp.Queues()
-	if err != nil {
-		return 0, fmt.Errorf("middleware: rescue: list queues: %w", err)
-	}
 	rescued := 0
-	for _, q := range queues {
-		for page := 1; ; page++ {
-			active, err := insp.ListActiveTasks(q, asynq.PageSize(500), asynq.Page(page))
-			if err != nil {
-				return rescued, fmt.Errorf("middleware: rescue: list active tasks of %s: %w", q, err)
-			}
-			for _, t := range active {
-				if g.rescueLease(ctx, t) {
-					rescued++
-				}
-			}
-			if len(active) < 500 {
-				break
-			}
+	err := engine.WalkActive(ctx, g.rdb, insp, g.servedQueues(), func(t *asynq.TaskInfo) {
+		if g.rescueLease(ctx, t) {
+			rescued++
 		}
+	})
+	if err != nil {
+		return rescued, fmt.Errorf("middleware: rescue: %w", err)
 	}
 	return rescued, nil
 }

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ type Guard struct {
 	mu     sync.RWMutex
 	leases map[string]Lease
 	jobs   map[string]Job
+	served []string // the queues of the server configs ServerConfig built
 }
 
 // New returns a guard on rdb (a *redis.Client, a Sentinel failover client or a cluster client).
@@ -153,4 +155,23 @@ func (l Limit) engine() engine.Limit {
 		el.Key = func(s engine.Spec) string { return key(optionsOf(s)) }
 	}
 	return el
+}
+
+// servedQueues are the queues of the asynq servers this guard configured (ServerConfig): the
+// rescuers walk them besides the inspector's, which lists none after Redis restarted empty.
+func (g *Guard) servedQueues() []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return append([]string(nil), g.served...)
+}
+
+// serve records the queues of a server config ServerConfig built.
+func (g *Guard) serve(queues map[string]int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, q := range engine.ServedQueues(queues) {
+		if !slices.Contains(g.served, q) {
+			g.served = append(g.served, q)
+		}
+	}
 }

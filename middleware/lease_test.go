@@ -190,3 +190,41 @@ func TestLeaseLevelLeavesNothingWithoutAnExpiry(t *testing.T) {
 		return len(keys) == 20 // the fence counters, expiring
 	})
 }
+
+// After Redis restarts empty, asynq does not list a queue again in asynq:queues (a process adds
+// it on its first enqueue only), so the inspector lists none; a lost run of a queue the server
+// serves is rescued all the same (the rescuers walk ServerConfig's queues too).
+func TestLeaseLevelRescuesAfterRedisRestartedEmpty(t *testing.T) {
+	t.Parallel()
+	b := setup(t, middleware.Config{LeaseTTL: time.Second})
+	b.guard.ProtectLease("reserve", middleware.Lease{Resource: skuOf})
+	var runs atomic.Int64
+	firstStarted, firstGoOn := make(chan *middleware.Run, 1), make(chan struct{})
+	h := func(ctx context.Context, task *asynq.Task) error {
+		run, _ := middleware.RunFrom(ctx)
+		if runs.Add(1) == 1 {
+			firstStarted <- run
+			<-firstGoOn
+		}
+		return nil
+	}
+	b.serve(t, asynq.Config{Concurrency: 2, Queues: map[string]int{"critical": 1}}, map[string]asynq.HandlerFunc{"reserve": h})
+	if _, err := b.client.Enqueue(asynq.NewTask("warmup", nil), asynq.Queue("critical"), asynq.ProcessIn(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	b.rdb.FlushDB(ctx) // the restart: the client has listed its queue and will not again
+	if _, err := b.client.Enqueue(asynq.NewTask("reserve", []byte("8")), asynq.Queue("critical")); err != nil {
+		t.Fatal(err)
+	}
+	first := <-firstStarted
+	if qs, _ := b.insp.Queues(); len(qs) != 0 {
+		t.Fatalf("the inspector lists %v, want none (the premise)", qs)
+	}
+	b.rdb.Del(ctx, first.Locks().LeaseKey("sku:8")) // its worker is gone
+	eventually(t, 10*time.Second, "the lost run rescued", func() bool {
+		n, _ := b.guard.RescueLeases(ctx, b.insp)
+		return n == 1
+	})
+	eventually(t, 10*time.Second, "the copy ran", func() bool { return runs.Load() == 2 })
+	close(firstGoOn)
+}

@@ -21,7 +21,11 @@ import (
 //   - DelayedTaskCheckInterval, when unset: 1 s (the floor of bounce delays; asynq's default is 5 s);
 //   - Concurrency, when unset: the guard's Concurrency; when the guard's is unset, the guard
 //     bounds its job-level handlers by the server's (call ServerConfig before the server starts).
+//
+// The guard remembers c's Queues: Run's rescuers walk them besides the queues asynq lists, which
+// are none after Redis restarted empty (asynq lists a queue once per process).
 func (g *Guard) ServerConfig(c asynq.Config) asynq.Config {
+	g.serve(c.Queues)
 	appDelay := c.RetryDelayFunc
 	if appDelay == nil {
 		appDelay = asynq.DefaultRetryDelayFunc

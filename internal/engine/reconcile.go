@@ -145,8 +145,8 @@ func (r *Reconciler) openRecords(ctx context.Context, done Repairs) error {
 		if o.Status == jobstore.StatusProcessing && (o.LeaseHeld || now.Sub(o.HeartbeatAt) < tc.LeaseTTL) {
 			continue // a live run
 		}
-		info, err := r.insp.GetTaskInfo(o.Queue, o.Delivery)
-		lost := errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound)
+		state, err := r.deliveryState(ctx, o.Queue, o.Delivery)
+		lost := errors.Is(err, asynq.ErrTaskNotFound)
 		if err != nil && !lost {
 			return fmt.Errorf("engine: reconcile: read delivery %s: %w", o.Delivery, err)
 		}
@@ -157,11 +157,25 @@ func (r *Reconciler) openRecords(ctx context.Context, done Repairs) error {
 			// asynq has it: the rescuer (active) or asynq's own redelivery (pending, retry) runs it.
 		case lost:
 			r.redeliver(ctx, tc, o, done)
-		case info.State == asynq.TaskStateArchived:
+		case state == asynq.TaskStateArchived:
 			r.unarchive(ctx, o, done)
 		}
 	}
 	return nil
+}
+
+// deliveryState is the state of a delivery in asynq, asynq.ErrTaskNotFound when it has none. A
+// queue asynq:queues does not name (Redis restarted empty) is read directly: its tasks are not
+// lost for the inspector's refusing it.
+func (r *Reconciler) deliveryState(ctx context.Context, queue, id string) (asynq.TaskState, error) {
+	info, err := r.insp.GetTaskInfo(queue, id)
+	if errors.Is(err, asynq.ErrQueueNotFound) {
+		return unlistedTaskState(ctx, r.s.rdb, queue, id)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return info.State, nil
 }
 
 func (r *Reconciler) counted(typ, kind string, done Repairs) {

@@ -25,6 +25,7 @@ type Rescuer struct {
 	insp     *asynq.Inspector
 	client   *asynq.Client
 	interval time.Duration
+	served   func() []string
 }
 
 // NewRescuer returns a rescuer for the stack's task types; interval 0 means DefaultRescueInterval.
@@ -33,6 +34,13 @@ func (s *Stack) NewRescuer(insp *asynq.Inspector, client *asynq.Client, interval
 		interval = DefaultRescueInterval
 	}
 	return &Rescuer{s: s, insp: insp, client: client, interval: interval}
+}
+
+// Serving makes the rescuer also walk the queues served gives (the queues this process's server
+// works on), which the inspector does not list after Redis restarted empty (WalkActive).
+func (r *Rescuer) Serving(served func() []string) *Rescuer {
+	r.served = served
+	return r
 }
 
 // Run rescues every interval until ctx ends.
@@ -47,26 +55,18 @@ func (r *Rescuer) Run(ctx context.Context) {
 // Pass looks at every active delivery once and returns how many jobs it rescued (or failed); then
 // it runs the deadline sweep (Stack.ExpireDue), whose errors it returns too.
 func (r *Rescuer) Pass(ctx context.Context) (int, error) {
-	queues, err := r.insp.Queues()
-	if err != nil {
-		return 0, fmt.Errorf("engine: rescue: list queues: %w", err)
+	var served []string
+	if r.served != nil {
+		served = r.served()
 	}
 	rescued := 0
-	for _, q := range queues {
-		for page := 1; ; page++ {
-			active, err := r.insp.ListActiveTasks(q, asynq.PageSize(500), asynq.Page(page))
-			if err != nil {
-				return rescued, fmt.Errorf("engine: rescue: list active tasks of %s: %w", q, err)
-			}
-			for _, t := range active {
-				if r.rescue(ctx, t) {
-					rescued++
-				}
-			}
-			if len(active) < 500 {
-				break
-			}
+	err := WalkActive(ctx, r.s.rdb, r.insp, served, func(t *asynq.TaskInfo) {
+		if r.rescue(ctx, t) {
+			rescued++
 		}
+	})
+	if err != nil {
+		return rescued, fmt.Errorf("engine: rescue: %w", err)
 	}
 	if _, err := r.s.ExpireDue(ctx); err != nil {
 		return rescued, err
