@@ -193,9 +193,17 @@ func (r *Replicated) WaitPromotion(ctx context.Context, old *Server) (*Server, e
 	}
 }
 
-// Rejoin restarts a killed old master with no data; the sentinels turn it into a replica of the new
-// master, and Rejoin waits until its link to the master is up.
+// Rejoin restarts a killed old master with no data and as a master, as its configuration file
+// says once a sentinel promoted it (CONFIG REWRITE): a node started as a replica forgets its
+// --replicaof. The sentinels turn it into a replica of the new master, and Rejoin waits until its
+// link to the master is up.
 func (r *Replicated) Rejoin(old *Server, within time.Duration) error {
+	for i, a := range old.args {
+		if a == "--replicaof" && i+2 < len(old.args) {
+			old.args = append(old.args[:i:i], old.args[i+3:]...)
+			break
+		}
+	}
 	if err := old.Restart(); err != nil {
 		return err
 	}
@@ -459,6 +467,110 @@ func (r *Replicated) SentinelLogs() string {
 			log = log[len(log)-3000:]
 		}
 		fmt.Fprintf(&b, "--- sentinel %s\n%s\n", s.Addr, log)
+	}
+	return b.String()
+}
+
+// StallMaster pauses the current master (SIGSTOP, clients' commands wait in its socket buffers)
+// until a replica is promoted, then resumes it: it runs what was queued and answers as a master
+// until the sentinels demote it. It returns the old master and how long the promotion took.
+func (r *Replicated) StallMaster(ctx context.Context) (*Server, time.Duration, error) {
+	a, err := r.MasterAddr(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	m := r.Node(a)
+	if m == nil {
+		return nil, 0, fmt.Errorf("redistest: the sentinels' master %s is none of the nodes", a)
+	}
+	at := time.Now()
+	if err := m.Pause(); err != nil {
+		return nil, 0, err
+	}
+	_, err = r.WaitPromotion(ctx, m)
+	d := time.Since(at)
+	if rerr := m.Resume(); err == nil {
+		err = rerr
+	}
+	return m, d, err
+}
+
+// ReplicaAddrs is what each sentinel lists as mymaster's replicas (SENTINEL REPLICAS), by
+// sentinel address.
+func (r *Replicated) ReplicaAddrs(ctx context.Context) map[string][]string {
+	out := map[string][]string{}
+	for _, s := range r.Sentinels {
+		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
+		reps, err := c.Replicas(ctx, "mymaster").Result()
+		c.Close()
+		if err != nil {
+			out[s.Addr] = []string{"error: " + err.Error()}
+			continue
+		}
+		for _, rep := range reps {
+			out[s.Addr] = append(out[s.Addr], rep["name"]+" ("+rep["flags"]+")")
+		}
+	}
+	return out
+}
+
+// Reset makes each sentinel in turn forget mymaster's replicas and sentinels (SENTINEL RESET)
+// and learn them again from the master, waiting until it knows want replicas and the two other
+// sentinels: a node a sentinel knew under another address (a proxy) is then known once.
+func (r *Replicated) Reset(ctx context.Context, want int) error {
+	for _, s := range r.Sentinels {
+		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
+		err := c.Reset(ctx, "mymaster").Err()
+		for err == nil {
+			m, merr := c.Master(ctx, "mymaster").Result()
+			if merr == nil && m["num-slaves"] == strconv.Itoa(want) && m["num-other-sentinels"] == "2" {
+				break
+			}
+			if ctx.Err() != nil {
+				err = fmt.Errorf("sentinel %s after reset: %v %v", s.Addr, merr, m)
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("redistest: reset: %w", err)
+		}
+	}
+	return nil
+}
+
+// StallMaster pauses (SIGSTOP) the first node that answers as a master until its replica took
+// over, then resumes it; it returns the old master and how long the promotion took.
+func (c *ReplicatedCluster) StallMaster(within time.Duration) (*Server, time.Duration, error) {
+	ms := c.Masters()
+	if len(ms) == 0 {
+		return nil, 0, errors.New("redistest: no master answers")
+	}
+	at := time.Now()
+	if err := ms[0].Pause(); err != nil {
+		return nil, 0, err
+	}
+	err := c.WaitPromotion(ms[0], within)
+	d := time.Since(at)
+	if rerr := ms[0].Resume(); err == nil {
+		err = rerr
+	}
+	return ms[0], d, err
+}
+
+// SentinelEvents is every event line (+switch-master, +convert-to-slave, ...) of every sentinel's
+// log, for a test that wants to show a failover's steps.
+func (r *Replicated) SentinelEvents() string {
+	var b strings.Builder
+	for _, s := range r.Sentinels {
+		log, _ := os.ReadFile(filepath.Join(s.dir, "sentinel.log"))
+		fmt.Fprintf(&b, "--- sentinel %s\n", s.Addr)
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(line, "# +") || strings.Contains(line, "# -") || strings.Contains(line, "* +") || strings.Contains(line, "* -") {
+				b.WriteString(line + "\n")
+			}
+		}
 	}
 	return b.String()
 }
