@@ -90,6 +90,7 @@ type failoverRunState struct {
 	// events the old master recorded during a partition, read from it before it was demoted
 	vanished map[string][]tlEvent // timeline key -> events
 	lost     int                  // acknowledged enqueues lost (the report's count)
+	stuck    int                  // jobs not ended after quiescence (the report's count)
 }
 
 func failoverRun(t *testing.T, bin, mode string, fm failoverMode, faults []string, minority bool) {
@@ -182,8 +183,8 @@ func failoverRun(t *testing.T, bin, mode string, fm failoverMode, faults []strin
 		}
 	}
 	r.rdb, r.env = topo.client, append(topo.env, fm.env...)
-	// Every process's log goes to a file kept when the run lost an acknowledged enqueue, to find
-	// which write was acknowledged without the replicas.
+	// Every process's log goes to a file kept when the run lost an acknowledged enqueue or left a
+	// job stuck, to find which write was acknowledged without the replicas.
 	logs, err := os.CreateTemp("", "jobguard-failover-*.log")
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +199,7 @@ func failoverRun(t *testing.T, bin, mode string, fm failoverMode, faults []strin
 		logMu.Lock()
 		defer logMu.Unlock()
 		_ = logs.Close()
-		if r.lost == 0 {
+		if r.lost == 0 && r.stuck == 0 {
 			_ = os.Remove(logs.Name())
 			return
 		}
@@ -627,11 +628,13 @@ func (r *failoverRunState) report(mode string, wall time.Duration) {
 		case "failed":
 			failed++
 		default:
-			stuck++
+			if stuck++; stuck <= 5 {
+				t.Logf("stuck: %s %s", id, s)
+			}
 		}
 		return true
 	})
-	r.lost = gone - goneRan
+	r.lost, r.stuck = gone-goneRan, stuck
 	lostOrders := 0
 	r.orders.Range(func(k, _ any) bool {
 		if applied[strings.SplitN(k.(string), "/", 2)[1]] == 0 {
