@@ -47,6 +47,12 @@ func TestDurableEnqueueAnswers503WithoutItsReplica(t *testing.T) {
 	if took > 2*time.Second {
 		t.Fatalf("the 503 took %s", took)
 	}
+	// The same order again, without the key: the job of the 503 stands on the master, and a
+	// duplicate's answer must not acknowledge it before the replica holds it (it did: 202).
+	resp, body = post(t, r, "/jobs/reserve-stock", order)
+	if resp.StatusCode != 503 || codeIn(body) != CodeNotDurable {
+		t.Fatalf("a duplicate of the job the replica does not hold: %d %s", resp.StatusCode, body)
+	}
 	if err := replica.Resume(); err != nil {
 		t.Fatal(err)
 	}

@@ -178,7 +178,9 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 			s.Stats.Deduplicated.Add(1)
 			s.m.dedup.WithLabelValues(spec.Type, string(spec.Dedup.Policy), "deduplicated").Inc()
 			e := Enqueued{JobID: existing, Deduplicated: true}
-			s.noteDuplicate(ctx, keysOr(s, existing), e, spec)
+			if err := s.noteDuplicate(ctx, keysOr(s, existing), e, spec); err != nil {
+				return Enqueued{}, err
+			}
 			return e, nil
 		case jobstore.ReplaceExisting:
 			replaced, err := s.replace(ctx, existing, tc, spec)
@@ -392,12 +394,24 @@ func createAnswer(id string, state jobstore.CreateState, existing string, err er
 
 // noteDuplicate puts a deduplicated request on the existing job's timeline, in one round trip
 // with the caller's Finally commands.
-func (s *Stack) noteDuplicate(ctx context.Context, keys jobstore.Keys, res Enqueued, spec Spec) {
-	pipe := s.rdb.Pipeline()
-	if keys.Record != "" {
-		s.store.QueueEvents(ctx, pipe, keys, s.now(), Event{Event: "deduplicated", Detail: string(spec.Dedup.Policy) + " " + spec.Dedup.Key})
+func (s *Stack) noteDuplicate(ctx context.Context, keys jobstore.Keys, res Enqueued, spec Spec) error {
+	// In durable mode the answer waits for the replicas too: the existing job may be one whose own
+	// enqueue was answered not_durable and that stands on the master only (a retry of it got 202
+	// for a job no replica held). The event is a write in the job's slot, so the WAIT after it
+	// covers the job's record on that master.
+	durable := s.store.Durability()
+	werr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
+		if keys.Record != "" {
+			s.store.QueueEvents(ctx, pipe, keys, s.now(), Event{Event: "deduplicated", Detail: string(spec.Dedup.Policy) + " " + spec.Dedup.Key})
+		}
+		if spec.Finally != nil {
+			spec.Finally(ctx, pipe, res)
+		}
+	})
+	if werr != nil {
+		return &notDurable{err: fmt.Errorf("job %s (duplicate): %w", res.JobID, werr)}
 	}
-	s.finally(ctx, pipe, spec, res)
+	return nil
 }
 
 func (s *Stack) replace(ctx context.Context, existing string, tc TaskConfig, spec Spec) (bool, error) {
