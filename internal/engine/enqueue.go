@@ -202,7 +202,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
 	}
-	if err := s.confirm(ctx, keys, id, spec); err != nil {
+	if err := s.confirm(ctx, keys, id, tc.Queue, spec); err != nil {
 		s.abandon(ctx, keys, id) // removes nothing the confirmation confirmed
 		return Enqueued{}, err
 	}
@@ -263,9 +263,10 @@ func (s *Stack) abandon(ctx context.Context, keys jobstore.Keys, id string) {
 
 // confirm makes the job's record permanent (for its retention), its dedup marker last its TTL,
 // puts it in the tenant's list and the expiry index, and sends the caller's Finally commands, in
-// one pipeline. In durable mode a WAIT ends it (one per node on a cluster): a confirmation the
-// replicas did not acknowledge is a notDurable error, and the job stands on the master.
-func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id string, spec Spec) error {
+// one pipeline. In durable mode a WAIT ends it (one per node on a cluster, the queue's master
+// included): a confirmation the replicas did not acknowledge is a notDurable error, and the job
+// stands on the master.
+func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id, queue string, spec Spec) error {
 	ttl := time.Duration(0)
 	if d := spec.Dedup; d != nil && d.Policy != Throttle {
 		ttl = dedupTTL(d) // a throttle's window runs from the create
@@ -282,6 +283,12 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id string, spec
 		s.store.QueueExpiry(ctx, pipe, id, s.store.ExpiryDue(s.now(), spec.StartBy))
 		if !cluster && spec.Finally != nil {
 			spec.Finally(ctx, pipe, Enqueued{JobID: id})
+		}
+		if cluster && durable.On() {
+			// asynq's enqueue of the delivery wrote in the queue's slot, on a master of its own
+			// on a cluster: a write of ours in that slot puts a WAIT on that master's connection
+			// too, and its replicas' acknowledgement covers the delivery written before it.
+			pipe.Set(ctx, s.store.Key(queue, "durable"), id, time.Minute)
 		}
 	})
 	state, err := c.Result()
