@@ -411,6 +411,12 @@ func (s *Stack) noteDuplicate(ctx context.Context, keys jobstore.Keys, res Enque
 		if keys.Record != "" {
 			s.store.QueueEvents(ctx, pipe, keys, s.now(), Event{Event: "deduplicated", Detail: string(spec.Dedup.Policy) + " " + spec.Dedup.Key})
 		}
+		if durable.On() {
+			// The job's own confirmation may have reached no replica, its index entry included
+			// (a cluster pipeline's group sent to a demoted master is refused): the reconciler,
+			// which redelivers a queued job whose delivery a failover lost, finds jobs there.
+			s.store.QueueIndex(ctx, pipe, spec.Tenant, res.JobID, spec.Tags, s.now())
+		}
 		if spec.Finally != nil {
 			spec.Finally(ctx, pipe, res)
 		}
