@@ -269,6 +269,9 @@ func failoverRun(t *testing.T, bin, mode string, fm failoverMode, faults []strin
 	if slow && rep != nil {
 		t.Logf("a recovery took more than 10 s; the sentinels' logs:\n%s", rep.SentinelLogs())
 	}
+	if r.lost > 0 && rep != nil {
+		t.Logf("acknowledged enqueues were lost; the sentinels' events:\n%s", rep.SentinelEvents())
+	}
 }
 
 func addrOf(p *faultproxy.Proxy) string {
