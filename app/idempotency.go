@@ -18,6 +18,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/scriptfs"
 )
 
 // Idempotency-Key handling per draft-ietf-httpapi-idempotency-key-header-06: the key is scoped to a
@@ -30,11 +31,7 @@ import (
 var appScripts embed.FS
 
 func appScript(name string) *redis.Script {
-	b, err := appScripts.ReadFile("scripts/" + name)
-	if err != nil {
-		panic(err)
-	}
-	return redis.NewScript(string(b))
+	return redis.NewScript(scriptfs.Read(appScripts, name))
 }
 
 // appDeadlineScript is an app script that checks its caller's deadline (jobstore.NewScript).

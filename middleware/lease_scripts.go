@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/internal/scriptfs"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -15,11 +16,7 @@ import (
 var scriptFiles embed.FS
 
 func mustScript(name string) *redis.Script {
-	b, err := scriptFiles.ReadFile("scripts/" + name)
-	if err != nil {
-		panic(err)
-	}
-	return locking.NewProtocolScript(string(b))
+	return locking.NewProtocolScript(scriptfs.Read(scriptFiles, name))
 }
 
 var (

@@ -4,6 +4,8 @@ import (
 	"embed"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/scriptfs"
 )
 
 // Every script of the task types is a file of scripts/, opening with its KEYS/ARGV/returns header.
@@ -14,11 +16,7 @@ var scriptFS embed.FS
 // scriptBody is the text of scripts/<name>, for the bodies that engine.NewEffect and
 // locking.NewFencedScript complete with their preludes.
 func scriptBody(name string) string {
-	b, err := scriptFS.ReadFile("scripts/" + name)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
+	return scriptfs.Read(scriptFS, name)
 }
 
 // mustScript is scripts/<name> as a script of its own.

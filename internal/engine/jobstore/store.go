@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/internal/scriptfs"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -15,11 +16,7 @@ import (
 var scriptFS embed.FS
 
 func readScript(name string) string {
-	b, err := scriptFS.ReadFile("scripts/" + name)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
+	return scriptfs.Read(scriptFS, name)
 }
 
 // EffectFrame wraps an effect's body (engine.NewEffect): the applied-operation check before it and
