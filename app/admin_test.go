@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // startAppThen is startApp with a hook that runs between New and Run (to set a clock or a grace).
@@ -26,7 +27,7 @@ func startAppThen(t *testing.T, role Role, env map[string]string, before func(*A
 	for k, v := range env {
 		full[k] = v
 	}
-	cfg, err := FromLookup(lookupFrom(full))
+	cfg, err := FromLookup(lookupFrom(full), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestUICredentialsOnlyWhereTheUIIsServed(t *testing.T) {
 		t.Fatalf("worker on 0.0.0.0: healthz %d %s", resp.StatusCode, body)
 	}
 	for _, role := range []Role{RoleAPI, RoleAll} {
-		cfg, err := FromLookup(lookupFrom(map[string]string{"HTTP_ADDR": "0.0.0.0:0", "REDIS_URL": redistest.NewDB(t).URL()}))
+		cfg, err := FromLookup(lookupFrom(map[string]string{"HTTP_ADDR": "0.0.0.0:0", "REDIS_URL": redistest.NewDB(t).URL()}), registry.All())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/locking"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 const (
@@ -362,7 +363,7 @@ func FuzzEnqueue(f *testing.F) {
 	f.Add("/jobs/reserve-stock", `{"quantity":1e99}`, "application/json", `"\"esc\\"`)
 	f.Add("/jobs/reserve-stock", `[]`, "text/json", "\x00")
 	db := redistest.NewDB(f)
-	cfg, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": db.URL(), "HTTP_ADDR": "127.0.0.1:0"}))
+	cfg, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": db.URL(), "HTTP_ADDR": "127.0.0.1:0"}), registry.All())
 	if err != nil {
 		f.Fatal(err)
 	}

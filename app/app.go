@@ -395,14 +395,10 @@ func (a *App) Close() {
 // Main is the whole program behind cmd/jobguard: args are the command-line arguments after the
 // program name, lookup reads the environment. It returns the process exit code; configuration
 // errors are one line on stderr naming the variable. Besides the roles it runs the subcommands
-// version, help (-h, --help) and healthcheck, which print to stdout and start nothing.
-func Main(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
-	return MainWith(ctx, args, lookup, stdout, stderr, tasks.All())
-}
-
-// MainWith is Main for a program that runs the task types of list instead of the registry's
-// (a service's own binary, a test's probe): every role, subcommand and help sees list.
-func MainWith(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer, list []tasks.Task) int {
+// version, help (-h, --help) and healthcheck, which print to stdout and start nothing. list is the
+// task types the process runs (cmd/jobguard hands in tasks/registry's; a service's own binary or
+// a test's probe its own): every role, subcommand and help sees list, and app knows no other.
+func Main(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer, list []tasks.Task) int {
 	if len(args) > 0 && args[0] == "jobs" {
 		return runJobs(ctx, args[1:], lookup, stdout, stderr, list)
 	}
@@ -437,7 +433,7 @@ func MainWith(ctx context.Context, args []string, lookup func(string) (string, b
 		fmt.Fprintln(stderr, usageLine)
 		return 2
 	}
-	cfg, err := FromLookupTasks(lookup, list)
+	cfg, err := FromLookup(lookup, list)
 	if err != nil {
 		fmt.Fprintln(stderr, "jobguard:", err)
 		return 2

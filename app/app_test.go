@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -43,7 +44,7 @@ func startAppWith(t testing.TB, role Role, env map[string]string, before func(*A
 	for k, v := range env {
 		full[k] = v
 	}
-	cfg, err := FromLookup(lookupFrom(full))
+	cfg, err := FromLookup(lookupFrom(full), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/benchfig"
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // BenchmarkBulkVsSingle compares, over real HTTP on loopback, one POST /jobs/rebuild-cache/bulk of
@@ -25,7 +26,7 @@ func BenchmarkBulkVsSingle(b *testing.B) {
 	}
 	db := redistest.NewDB(b)
 	cfg, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": db.URL(), "HTTP_ADDR": "127.0.0.1:0",
-		"RATE_LIMIT": "1000000", "RATE_LIMIT_BURST": "1000000", "BODY_LIMIT": "4194304"}))
+		"RATE_LIMIT": "1000000", "RATE_LIMIT_BURST": "1000000", "BODY_LIMIT": "4194304"}), registry.All())
 	if err != nil {
 		b.Fatal(err)
 	}

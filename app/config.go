@@ -87,8 +87,8 @@ type Config struct {
 	// APITokens (API_TOKENS, "token1:tenantA,token2:tenantB") maps bearer tokens to tenants. Empty:
 	// the API is open (development only).
 	APITokens map[string]string
-	// Tasks are the task types the process runs; not from the environment. Defaults and FromLookup
-	// take the registry (tasks.All), FromLookupTasks a list of its own.
+	// Tasks are the task types the process runs; not from the environment: the program hands them
+	// to FromLookup (cmd/jobguard: tasks/registry). Defaults has none.
 	Tasks []tasks.Task
 	// TaskSettings holds the value of each setting the Tasks declare (tasks.Setting), by variable
 	// name, read from the environment with the rest. A setting missing here has its default.
@@ -227,7 +227,6 @@ func Defaults() Config {
 		RateLimitBurst:        200,
 		EventStreamsPerTenant: 20,
 		EventStreamsMax:       1000,
-		Tasks:                 tasks.All(),
 	}
 }
 
@@ -240,19 +239,14 @@ type ConfigError struct {
 func (e *ConfigError) Error() string { return "config: " + e.Var + ": " + e.Err.Error() }
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// FromEnv reads the configuration from the process environment and validates it.
-func FromEnv() (Config, error) { return FromLookup(os.LookupEnv) }
+// FromEnv reads the configuration from the process environment and validates it, for a process
+// that runs the task types of list.
+func FromEnv(list []tasks.Task) (Config, error) { return FromLookup(os.LookupEnv, list) }
 
 // FromLookup reads the configuration through lookup (os.LookupEnv in production, a map in tests)
-// and validates it, for a process that runs the registered task types (tasks.All). The error names
-// the first variable that is wrong.
-func FromLookup(lookup func(string) (string, bool)) (Config, error) {
-	return FromLookupTasks(lookup, tasks.All())
-}
-
-// FromLookupTasks is FromLookup for a process that runs the task types of list: the settings they
-// declare are read and validated with the rest.
-func FromLookupTasks(lookup func(string) (string, bool), list []tasks.Task) (Config, error) {
+// and validates it, for a process that runs the task types of list: the settings they declare are
+// read and validated with the rest. The error names the first variable that is wrong.
+func FromLookup(lookup func(string) (string, bool), list []tasks.Task) (Config, error) {
 	c := Defaults()
 	c.Tasks = list
 	p := envParser{lookup: lookup}

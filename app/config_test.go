@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 func lookupFrom(env map[string]string) func(string) (string, bool) {
@@ -13,7 +15,7 @@ func lookupFrom(env map[string]string) func(string) (string, bool) {
 
 func TestFromLookupDefaults(t *testing.T) {
 	t.Parallel()
-	c, err := FromLookup(lookupFrom(nil))
+	c, err := FromLookup(lookupFrom(nil), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func TestFromLookupParses(t *testing.T) {
 		"MONITORING_READONLY": "true",
 		"LOG_LEVEL":           "debug",
 		"LOG_FORMAT":          "console",
-	}))
+	}), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func TestRedisModes(t *testing.T) {
 		{RedisSentinel, "redis://s1:26379/0?addr=s2:26379&master_name=mymaster", 2, "mymaster", false},
 		{RedisCluster, "redis://n1:7000?addr=n2:7001&addr=n3:7002", 3, "", true},
 	} {
-		c, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": tc.url, "REDIS_MODE": tc.mode}))
+		c, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": tc.url, "REDIS_MODE": tc.mode}), registry.All())
 		if err != nil {
 			t.Fatalf("%s: %v", tc.mode, err)
 		}
@@ -107,7 +109,7 @@ func TestFromLookupNamesTheBadVariable(t *testing.T) {
 		{map[string]string{"REBUILD_SOURCE_URL": "ftp://x"}, "REBUILD_SOURCE_URL"},
 		{map[string]string{"BODY_LIMIT": "10"}, "BODY_LIMIT"},
 	} {
-		_, err := FromLookup(lookupFrom(tc.env))
+		_, err := FromLookup(lookupFrom(tc.env), registry.All())
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Var != tc.want {
 			t.Errorf("%v: got %v, want an error naming %s", tc.env, err, tc.want)
@@ -136,11 +138,11 @@ func TestParseRole(t *testing.T) {
 
 func TestRescueInterval(t *testing.T) {
 	t.Parallel()
-	c, err := FromLookup(lookupFrom(map[string]string{"RESCUE_INTERVAL": "500ms"}))
+	c, err := FromLookup(lookupFrom(map[string]string{"RESCUE_INTERVAL": "500ms"}), registry.All())
 	if err != nil || c.RescueInterval != 500*time.Millisecond {
 		t.Fatalf("%v %v", c.RescueInterval, err)
 	}
-	if _, err := FromLookup(lookupFrom(map[string]string{"RESCUE_INTERVAL": "1ms"})); err == nil || !strings.Contains(err.Error(), "RESCUE_INTERVAL") {
+	if _, err := FromLookup(lookupFrom(map[string]string{"RESCUE_INTERVAL": "1ms"}), registry.All()); err == nil || !strings.Contains(err.Error(), "RESCUE_INTERVAL") {
 		t.Fatalf("1ms accepted: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/seal"
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // newKey is a fresh base64 AES-256 key.
@@ -101,7 +102,7 @@ func TestEncryptedTypeAtRestInRedisAndSQL(t *testing.T) {
 	var out, errOut strings.Builder
 	rot := map[string]string{"REDIS_URL": env["REDIS_URL"], "DATABASE_URL": env["DATABASE_URL"], "ENCRYPT_TYPES": "reserve-stock",
 		"ENCRYPTION_KEYS": "b:" + keyB + ",a:" + keyA}
-	if code := Main(t.Context(), []string{"jobs", "reencrypt", "-o", "json"}, lookupFrom(rot), &out, &errOut); code != 0 {
+	if code := Main(t.Context(), []string{"jobs", "reencrypt", "-o", "json"}, lookupFrom(rot), &out, &errOut, registry.All()); code != 0 {
 		t.Fatalf("reencrypt: exit %d %s %s", code, out.String(), errOut.String())
 	}
 	var reports []reencryptReport
@@ -116,7 +117,7 @@ func TestEncryptedTypeAtRestInRedisAndSQL(t *testing.T) {
 	// Without a, the job's copy still opens (b); a second pass has nothing to do.
 	out.Reset()
 	rot["ENCRYPTION_KEYS"] = "b:" + keyB
-	if code := Main(t.Context(), []string{"jobs", "reencrypt", "-o", "json"}, lookupFrom(rot), &out, &errOut); code != 0 {
+	if code := Main(t.Context(), []string{"jobs", "reencrypt", "-o", "json"}, lookupFrom(rot), &out, &errOut, registry.All()); code != 0 {
 		t.Fatalf("reencrypt with b alone: exit %d %s %s", code, out.String(), errOut.String())
 	}
 	if decodeCLI(t, out.String(), &reports); reports[1].Rewritten != 0 || len(reports[1].Failed) != 0 {
@@ -156,7 +157,7 @@ func TestEncryptionConfigErrorsNameTheVariableNotTheKey(t *testing.T) {
 		{map[string]string{"ENCRYPT_TYPES": "reserve-stock"}, "ENCRYPT_TYPES"},
 		{map[string]string{"MONITORING_DECRYPT": "maybe"}, "MONITORING_DECRYPT"},
 	} {
-		_, err := FromLookup(lookupFrom(c.env))
+		_, err := FromLookup(lookupFrom(c.env), registry.All())
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Var != c.want {
 			t.Errorf("%v: %v, want an error naming %s", c.env, err, c.want)
@@ -168,7 +169,7 @@ func TestEncryptionConfigErrorsNameTheVariableNotTheKey(t *testing.T) {
 			}
 		}
 	}
-	cfg, err := FromLookup(lookupFrom(map[string]string{"ENCRYPTION_KEYS_FILE": goodFile, "ENCRYPT_TYPES": "reserve-stock, rebuild-cache"}))
+	cfg, err := FromLookup(lookupFrom(map[string]string{"ENCRYPTION_KEYS_FILE": goodFile, "ENCRYPT_TYPES": "reserve-stock, rebuild-cache"}), registry.All())
 	if err != nil || cfg.EncryptionKeys.Current() != "b" || len(encryptedTypes(cfg.Tasks)) != 2 {
 		t.Fatalf("%v, %v", cfg.EncryptionKeys, err)
 	}

@@ -9,12 +9,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 func runMain(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := Main(context.Background(), args, lookupFrom(env), &out, &errOut)
+	code := Main(context.Background(), args, lookupFrom(env), &out, &errOut, registry.All())
 	return code, out.String(), errOut.String()
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/jobguard/jobguard/tasks"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 var updateEnvExample = flag.Bool("update-env-example", false, "rewrite ../.env.example from app.Variables")
@@ -20,7 +21,7 @@ var updateEnvExample = flag.Bool("update-env-example", false, "rewrite ../.env.e
 func TestVariablesAreWhatFromLookupReads(t *testing.T) {
 	t.Parallel()
 	var asked []string
-	_, _ = FromLookupTasks(func(name string) (string, bool) { asked = append(asked, name); return "", false }, nil)
+	_, _ = FromLookup(func(name string) (string, bool) { asked = append(asked, name); return "", false }, nil)
 	var listed []string
 	for _, v := range Variables {
 		if v.Reader == "" {
@@ -41,11 +42,11 @@ func TestVariablesDefaultsAreTheConfigDefaults(t *testing.T) {
 			env[v.Name] = v.Default
 		}
 	}
-	got, err := FromLookup(lookupFrom(env))
+	got, err := FromLookup(lookupFrom(env), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := FromLookup(lookupFrom(nil))
+	want, err := FromLookup(lookupFrom(nil), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestHelpListsRolesSubcommandsAndEveryVariable(t *testing.T) {
 			t.Errorf("help's row of %s is %q, want its default %q", v.Name, l, v.Default)
 		}
 	}
-	for _, task := range tasks.All() {
+	for _, task := range registry.All() {
 		for _, s := range task.Settings {
 			if row(s.Name) == "" {
 				t.Errorf("help lacks the setting %s of task %s", s.Name, task.Type)
@@ -105,20 +106,20 @@ func TestMainWithRunsItsTaskList(t *testing.T) {
 	t.Parallel()
 	own := greet
 	own.Settings = []tasks.Setting{{Name: "GREETING", Default: "hello", Help: "what greet says"}}
-	list := append(tasks.All(), own)
+	list := append(registry.All(), own)
 	var out, errOut bytes.Buffer
-	if code := MainWith(context.Background(), []string{"help"}, lookupFrom(nil), &out, &errOut, list); code != 0 || !strings.Contains(out.String(), "[task greet]") {
+	if code := Main(context.Background(), []string{"help"}, lookupFrom(nil), &out, &errOut, list); code != 0 || !strings.Contains(out.String(), "[task greet]") {
 		t.Fatalf("help: exit %d, greet's setting not listed:\n%s", code, out.String())
 	}
 	env := lookupFrom(map[string]string{"TASK_LIMITS": "greet=concurrency:x"})
 	for _, args := range [][]string{{"worker"}, {"jobs", "list"}} {
 		out.Reset()
 		errOut.Reset()
-		if code := MainWith(context.Background(), args, env, &out, &errOut, list); code != 2 || !strings.Contains(errOut.String(), `greet: concurrency "x"`) {
+		if code := Main(context.Background(), args, env, &out, &errOut, list); code != 2 || !strings.Contains(errOut.String(), `greet: concurrency "x"`) {
 			t.Errorf("MainWith %v: exit %d, %q: the configuration did not see greet", args, code, errOut.String())
 		}
 		errOut.Reset()
-		if code := Main(context.Background(), args, env, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "does not name a task type") {
+		if code := Main(context.Background(), args, env, &out, &errOut, registry.All()); code != 2 || !strings.Contains(errOut.String(), "does not name a task type") {
 			t.Errorf("Main %v: exit %d, %q: greet is not the registry's", args, code, errOut.String())
 		}
 	}
@@ -129,7 +130,7 @@ func TestMainWithRunsItsTaskList(t *testing.T) {
 func TestEnvExampleIsCurrent(t *testing.T) {
 	t.Parallel()
 	var want bytes.Buffer
-	writeEnvExample(&want, tasks.All())
+	writeEnvExample(&want, registry.All())
 	if *updateEnvExample {
 		if err := os.WriteFile("../.env.example", want.Bytes(), 0o644); err != nil {
 			t.Fatal(err)

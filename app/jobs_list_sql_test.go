@@ -12,6 +12,7 @@ import (
 	"github.com/jobguard/jobguard/internal/pgtest"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // letGo deletes a job's Redis record, timeline and index entries: what the end of JOB_RETENTION
@@ -142,7 +143,7 @@ func TestListContinuesIntoSQLHistory(t *testing.T) {
 	for args, want := range map[string][]string{"--tenant t1": newestFirst, "--tenant t2": t2newest} {
 		var out, errOut strings.Builder
 		code := Main(t.Context(), append([]string{"jobs", "list", "--limit", "50", "-o", "json"}, strings.Fields(args)...),
-			lookupFrom(map[string]string{"REDIS_URL": env["REDIS_URL"], "DATABASE_URL": env["DATABASE_URL"]}), &out, &errOut)
+			lookupFrom(map[string]string{"REDIS_URL": env["REDIS_URL"], "DATABASE_URL": env["DATABASE_URL"]}), &out, &errOut, registry.All())
 		var page cliPage
 		if decodeCLI(t, out.String(), &page); code != 0 || len(page.Jobs) != len(want) {
 			t.Fatalf("jobs list %s: exit %d %s %s", args, code, out.String(), errOut.String())

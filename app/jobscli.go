@@ -125,7 +125,7 @@ func runJobs(ctx context.Context, args []string, lookup func(string) (string, bo
 		return usage(stderr, "--reason "+err.Error())
 	}
 
-	cfg, err := FromLookupTasks(lookup, list)
+	cfg, err := FromLookup(lookup, list)
 	if err != nil {
 		fmt.Fprintln(stderr, "jobguard jobs:", err)
 		return exitUsage

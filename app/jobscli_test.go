@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // jobsRun runs jobguard jobs with args against redisURL and returns its exit code and output.
@@ -18,7 +19,7 @@ func jobsRun(t *testing.T, redisURL string, args ...string) (int, string, string
 		env["REDIS_URL"] = redisURL
 	}
 	var out, errOut bytes.Buffer
-	code := Main(context.Background(), append([]string{"jobs"}, args...), lookupFrom(env), &out, &errOut)
+	code := Main(context.Background(), append([]string{"jobs"}, args...), lookupFrom(env), &out, &errOut, registry.All())
 	return code, out.String(), errOut.String()
 }
 

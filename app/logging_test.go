@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // go-redis's own lines (here: its pool giving up dialing a Redis that is not there) are zerolog
@@ -29,7 +30,7 @@ func TestRedisLogLinesAreJSON(t *testing.T) {
 	const password = "hunter2-not-for-logs"
 	cfg, err := FromLookup(lookupFrom(map[string]string{
 		"REDIS_URL": "redis://:" + password + "@" + addr + "/0", "HTTP_ADDR": "127.0.0.1:0",
-	}))
+	}), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestRedisLogLinesAreJSON(t *testing.T) {
 // The standard library's log package (asynqmon reports failed batch operations there) writes
 // into the open App's log as JSON too. Not parallel, for the same reason as above.
 func TestStdLogLinesAreJSON(t *testing.T) {
-	cfg, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": redistest.NewDB(t).URL(), "HTTP_ADDR": "127.0.0.1:0"}))
+	cfg, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": redistest.NewDB(t).URL(), "HTTP_ADDR": "127.0.0.1:0"}), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/jobguard/jobguard/tasks"
+	"github.com/jobguard/jobguard/tasks/rebuildcache"
+	"github.com/jobguard/jobguard/tasks/reservestock"
 )
 
 // A process that has seen no traffic already exports every known series at zero, so the first
@@ -55,7 +56,7 @@ func TestLabelledSeriesExistAtZeroBeforeTraffic(t *testing.T) {
 			t.Errorf("%s %v: present %v, value %v; want present at 0", name, labels, ok, v)
 		}
 	}
-	for _, typ := range []string{tasks.TypeRebuildCache, tasks.TypeReserveStock} {
+	for _, typ := range []string{rebuildcache.TypeRebuildCache, reservestock.TypeReserveStock} {
 		ty := map[string]string{"type": typ}
 		with := func(k, v string) map[string]string { return map[string]string{"type": typ, k: v} }
 		for _, name := range []string{"jobguard_stale_writes_rejected_total", "jobguard_invalid_transitions_total",

@@ -102,7 +102,7 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool, list []tasks.Task) err
 
 // runMigrate is `jobguard migrate`: apply every pending schema step to DATABASE_URL and say which.
 func runMigrate(ctx context.Context, lookup func(string) (string, bool), stdout, stderr io.Writer, list []tasks.Task) int {
-	cfg, err := FromLookupTasks(lookup, list)
+	cfg, err := FromLookup(lookup, list)
 	if err != nil {
 		fmt.Fprintln(stderr, "jobguard migrate:", err)
 		return 2

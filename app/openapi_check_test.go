@@ -22,6 +22,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/jobguard/jobguard/tasks"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // Every HTTP exchange of this package's tests goes through checkExchange: the request and the
@@ -84,7 +85,7 @@ var testTaskRoutes sync.Map // string -> []string ("METHOD pattern")
 // at base from the description check (their answers must still be problem+json when they fail).
 func describeTestTasks(base string, list []tasks.Task) {
 	shipped := map[string]bool{}
-	for _, t := range tasks.All() {
+	for _, t := range registry.All() {
 		shipped[t.Type] = true
 	}
 	var pats []string

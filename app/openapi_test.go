@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // The description parses and validates as OpenAPI 3.1 (kin-openapi's loader and validator).
@@ -92,7 +93,7 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := FromLookup(lookupFrom(map[string]string{"HTTP_ADDR": "127.0.0.1:0", "REDIS_URL": redistest.NewDB(t).URL()}))
+	cfg, err := FromLookup(lookupFrom(map[string]string{"HTTP_ADDR": "127.0.0.1:0", "REDIS_URL": redistest.NewDB(t).URL()}), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}

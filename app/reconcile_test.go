@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // A worker process reconciles every RECONCILE_INTERVAL: a queued job whose delivery was deleted
@@ -40,13 +41,13 @@ func TestWorkersReconcileALostDelivery(t *testing.T) {
 func TestReconcileIntervalIsValidated(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"50ms", "2h", "often"} {
-		_, err := FromLookup(lookupFrom(map[string]string{"RECONCILE_INTERVAL": v}))
+		_, err := FromLookup(lookupFrom(map[string]string{"RECONCILE_INTERVAL": v}), registry.All())
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Var != "RECONCILE_INTERVAL" {
 			t.Fatalf("RECONCILE_INTERVAL=%s: %v", v, err)
 		}
 	}
-	if c, err := FromLookup(lookupFrom(nil)); err != nil || c.ReconcileInterval != 15*time.Second {
+	if c, err := FromLookup(lookupFrom(nil), registry.All()); err != nil || c.ReconcileInterval != 15*time.Second {
 		t.Fatalf("default: %v %v", c.ReconcileInterval, err)
 	}
 }

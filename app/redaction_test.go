@@ -20,6 +20,7 @@ import (
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // startWithLogs runs the app with env and its JSON log lines (debug level, asynq's own included)
@@ -30,7 +31,7 @@ func startWithLogs(t *testing.T, role Role, env map[string]string, logs *syncBuf
 	for k, v := range env {
 		full[k] = v
 	}
-	cfg, err := FromLookup(lookupFrom(full))
+	cfg, err := FromLookup(lookupFrom(full), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestConfigErrorsRedactURLs(t *testing.T) {
 		{"REBUILD_SOURCE_URL": "ftp://svc-user:hunter2@source/x?api_key=KEY-42"},
 		{"MONITORING_PROMETHEUS_ADDRESS": "ftp://svc-user:hunter2@prometheus:9090?token=KEY-42"},
 	} {
-		_, err := FromLookup(lookupFrom(env))
+		_, err := FromLookup(lookupFrom(env), registry.All())
 		if err == nil {
 			t.Errorf("%v accepted", env)
 			continue

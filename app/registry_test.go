@@ -17,6 +17,7 @@ import (
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/middleware"
 	"github.com/jobguard/jobguard/tasks"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // greet is a third task type, written as a file in tasks/ would be.
@@ -57,7 +58,7 @@ var greet = tasks.Task{
 func TestTaskListDrivesRouteAndHandler(t *testing.T) {
 	t.Parallel()
 	db := redistest.NewDB(t)
-	list := append(tasks.All(), greet)
+	list := append(registry.All(), greet)
 	guard := middleware.New(db.Client, middleware.Config{})
 	defer guard.Close()
 	mux := tasks.Protect(guard, tasks.Deps{}, list)

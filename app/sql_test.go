@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/pgtest"
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // With DATABASE_URL the reserve-stock example keeps its effect in PostgreSQL: the order is applied
@@ -40,7 +41,7 @@ func TestReserveStockInPostgres(t *testing.T) {
 // A DATABASE_URL that does not parse stops start-up naming the variable, without its password.
 func TestDatabaseURLErrorsNameTheVariable(t *testing.T) {
 	t.Parallel()
-	cfg, err := FromLookup(lookupFrom(map[string]string{"DATABASE_URL": "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=1"}))
+	cfg, err := FromLookup(lookupFrom(map[string]string{"DATABASE_URL": "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=1"}), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestMigrateCommand(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewDB(t)
 	env := map[string]string{"DATABASE_URL": url, "REDIS_URL": "redis://127.0.0.1:1/0"}
-	cfg, err := FromLookup(lookupFrom(env))
+	cfg, err := FromLookup(lookupFrom(env), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestMigrateCommand(t *testing.T) {
 		t.Fatalf("start on an empty database: %v", err)
 	}
 	var out, errs strings.Builder
-	if code := Main(t.Context(), []string{"migrate"}, lookupFrom(env), &out, &errs); code != 0 ||
+	if code := Main(t.Context(), []string{"migrate"}, lookupFrom(env), &out, &errs, registry.All()); code != 0 ||
 		!strings.Contains(out.String(), "applied version 1 ") || !strings.Contains(out.String(), "applied version 101 ") {
 		t.Fatalf("migrate: %d %q %q", code, out.String(), errs.String())
 	}
@@ -149,7 +150,7 @@ func TestMigrateCommand(t *testing.T) {
 	}
 	pool.Close()
 	out.Reset()
-	if code := Main(t.Context(), []string{"migrate"}, lookupFrom(env), &out, &errs); code != 0 || strings.Contains(out.String(), "applied") {
+	if code := Main(t.Context(), []string{"migrate"}, lookupFrom(env), &out, &errs, registry.All()); code != 0 || strings.Contains(out.String(), "applied") {
 		t.Fatalf("migrate again: %d %q", code, out.String())
 	}
 }

@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobguard/jobguard/tasks"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // TASK_LIMITS overrides the limits of the example tasks over their code's (which count by
 // tenant and limit nothing), without touching the registry; a bad entry names the variable.
 func TestTaskLimitsOverrideTheCode(t *testing.T) {
 	t.Parallel()
-	c, err := FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": "rebuild-cache=concurrency:3,rate:20/2s,burst:4; reserve-stock=concurrency:1"}))
+	c, err := FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": "rebuild-cache=concurrency:3,rate:20/2s,burst:4; reserve-stock=concurrency:1"}), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,14 +27,14 @@ func TestTaskLimitsOverrideTheCode(t *testing.T) {
 	if limits["rebuild-cache"] != "concurrency 3, rate 20 per 2s, burst 4" || limits["reserve-stock"] != "concurrency 1" {
 		t.Fatalf("limits %v", limits)
 	}
-	for _, task := range tasks.All() {
+	for _, task := range registry.All() {
 		if l := task.Config.Limit; l.Concurrency != 0 || l.Rate != 0 {
 			t.Fatalf("the registry changed: %s %+v", task.Type, l)
 		}
 	}
 	for _, bad := range []string{"nosuch=concurrency:1", "rebuild-cache=concurrency:x", "rebuild-cache=rate:5/soon",
 		"rebuild-cache=speed:3", "rebuild-cache=rate:5000/1s", "rebuild-cache"} {
-		_, err := FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": bad}))
+		_, err := FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": bad}), registry.All())
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Var != "TASK_LIMITS" {
 			t.Errorf("TASK_LIMITS=%q: %v", bad, err)

@@ -85,7 +85,7 @@ func startTasks(t *testing.T, env map[string]string, list []tasks.Task) *running
 	for k, v := range env {
 		full[k] = v
 	}
-	cfg, err := FromLookupTasks(lookupFrom(full), list)
+	cfg, err := FromLookup(lookupFrom(full), list)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestTaskRouteIsRateLimited(t *testing.T) {
 // (a route on its paths, a setting that is one of its variables) does not start.
 func TestTaskSettingsAndRoutesAreChecked(t *testing.T) {
 	t.Parallel()
-	_, err := FromLookupTasks(lookupFrom(map[string]string{"NOTE_PREFIX": "http://svc-user:hunter2@x/?k=KEY-42&x=!"}), []tasks.Task{noteTask()})
+	_, err := FromLookup(lookupFrom(map[string]string{"NOTE_PREFIX": "http://svc-user:hunter2@x/?k=KEY-42&x=!"}), []tasks.Task{noteTask()})
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Var != "NOTE_PREFIX" {
 		t.Fatalf("bad NOTE_PREFIX: %v", err)
@@ -190,21 +190,21 @@ func TestTaskSettingsAndRoutesAreChecked(t *testing.T) {
 			t.Errorf("the error carries %q: %v", secret, err)
 		}
 	}
-	c, err := FromLookupTasks(lookupFrom(nil), []tasks.Task{noteTask()})
+	c, err := FromLookup(lookupFrom(nil), []tasks.Task{noteTask()})
 	if err != nil || c.taskDeps().Setting("NOTE_PREFIX") != "note:" {
 		t.Fatalf("default: %v %v", c.TaskSettings, err)
 	}
 	onJobs := noteTask()
 	onJobs.Routes[0].Path = "/jobs/:tenant/notes"
-	if _, err := FromLookupTasks(lookupFrom(nil), []tasks.Task{onJobs}); err == nil || !strings.Contains(err.Error(), "a path of the app") {
+	if _, err := FromLookup(lookupFrom(nil), []tasks.Task{onJobs}); err == nil || !strings.Contains(err.Error(), "a path of the app") {
 		t.Errorf("a route under /jobs: %v", err)
 	}
 	ownVar := noteTask()
 	ownVar.Settings[0].Name = "REDIS_URL"
-	if _, err := FromLookupTasks(lookupFrom(nil), []tasks.Task{ownVar}); err == nil || !strings.Contains(err.Error(), "a variable of the app") {
+	if _, err := FromLookup(lookupFrom(nil), []tasks.Task{ownVar}); err == nil || !strings.Contains(err.Error(), "a variable of the app") {
 		t.Errorf("a setting named REDIS_URL: %v", err)
 	}
-	if _, err := FromLookupTasks(lookupFrom(nil), []tasks.Task{noteTask(), noteTask()}); err == nil {
+	if _, err := FromLookup(lookupFrom(nil), []tasks.Task{noteTask(), noteTask()}); err == nil {
 		t.Error("a type listed twice started")
 	}
 }

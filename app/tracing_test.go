@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // syncBuffer collects log lines from several goroutines.
@@ -47,7 +48,7 @@ func (s *syncBuffer) lines() []map[string]any {
 
 // startLogged runs the app with its JSON log lines captured.
 func startLogged(t *testing.T, role Role, logs *syncBuffer) *running {
-	cfg, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": redistest.NewDB(t).URL(), "HTTP_ADDR": "127.0.0.1:0"}))
+	cfg, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": redistest.NewDB(t).URL(), "HTTP_ADDR": "127.0.0.1:0"}), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}

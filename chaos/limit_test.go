@@ -11,7 +11,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/locking"
-	"github.com/jobguard/jobguard/tasks"
+	"github.com/jobguard/jobguard/tasks/reservestock"
 )
 
 // The chaos suite limits reserve-stock to limitPerTenant running jobs per tenant (its key), so
@@ -20,7 +20,7 @@ import (
 const limitPerTenant = 2
 
 // limitEnv is the workers' setting of that limit.
-var limitEnv = fmt.Sprintf("TASK_LIMITS=%s=concurrency:%d", tasks.TypeReserveStock, limitPerTenant)
+var limitEnv = fmt.Sprintf("TASK_LIMITS=%s=concurrency:%d", reservestock.TypeReserveStock, limitPerTenant)
 
 // limitWatch is what sampling a limit's slots saw: the most live holders of one key at once (a
 // holder whose expiry has passed in Redis's clock is not live: its slot has lapsed), and the
@@ -36,7 +36,7 @@ var keyspace = locking.New(nil, locking.WithPrefix("jobguard"))
 
 // holdersKey is the sorted set of a tenant's reserve-stock slots.
 func holdersKey(tenant string) string {
-	return engine.LimitHoldersKey(keyspace, tasks.TypeReserveStock, tenant)
+	return engine.LimitHoldersKey(keyspace, reservestock.TypeReserveStock, tenant)
 }
 
 // watchLimit samples every tenant's reserve-stock slots every 20 ms until stop is closed.

@@ -24,7 +24,7 @@ import (
 	"github.com/jobguard/jobguard/internal/pgtest"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/outbox"
-	"github.com/jobguard/jobguard/tasks"
+	"github.com/jobguard/jobguard/tasks/reservestock"
 )
 
 // pgRun is the PostgreSQL mode's part of a run: the server it restarts, the test's own pool, and
@@ -90,7 +90,7 @@ func (p *pgRun) killRelay() {
 // rollBack records an order and its job in a transaction, as POST /orders does, and rolls it
 // back: neither the order nor its job may ever exist.
 func (p *pgRun) rollBack(i int) {
-	o := tasks.ReserveStockPayload{TenantID: fmt.Sprint("t", i%3+1), OrderID: fmt.Sprint("rb-", i), SKU: fmt.Sprint("sku-", rand.IntN(5)), Quantity: 1}
+	o := reservestock.ReserveStockPayload{TenantID: fmt.Sprint("t", i%3+1), OrderID: fmt.Sprint("rb-", i), SKU: fmt.Sprint("sku-", rand.IntN(5)), Quantity: 1}
 	spec := o.Spec()
 	spec.Dedup = nil
 	spec.JobID = engine.NewJobID(spec.Resource, time.Now())

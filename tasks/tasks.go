@@ -1,7 +1,9 @@
-// Package tasks holds jobguard's task types, one file each: type constant, payload with
-// validation, the job spec it is enqueued with, its handler, the keys it writes, its read-model
-// routes and its settings. Adding a task type is one new file and one line in registry; deleting
-// one is removing both: the app knows tasks only through this registry.
+// Package tasks is the contract between jobguard and its task types: Task (protection policy,
+// request, handler, read-model routes, commands, settings, SQL schema), the errors the API maps
+// (FieldError, NotFound, Conflict), and the identity claim of requests that stand for something
+// for ever (Identified). It imports no task type: the examples live in tasks/rebuildcache and
+// tasks/reservestock, and tasks/registry lists the ones cmd/jobguard runs. Adding a task type is
+// one package that exports a Task and one line in tasks/registry.
 package tasks
 
 import (
@@ -186,25 +188,6 @@ type Identified interface {
 	Identity() Identity
 }
 
-// Lookup returns the registered task of a type.
-func Lookup(typ string) (Task, bool) {
-	for _, t := range registry {
-		if t.Type == typ {
-			return t, true
-		}
-	}
-	return Task{}, false
-}
-
-// registry lists every task type; one line per type.
-var registry = []Task{
-	rebuildCache,
-	reserveStock,
-}
-
-// All returns the registered task types.
-func All() []Task { return append([]Task(nil), registry...) }
-
 // Protect protects every task type of list with guard (job level) and returns a mux that serves
 // their handlers under the guard's middleware, as any asynq application mounts it. A setting of
 // list that deps.Settings lacks gets its default.
@@ -233,8 +216,8 @@ func Protect(guard *middleware.Guard, deps Deps, list []Task) *asynq.ServeMux {
 	return mux
 }
 
-// tenantOf is the limit key of the example tasks: their tenant.
-func tenantOf(o middleware.EnqueueOptions) string { return o.Tenant }
+// ByTenant is a middleware.Limit key that counts a task's jobs per tenant, as both examples do.
+func ByTenant(o middleware.EnqueueOptions) string { return o.Tenant }
 
 // Check reports the first mistake in a task list: a type that is empty or listed twice, a task
 // without its request or handler, a route that is not a GET, whose tenant or parameters lack a
@@ -336,19 +319,16 @@ func (e *FieldError) Error() string { return "tasks: " + e.Field + ": " + e.Deta
 
 var idRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
-// checkID validates an id field: 1-128 characters of [A-Za-z0-9._-].
-func checkID(field, v string) error {
+// CheckID validates an id field as every request's ids are: 1-128 characters of [A-Za-z0-9._-]
+// (a *FieldError naming field otherwise).
+func CheckID(field, v string) error {
 	if !idRe.MatchString(v) {
 		return &FieldError{Field: field, Detail: fmt.Sprintf("must be 1-128 characters of [A-Za-z0-9._-], got %d characters", len(v))}
 	}
 	return nil
 }
 
-// CheckID validates an id field as every request's ids are: 1-128 characters of [A-Za-z0-9._-]
-// (a *FieldError naming field otherwise).
-func CheckID(field, v string) error { return checkID(field, v) }
-
-// idParam validates the route parameter called name as an id (see checkID).
-func idParam(name string) func(string) error {
-	return func(v string) error { return checkID(name, v) }
+// IDParam validates the route parameter called name as an id (see CheckID), for Route.Params.
+func IDParam(name string) func(string) error {
+	return func(v string) error { return CheckID(name, v) }
 }

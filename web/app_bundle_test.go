@@ -155,7 +155,7 @@ func startAppAs(t *testing.T, role app.Role, env map[string]string) *bundle {
 		full[k] = v
 	}
 	p := &probe{runs: map[string]int{}, causes: map[string]error{}}
-	cfg, err := app.FromLookupTasks(func(k string) (string, bool) { v, ok := full[k]; return v, ok }, []tasks.Task{p.task(), p.flakyTask()})
+	cfg, err := app.FromLookup(func(k string) (string, bool) { v, ok := full[k]; return v, ok }, []tasks.Task{p.task(), p.flakyTask()})
 	if err != nil {
 		t.Fatal(err)
 	}

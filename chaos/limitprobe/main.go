@@ -23,12 +23,13 @@ import (
 	"github.com/jobguard/jobguard/internal/guardstack"
 	"github.com/jobguard/jobguard/middleware"
 	"github.com/jobguard/jobguard/tasks"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	log := zerolog.New(os.Stderr)
-	code := app.MainWith(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr, append(tasks.All(), probeTask(log)))
+	code := app.Main(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr, append(registry.All(), probeTask(log)))
 	stop()
 	os.Exit(code)
 }

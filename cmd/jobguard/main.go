@@ -10,11 +10,12 @@ import (
 	"syscall"
 
 	"github.com/jobguard/jobguard/app"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := app.Main(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	code := app.Main(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr, registry.All())
 	stop()
 	os.Exit(code)
 }

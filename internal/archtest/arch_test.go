@@ -66,9 +66,14 @@ func TestDependencyDirection(t *testing.T) {
 		{"internal/engine", notProject("app", "web", "tasks", "cmd", "schedule")},
 		{"internal/engine/jobstore", notProject("app", "web", "tasks", "cmd", "internal/engine/", "schedule")},
 		{"schedule", notProject("app", "web", "tasks", "cmd")},
-		{"tasks", notProject("app", "web", "cmd")},
+		// The task contract knows no task type; an example knows the contract, not its siblings
+		// nor the list; only cmd (and tests) import the list.
+		{"tasks", notProject("app", "web", "cmd", "tasks/rebuildcache", "tasks/reservestock", "tasks/registry")},
+		{"tasks/rebuildcache", notProject("app", "web", "cmd", "tasks/reservestock", "tasks/registry")},
+		{"tasks/reservestock", notProject("app", "web", "cmd", "tasks/rebuildcache", "tasks/registry")},
+		{"tasks/registry", notProject("app", "web", "cmd")},
 		{"web", notProject("app", "tasks", "internal/engine", "cmd")},
-		{"app", notProject("cmd")},
+		{"app", notProject("cmd", "tasks/rebuildcache", "tasks/reservestock", "tasks/registry")},
 	} {
 		for _, d := range deps(t, root, c.pkg) {
 			if !c.allowed(d) {

@@ -1,4 +1,4 @@
-package tasks
+package reservestock
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/jobguard/jobguard/middleware"
 	"github.com/jobguard/jobguard/outbox"
 	"github.com/jobguard/jobguard/sqlfence"
+	"github.com/jobguard/jobguard/tasks"
 )
 
 // reserve-stock's store when DATABASE_URL is set: the SKU's totals and the applied orders live in
@@ -42,7 +43,7 @@ var errOrderApplied = errors.New("tasks: order applied before")
 
 // fenceResource is the SQL fence's resource of a SKU: the same resource the lease protects.
 func fenceResource(p ReserveStockPayload) string {
-	return SQLFenceResource(TypeReserveStock, p.Resource())
+	return tasks.SQLFenceResource(TypeReserveStock, p.Resource())
 }
 
 // applySQL reserves the order's quantity in one fenced transaction and returns the new total;
@@ -92,9 +93,9 @@ func readStockSQL(ctx context.Context, db *pgxpool.Pool, tenant, sku string) (St
 // placeOrder is POST /orders: the order is recorded in SQL and its reserve-stock job in the outbox,
 // in one transaction, so the job exists if and only if the order does. The same order again
 // answers its job (200); the same order id with another sku or quantity is a conflict (409).
-func placeOrder(ctx context.Context, r ReadDeps, req Request) (Answer, error) {
+func placeOrder(ctx context.Context, r tasks.ReadDeps, req tasks.Request) (tasks.Answer, error) {
 	if r.SQL == nil {
-		return Answer{}, NotFound("orders are recorded in PostgreSQL: this process has no DATABASE_URL")
+		return tasks.Answer{}, tasks.NotFound("orders are recorded in PostgreSQL: this process has no DATABASE_URL")
 	}
 	p := *req.(*ReserveStockPayload)
 	spec := p.Spec()
@@ -102,7 +103,7 @@ func placeOrder(ctx context.Context, r ReadDeps, req Request) (Answer, error) {
 	// onto another job of the order and leave this answer's job id without a job.
 	spec.Dedup = nil
 	spec.JobID = engine.NewJobID(spec.Resource, time.Now())
-	ans := Answer{Status: http.StatusAccepted}
+	ans := tasks.Answer{Status: http.StatusAccepted}
 	err := pgx.BeginFunc(ctx, r.SQL, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, reserveStockPlace, p.TenantID, p.OrderID, p.SKU, p.Quantity, spec.JobID)
 		if err != nil {
@@ -115,7 +116,7 @@ func placeOrder(ctx context.Context, r ReadDeps, req Request) (Answer, error) {
 				return err
 			}
 			if sku != p.SKU || qty != p.Quantity {
-				return Conflict("order_id", "order "+p.OrderID+" was placed with another sku or quantity")
+				return tasks.Conflict("order_id", "order "+p.OrderID+" was placed with another sku or quantity")
 			}
 			spec.JobID, ans.Status = job, http.StatusOK
 			return nil
@@ -124,11 +125,11 @@ func placeOrder(ctx context.Context, r ReadDeps, req Request) (Answer, error) {
 		return err
 	})
 	if err != nil {
-		var conflict *ConflictError
+		var conflict *tasks.ConflictError
 		if errors.As(err, &conflict) {
-			return Answer{}, err
+			return tasks.Answer{}, err
 		}
-		return Answer{}, fmt.Errorf("place order: %w", err)
+		return tasks.Answer{}, fmt.Errorf("place order: %w", err)
 	}
 	ans.Body = map[string]any{"job_id": spec.JobID, "status": "queued", "deduplicated": ans.Status == http.StatusOK}
 	ans.Location = "/jobs/" + spec.JobID

@@ -1,4 +1,4 @@
-package tasks
+package reservestock
 
 import (
 	"strings"
@@ -9,10 +9,11 @@ import (
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/pgtest"
 	"github.com/jobguard/jobguard/sqlfence"
+	"github.com/jobguard/jobguard/tasks"
 )
 
 // sqlDeps is a PostgreSQL database with the fence table and reserve-stock's schema.
-func sqlDeps(t *testing.T) Deps {
+func sqlDeps(t *testing.T) tasks.Deps {
 	t.Helper()
 	pool, err := pgxpool.New(bg, pgtest.NewDB(t))
 	if err != nil {
@@ -25,7 +26,7 @@ func sqlDeps(t *testing.T) Deps {
 	if _, err := pool.Exec(bg, reserveStockSchema); err != nil {
 		t.Fatal(err)
 	}
-	return Deps{SQL: pool}
+	return tasks.Deps{SQL: pool}
 }
 
 // With DATABASE_URL, an order is applied once per (tenant, order id) in SQL: a second job for the
@@ -36,14 +37,14 @@ func TestReserveStockInSQLAppliesOnce(t *testing.T) {
 	deps := sqlDeps(t)
 	e := start(t, deps)
 	order := ReserveStockPayload{TenantID: "t1", OrderID: "o1", SKU: "s1", Quantity: 3}
-	first := e.wait(e.enqueue(order.Spec()), "done")
+	first := e.Wait(e.Enqueue(order.Spec()), "done")
 	if first.Raw["result"] != "reserved_total=3" {
 		t.Fatalf("first: %v", first.Raw)
 	}
 	// What a crash after the SQL commit leaves: no Redis trace of the order having been applied.
 	spec := order.Spec()
 	spec.Dedup, spec.OpKey = nil, ""
-	again := e.wait(e.enqueue(spec), "done")
+	again := e.Wait(e.Enqueue(spec), "done")
 	if again.Raw["result"] != "already_applied" {
 		t.Fatalf("second run of the order: %v", again.Raw)
 	}
@@ -67,7 +68,7 @@ func TestReserveStockInSQLRecoversFromALostCounter(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := start(t, deps)
-	v := e.wait(e.enqueue(p.Spec()), "done")
+	v := e.Wait(e.Enqueue(p.Spec()), "done")
 	s, err := readStockSQL(bg, deps.SQL, "t1", "s1")
 	if err != nil || s.Reserved != 1 || s.FencingToken <= 9 || v.Raw["attempt"] != "2" {
 		t.Fatalf("stock %+v %v, job %v", s, err, v.Raw)

@@ -1,4 +1,4 @@
-package tasks
+package reservestock
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/tasks"
+	"github.com/jobguard/jobguard/tasks/internal/tasktest"
 )
 
 // sqlWorker is one worker process of reserve-stock in SQL mode on rdb: a stack (lease TTL 2 s)
@@ -25,10 +27,10 @@ type sqlWorker struct {
 	srv   *asynq.Server
 }
 
-func startSQLWorker(t *testing.T, rdb *redis.Client, deps Deps, id string, task Task) sqlWorker {
+func startSQLWorker(t *testing.T, rdb *redis.Client, deps tasks.Deps, id string, task tasks.Task) sqlWorker {
 	t.Helper()
 	g := middleware.New(rdb, middleware.Config{Concurrency: 2, LeaseTTL: 2 * time.Second, WorkerID: id})
-	mux := Protect(g, deps, []Task{task})
+	mux := tasks.Protect(g, deps, []tasks.Task{task})
 	s := guardstack.Of(g)
 	srv := asynq.NewServerFromRedisClient(rdb, g.ServerConfig(asynq.Config{
 		Concurrency: 2, Queues: map[string]int{"critical": 1}, Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel,
@@ -36,7 +38,7 @@ func startSQLWorker(t *testing.T, rdb *redis.Client, deps Deps, id string, task 
 	if err := srv.Start(mux); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { g.BeginShutdown(); srv.Shutdown(); waitHandlers(s); _ = g.Close() })
+	t.Cleanup(func() { g.BeginShutdown(); srv.Shutdown(); tasktest.WaitHandlers(s); _ = g.Close() })
 	return sqlWorker{stack: s, srv: srv}
 }
 
@@ -53,7 +55,7 @@ func waitStatus(t *testing.T, s *engine.Stack, id, status string) engine.View {
 }
 
 // assertAppliedOnce checks that SQL holds the order once and its quantity once.
-func assertAppliedOnce(t *testing.T, deps Deps, p ReserveStockPayload) {
+func assertAppliedOnce(t *testing.T, deps tasks.Deps, p ReserveStockPayload) {
 	t.Helper()
 	s, err := readStockSQL(bg, deps.SQL, p.TenantID, p.SKU)
 	if err != nil || s.Reserved != int64(p.Quantity) || s.OrdersApplied != 1 {
@@ -76,9 +78,9 @@ func TestReserveStockInSQLAppliesOnceWhenRescued(t *testing.T) {
 	db := redistest.NewDB(t)
 	committed, hang := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int32
-	dying := reserveStock
-	dying.Handler = func(d Deps) asynq.Handler {
-		h := reserveStock.Handler(d)
+	dying := Task
+	dying.Handler = func(d tasks.Deps) asynq.Handler {
+		h := Task.Handler(d)
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			err := h.ProcessTask(ctx, t)
 			if runs.Add(1) == 1 {
@@ -109,7 +111,7 @@ func TestReserveStockInSQLAppliesOnceWhenRescued(t *testing.T) {
 	db.Client.Del(bg, a.stack.Locks().LeaseKey(tag))
 	db.Client.HSet(bg, a.stack.Locks().Key(tag, "job:"+id), "heartbeat_at", time.Now().Add(-3*time.Second).UnixMilli())
 
-	b := startSQLWorker(t, db.Client, deps, "rescuer", reserveStock)
+	b := startSQLWorker(t, db.Client, deps, "rescuer", Task)
 	n, err := b.stack.NewRescuer(asynq.NewInspectorFromRedisClient(db.Client), asynq.NewClientFromRedisClient(db.Client), 0).Pass(bg)
 	if err != nil || n != 1 {
 		t.Fatalf("rescue pass: %d %v", n, err)
@@ -175,7 +177,7 @@ func TestReserveStockInSQLAppliesOnceWhenTheFinishIsLost(t *testing.T) {
 	t.Parallel()
 	deps := sqlDeps(t)
 	db := redistest.NewDB(t)
-	w := startSQLWorker(t, db.Client, deps, "w", reserveStock)
+	w := startSQLWorker(t, db.Client, deps, "w", Task)
 	client := asynq.NewClientFromRedisClient(db.Client)
 	p := ReserveStockPayload{TenantID: "t1", OrderID: "o-lost", SKU: "s2", Quantity: 7}
 	spec := p.Spec()

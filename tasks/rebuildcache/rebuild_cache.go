@@ -1,4 +1,7 @@
-package tasks
+// Package rebuildcache is the example task rebuild-cache: a tenant's cache entry for a resource,
+// rebuilt from its source under a fenced lease, with duplicates collapsed while one waits. It
+// imports the task contract (tasks) and the library, nothing of the app.
+package rebuildcache
 
 import (
 	"context"
@@ -23,6 +26,7 @@ import (
 	"github.com/jobguard/jobguard/internal/redact"
 	"github.com/jobguard/jobguard/locking"
 	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/tasks"
 )
 
 // TypeRebuildCache rebuilds a tenant's cache entry for a resource from its source.
@@ -36,10 +40,10 @@ type RebuildCachePayload struct {
 
 // Validate names the first invalid field.
 func (p RebuildCachePayload) Validate() error {
-	if err := checkID("tenant_id", p.TenantID); err != nil {
+	if err := tasks.CheckID("tenant_id", p.TenantID); err != nil {
 		return err
 	}
-	return checkID("resource_id", p.ResourceID)
+	return tasks.CheckID("resource_id", p.ResourceID)
 }
 
 // Resource is what the lease protects: the tenant's resource.
@@ -67,20 +71,21 @@ const maxSourceBytes = 1 << 20
 // SettingSourceURL is the setting naming where rebuild-cache fetches its source.
 const SettingSourceURL = "REBUILD_SOURCE_URL"
 
-var rebuildCache = Task{
+// Task is rebuild-cache as the registry lists it.
+var Task = tasks.Task{
 	Type: TypeRebuildCache,
 	Config: middleware.Job{Queue: "default", MaxAttempts: 6, BackoffBase: 2 * time.Second, BackoffMax: 2 * time.Minute,
 		// Limits count per tenant; none by default (TASK_LIMITS sets them per deployment).
-		Limit: middleware.Limit{Key: tenantOf}},
-	Request: func() Request { return &RebuildCachePayload{} },
-	Settings: []Setting{{Name: SettingSourceURL, Validate: validateSourceURL,
+		Limit: middleware.Limit{Key: tasks.ByTenant}},
+	Request: func() tasks.Request { return &RebuildCachePayload{} },
+	Settings: []tasks.Setting{{Name: SettingSourceURL, Validate: validateSourceURL,
 		Help: "where rebuild-cache fetches its source (an http(s) URL); empty: the value is computed locally"}},
-	Routes: []Route{{Method: http.MethodGet, Path: "/cache/:tenant/:resource", Tenant: "tenant",
-		Params: map[string]func(string) error{"tenant": idParam("tenant"), "resource": idParam("resource")},
-		Read: func(ctx context.Context, r ReadDeps, params map[string]string) (any, error) {
+	Routes: []tasks.Route{{Method: http.MethodGet, Path: "/cache/:tenant/:resource", Tenant: "tenant",
+		Params: map[string]func(string) error{"tenant": tasks.IDParam("tenant"), "resource": tasks.IDParam("resource")},
+		Read: func(ctx context.Context, r tasks.ReadDeps, params map[string]string) (any, error) {
 			return ReadCache(ctx, r.Locks, params["tenant"], params["resource"])
 		}}},
-	Handler: func(d Deps) asynq.Handler {
+	Handler: func(d tasks.Deps) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			job, _ := middleware.RunFrom(ctx)
 			var p RebuildCachePayload
@@ -125,7 +130,7 @@ func validateSourceURL(v string) error {
 // Its errors are stable texts ("source: HTTP 503", "source: request failed (connection refused)")
 // that never name the URL: REBUILD_SOURCE_URL may hold a user name, a password or an api key, and
 // net/http's *url.Error prints all but the password.
-func fetchSource(ctx context.Context, d Deps, p RebuildCachePayload) (string, error) {
+func fetchSource(ctx context.Context, d tasks.Deps, p RebuildCachePayload) (string, error) {
 	source := d.Setting(SettingSourceURL)
 	if source == "" {
 		sum := sha256.Sum256([]byte(p.TenantID + "/" + p.ResourceID + "/" + time.Now().UTC().Format(time.RFC3339Nano)))
@@ -221,7 +226,7 @@ type CacheEntry struct {
 }
 
 // ErrNoEntry: the resource was never built (an ErrNotFound: GET /cache answers 404).
-var ErrNoEntry = NotFound("no cache entry")
+var ErrNoEntry = tasks.NotFound("no cache entry")
 
 // ReadCache reads a cache entry in one round trip; GET /cache/{tenant}/{resource} answers it.
 func ReadCache(ctx context.Context, locks *locking.Client, tenant, resource string) (CacheEntry, error) {
@@ -237,4 +242,11 @@ func ReadCache(ctx context.Context, locks *locking.Client, tenant, resource stri
 		TenantID: tenant, ResourceID: resource, Value: m["value"], JobID: m["job_id"],
 		Version: toInt(m["version"]), FencingToken: toInt(m["token"]), BuiltAt: toInt(m["built_at"]),
 	}, nil
+}
+
+// toInt reads an integer field of a Redis hash; a missing or malformed one is 0.
+func toInt(v any) int64 {
+	s, _ := v.(string)
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
 }

@@ -1,4 +1,7 @@
-package tasks
+// Package reservestock is the example task reserve-stock: a quantity of a SKU reserved for an
+// order exactly once per (tenant, order), in Redis or, with DATABASE_URL, in PostgreSQL under
+// sqlfence. It imports the task contract (tasks) and the library, nothing of the app.
+package reservestock
 
 import (
 	"context"
@@ -14,6 +17,7 @@ import (
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/locking"
 	"github.com/jobguard/jobguard/middleware"
+	"github.com/jobguard/jobguard/tasks"
 )
 
 // TypeReserveStock reserves a quantity of a SKU for an order, exactly once per (tenant, order).
@@ -33,12 +37,12 @@ const MaxQuantity = 1_000_000
 // Validate names the first invalid field.
 func (p ReserveStockPayload) Validate() error {
 	for _, f := range []struct{ name, v string }{{"tenant_id", p.TenantID}, {"order_id", p.OrderID}, {"sku", p.SKU}} {
-		if err := checkID(f.name, f.v); err != nil {
+		if err := tasks.CheckID(f.name, f.v); err != nil {
 			return err
 		}
 	}
 	if p.Quantity < 1 || p.Quantity > MaxQuantity {
-		return &FieldError{Field: "quantity", Detail: fmt.Sprintf("must be 1..%d, got %d", MaxQuantity, p.Quantity)}
+		return &tasks.FieldError{Field: "quantity", Detail: fmt.Sprintf("must be 1..%d, got %d", MaxQuantity, p.Quantity)}
 	}
 	return nil
 }
@@ -63,8 +67,8 @@ func (p ReserveStockPayload) OpKey() string { return "order:" + p.TenantID + ":"
 
 // Identity is the order: (tenant, order id), bound to its sku and quantity for ever. A request
 // for the same order with another sku or quantity is refused, and a job that carries one fails.
-func (p ReserveStockPayload) Identity() Identity {
-	return Identity{Name: p.OpKey(), Fingerprint: Fingerprint(p.SKU, strconv.Itoa(p.Quantity)),
+func (p ReserveStockPayload) Identity() tasks.Identity {
+	return tasks.Identity{Name: p.OpKey(), Fingerprint: tasks.Fingerprint(p.SKU, strconv.Itoa(p.Quantity)),
 		Field: "order_id", What: "order " + p.OrderID}
 }
 
@@ -79,26 +83,27 @@ func (p ReserveStockPayload) Spec() engine.Spec {
 		Dedup: &engine.Dedup{Policy: engine.UntilDone, Key: p.OpKey()}}
 }
 
-var reserveStock = Task{
+// Task is reserve-stock as the registry lists it.
+var Task = tasks.Task{
 	// Applied-order records are live data: they never expire (AppliedTTL 0).
 	Type: TypeReserveStock,
 	Config: middleware.Job{Queue: "critical", MaxAttempts: 8,
 		// Limits count per tenant; none by default (TASK_LIMITS sets them per deployment).
-		Limit: middleware.Limit{Key: tenantOf}},
-	Request: func() Request { return &ReserveStockPayload{} },
-	Routes: []Route{{Method: http.MethodGet, Path: "/stock/:tenant/:sku", Tenant: "tenant",
-		Params: map[string]func(string) error{"tenant": idParam("tenant"), "sku": idParam("sku")},
-		Read: func(ctx context.Context, r ReadDeps, params map[string]string) (any, error) {
+		Limit: middleware.Limit{Key: tasks.ByTenant}},
+	Request: func() tasks.Request { return &ReserveStockPayload{} },
+	Routes: []tasks.Route{{Method: http.MethodGet, Path: "/stock/:tenant/:sku", Tenant: "tenant",
+		Params: map[string]func(string) error{"tenant": tasks.IDParam("tenant"), "sku": tasks.IDParam("sku")},
+		Read: func(ctx context.Context, r tasks.ReadDeps, params map[string]string) (any, error) {
 			if r.SQL != nil {
 				return readStockSQL(ctx, r.SQL, params["tenant"], params["sku"])
 			}
 			return ReadStock(ctx, r.Locks, params["tenant"], params["sku"])
 		}}},
-	Commands:   []Command{{Path: "/orders", Accept: func() Request { return &ReserveStockPayload{} }, Do: placeOrder, SQL: true}},
+	Commands:   []tasks.Command{{Path: "/orders", Accept: func() tasks.Request { return &ReserveStockPayload{} }, Do: placeOrder, SQL: true}},
 	SQLSchema:  reserveStockSchema,
 	SQLVersion: 101,
 	SQLFenced:  true,
-	Handler: func(d Deps) asynq.Handler {
+	Handler: func(d tasks.Deps) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			job, _ := middleware.RunFrom(ctx)
 			var p ReserveStockPayload
@@ -110,7 +115,7 @@ var reserveStock = Task{
 			}
 			// The applied-order record lives in the sku's slot: only the order's claim stops the
 			// same order from applying on another sku.
-			if err := CheckIdentity(ctx, job, p.Identity()); err != nil {
+			if err := tasks.CheckIdentity(ctx, job, p.Identity()); err != nil {
 				return err
 			}
 			total, err := reserve(ctx, d, job, p)
@@ -128,7 +133,7 @@ var reserveStock = Task{
 }
 
 // reserve applies the order: in PostgreSQL when the process has DATABASE_URL, else in Redis.
-func reserve(ctx context.Context, d Deps, job *middleware.Run, p ReserveStockPayload) (any, error) {
+func reserve(ctx context.Context, d tasks.Deps, job *middleware.Run, p ReserveStockPayload) (any, error) {
 	if d.SQL != nil {
 		return applySQL(ctx, d.SQL, job, p)
 	}
@@ -162,6 +167,7 @@ func ReadStock(ctx context.Context, locks *locking.Client, tenant, sku string) (
 	return s, nil
 }
 
+// toInt reads an integer field of a Redis hash; a missing or malformed one is 0.
 func toInt(v any) int64 {
 	s, _ := v.(string)
 	n, _ := strconv.ParseInt(s, 10, 64)

@@ -1,4 +1,4 @@
-package tasks
+package rebuildcache
 
 import (
 	"net"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobguard/jobguard/tasks"
 )
 
 // The source's errors are stable texts that never name its URL (user name, key).
@@ -38,7 +40,7 @@ func TestFetchSourceErrorsAreStableTexts(t *testing.T) {
 		{secret(closed), "any", "source: request failed (connection refused)"},
 		{"http://svc-user:pw@no-such-host.invalid/src?api_key=KEY-1", "any", "source: request failed (host not found)"},
 	} {
-		_, err := fetchSource(bg, Deps{Settings: map[string]string{SettingSourceURL: tc.url}, HTTP: client}, RebuildCachePayload{TenantID: "t", ResourceID: tc.resource})
+		_, err := fetchSource(bg, tasks.Deps{Settings: map[string]string{SettingSourceURL: tc.url}, HTTP: client}, RebuildCachePayload{TenantID: "t", ResourceID: tc.resource})
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%s: got %v, want %q", tc.resource, err, tc.want)
 		}
