@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/tasks/registry"
@@ -27,7 +28,7 @@ func startAppThen(t *testing.T, role Role, env map[string]string, before func(*A
 	for k, v := range env {
 		full[k] = v
 	}
-	cfg, err := FromLookup(lookupFrom(full), registry.All())
+	cfg, err := config.FromLookup(lookupFrom(full), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +53,12 @@ func TestUICredentialsOnlyWhereTheUIIsServed(t *testing.T) {
 		t.Fatalf("worker on 0.0.0.0: healthz %d %s", resp.StatusCode, body)
 	}
 	for _, role := range []Role{RoleAPI, RoleAll} {
-		cfg, err := FromLookup(lookupFrom(map[string]string{"HTTP_ADDR": "0.0.0.0:0", "REDIS_URL": redistest.NewDB(t).URL()}), registry.All())
+		cfg, err := config.FromLookup(lookupFrom(map[string]string{"HTTP_ADDR": "0.0.0.0:0", "REDIS_URL": redistest.NewDB(t).URL()}), registry.All())
 		if err != nil {
 			t.Fatal(err)
 		}
 		a, err := New(context.Background(), cfg, role, zerolog.Nop())
-		var ce *ConfigError
+		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Var != "MONITORING_USER" {
 			if a != nil {
 				a.Close()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
@@ -363,7 +364,7 @@ func FuzzEnqueue(f *testing.F) {
 	f.Add("/jobs/reserve-stock", `{"quantity":1e99}`, "application/json", `"\"esc\\"`)
 	f.Add("/jobs/reserve-stock", `[]`, "text/json", "\x00")
 	db := redistest.NewDB(f)
-	cfg, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": db.URL(), "HTTP_ADDR": "127.0.0.1:0"}), registry.All())
+	cfg, err := config.FromLookup(lookupFrom(map[string]string{"REDIS_URL": db.URL(), "HTTP_ADDR": "127.0.0.1:0"}), registry.All())
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/store"
 	"github.com/jobguard/jobguard/history"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/guardstack"
@@ -57,7 +59,7 @@ const httpShutdownTimeout = 5 * time.Second
 
 // App is one jobguard process.
 type App struct {
-	cfg      Config
+	cfg      config.Config
 	role     Role
 	log      zerolog.Logger
 	rdb      redis.UniversalClient
@@ -89,13 +91,13 @@ type App struct {
 
 // New connects to Redis (or starts the embedded one), builds every part the role needs and binds
 // the HTTP listener, so Addr is known before Run. Close releases what New took if Run is not called.
-func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App, err error) {
+func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) (_ *App, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	// Only a process that serves the UI needs its credentials off loopback.
-	if role.serves(RoleAPI) && cfg.MonitoringUser == "" && !isLoopback(cfg.HTTPAddr) {
-		return nil, &ConfigError{Var: "MONITORING_USER", Err: fmt.Errorf("the UI needs MONITORING_USER and MONITORING_PASSWORD when HTTP_ADDR (%s) is not a loopback address", cfg.HTTPAddr)}
+	if role.serves(RoleAPI) && cfg.MonitoringUser == "" && !config.IsLoopback(cfg.HTTPAddr) {
+		return nil, &config.Error{Var: "MONITORING_USER", Err: fmt.Errorf("the UI needs MONITORING_USER and MONITORING_PASSWORD when HTTP_ADDR (%s) is not a loopback address", cfg.HTTPAddr)}
 	}
 	a := &App{cfg: cfg, role: role, log: log.With().Str("role", string(role)).Logger()}
 	a.streams, a.stopStreams = context.WithCancel(context.Background())
@@ -105,7 +107,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 		}
 	}()
 	routeProcessLogs(a) // before the first dial: go-redis logs its failures
-	a.rdb, a.embedded, err = openRedis(ctx, cfg, a.log)
+	a.rdb, a.embedded, err = store.OpenRedis(ctx, cfg, a.log)
 	if err != nil {
 		return nil, err
 	}
@@ -137,21 +139,21 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 	if off := a.stack.ClockOffset(); off > time.Second || off < -time.Second {
 		a.log.Warn().Dur("offset", off).Msg("Redis's clock is more than 1s from this host's; enqueue deadlines use the measured offset")
 	}
-	if a.sql, err = openSQL(ctx, cfg); err != nil {
+	if a.sql, err = store.OpenSQL(ctx, cfg); err != nil {
 		return nil, err
 	}
 	if a.sql != nil {
 		// Finished jobs are copied to SQL, so a short JOB_RETENTION keeps their history.
 		a.history = history.NewWriter(a.sql, a.stack, a.log)
 		a.stack.OnEnd(a.history.Add)
-		a.stack.OnCancelRunning(sqlCancelFence(a.sql, cfg.Tasks))
+		a.stack.OnCancelRunning(store.CancelFenceHook(a.sql, cfg.Tasks))
 	}
-	deps := cfg.taskDeps()
+	deps := cfg.TaskDeps()
 	deps.SQL = a.sql
 	a.mux = tasks.Protect(a.guard, deps, cfg.Tasks)
-	a.sched, err = schedule.New(a.stack, a.client, cfg.schedules(), schedule.Config{LeaseTTL: cfg.LeaseTTL, Build: buildJob(cfg.Tasks), Logger: &a.log})
+	a.sched, err = schedule.New(a.stack, a.client, cfg.AllSchedules(), schedule.Config{LeaseTTL: cfg.LeaseTTL, Build: config.BuildJob(cfg.Tasks), Logger: &a.log})
 	if err != nil {
-		return nil, &ConfigError{Var: "SCHEDULES", Err: err}
+		return nil, &config.Error{Var: "SCHEDULES", Err: err}
 	}
 
 	hm := newHTTPMetrics()
@@ -193,7 +195,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 		if err := web.Mount(a.http, a.rdb, web.Monitoring{
 			User:     cfg.MonitoringUser,
 			Password: cfg.MonitoringPassword,
-			Loopback: isLoopback(cfg.HTTPAddr),
+			Loopback: config.IsLoopback(cfg.HTTPAddr),
 			ReadOnly: cfg.MonitoringReadOnly,
 			// asynqmon queries it for asynq_* series, which /metrics exports.
 			PrometheusAddress: cfg.MonitoringPrometheus,
@@ -201,7 +203,7 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 			// The UI's task actions act on jobs, and the jobs and schedules pages are served.
 			Jobs: monitoringJobs{stack: a.stack, client: a.client, sched: a.sched, decrypt: cfg.MonitoringDecrypt},
 		}); err != nil {
-			return nil, &ConfigError{Var: "MONITORING_USER", Err: err}
+			return nil, &config.Error{Var: "MONITORING_USER", Err: err}
 		}
 	}
 	if role.serves(RoleWorker) {
@@ -219,13 +221,13 @@ func New(ctx context.Context, cfg Config, role Role, log zerolog.Logger) (_ *App
 		a.http.Use(fallback(a.http)) // 405 for a known path's wrong method, else 404
 		a.ln, err = net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
-			return nil, &ConfigError{Var: "HTTP_ADDR", Err: err}
+			return nil, &config.Error{Var: "HTTP_ADDR", Err: err}
 		}
 	}
 	if a.admin != nil {
 		a.adminLn, err = net.Listen("tcp", cfg.AdminAddr)
 		if err != nil {
-			return nil, &ConfigError{Var: "ADMIN_ADDR", Err: err}
+			return nil, &config.Error{Var: "ADMIN_ADDR", Err: err}
 		}
 	}
 	return a, nil
@@ -433,7 +435,7 @@ func Main(ctx context.Context, args []string, lookup func(string) (string, bool)
 		fmt.Fprintln(stderr, usageLine)
 		return 2
 	}
-	cfg, err := FromLookup(lookup, list)
+	cfg, err := config.FromLookup(lookup, list)
 	if err != nil {
 		fmt.Fprintln(stderr, "jobguard:", err)
 		return 2

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/tasks/registry"
 )
@@ -44,7 +45,7 @@ func startAppWith(t testing.TB, role Role, env map[string]string, before func(*A
 	for k, v := range env {
 		full[k] = v
 	}
-	cfg, err := FromLookup(lookupFrom(full), registry.All())
+	cfg, err := config.FromLookup(lookupFrom(full), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}

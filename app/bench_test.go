@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/hibiken/asynq"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/benchfig"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/tasks/registry"
@@ -94,7 +95,7 @@ func BenchmarkEnqueueEndpoint(b *testing.B) {
 	db := redistest.NewDB(b)
 	// One tenant sends everything: a limit that never refuses keeps the limiter's take (in the
 	// create's pipeline) in the measurement.
-	cfg, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": db.URL(), "HTTP_ADDR": "127.0.0.1:0",
+	cfg, err := config.FromLookup(lookupFrom(map[string]string{"REDIS_URL": db.URL(), "HTTP_ADDR": "127.0.0.1:0",
 		"RATE_LIMIT": "1000000", "RATE_LIMIT_BURST": "1000000"}), registry.All())
 	if err != nil {
 		b.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/benchfig"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/tasks/registry"
@@ -25,7 +26,7 @@ func BenchmarkBulkVsSingle(b *testing.B) {
 		return fmt.Sprintf(`{"tenant_id":"t1","resource_id":"s%d-r%d-%d"}`, side, round, i)
 	}
 	db := redistest.NewDB(b)
-	cfg, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": db.URL(), "HTTP_ADDR": "127.0.0.1:0",
+	cfg, err := config.FromLookup(lookupFrom(map[string]string{"REDIS_URL": db.URL(), "HTTP_ADDR": "127.0.0.1:0",
 		"RATE_LIMIT": "1000000", "RATE_LIMIT_BURST": "1000000", "BODY_LIMIT": "4194304"}), registry.All())
 	if err != nil {
 		b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/pgtest"
 	"github.com/jobguard/jobguard/internal/redistest"
@@ -157,8 +158,8 @@ func TestEncryptionConfigErrorsNameTheVariableNotTheKey(t *testing.T) {
 		{map[string]string{"ENCRYPT_TYPES": "reserve-stock"}, "ENCRYPT_TYPES"},
 		{map[string]string{"MONITORING_DECRYPT": "maybe"}, "MONITORING_DECRYPT"},
 	} {
-		_, err := FromLookup(lookupFrom(c.env), registry.All())
-		var ce *ConfigError
+		_, err := config.FromLookup(lookupFrom(c.env), registry.All())
+		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Var != c.want {
 			t.Errorf("%v: %v, want an error naming %s", c.env, err, c.want)
 			continue
@@ -169,8 +170,8 @@ func TestEncryptionConfigErrorsNameTheVariableNotTheKey(t *testing.T) {
 			}
 		}
 	}
-	cfg, err := FromLookup(lookupFrom(map[string]string{"ENCRYPTION_KEYS_FILE": goodFile, "ENCRYPT_TYPES": "reserve-stock, rebuild-cache"}), registry.All())
-	if err != nil || cfg.EncryptionKeys.Current() != "b" || len(encryptedTypes(cfg.Tasks)) != 2 {
+	cfg, err := config.FromLookup(lookupFrom(map[string]string{"ENCRYPTION_KEYS_FILE": goodFile, "ENCRYPT_TYPES": "reserve-stock, rebuild-cache"}), registry.All())
+	if err != nil || cfg.EncryptionKeys.Current() != "b" || len(config.EncryptedTypes(cfg.Tasks)) != 2 {
 		t.Fatalf("%v, %v", cfg.EncryptionKeys, err)
 	}
 }

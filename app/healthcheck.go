@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/redact"
 )
 
@@ -20,7 +21,7 @@ func healthcheckURL(lookup func(string) (string, bool)) (string, error) {
 	if u, ok := lookup("HEALTHCHECK_URL"); ok && u != "" {
 		return u, nil
 	}
-	addr := Defaults().HTTPAddr
+	addr := config.Defaults().HTTPAddr
 	if v, ok := lookup("HTTP_ADDR"); ok && v != "" {
 		addr = v
 	}

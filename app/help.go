@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -49,7 +50,7 @@ Environment (name, default, meaning):
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", name, def, help)
 	}
-	for _, v := range Variables {
+	for _, v := range config.Variables {
 		help := v.Help
 		if v.Reader != "" {
 			help += " [" + v.Reader + "]"
@@ -72,7 +73,7 @@ func writeEnvExample(w io.Writer, list []tasks.Task) {
 	entry := func(name, def, help string) {
 		fmt.Fprintf(w, "\n# %s\n#%s=%s\n", strings.TrimSpace(help), name, def)
 	}
-	for _, v := range Variables {
+	for _, v := range config.Variables {
 		help := v.Help
 		if v.Reader != "" {
 			help += " [" + v.Reader + "]"

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/tasks"
 	"github.com/jobguard/jobguard/tasks/registry"
 )
@@ -21,15 +22,15 @@ var updateEnvExample = flag.Bool("update-env-example", false, "rewrite ../.env.e
 func TestVariablesAreWhatFromLookupReads(t *testing.T) {
 	t.Parallel()
 	var asked []string
-	_, _ = FromLookup(func(name string) (string, bool) { asked = append(asked, name); return "", false }, nil)
+	_, _ = config.FromLookup(func(name string) (string, bool) { asked = append(asked, name); return "", false }, nil)
 	var listed []string
-	for _, v := range Variables {
+	for _, v := range config.Variables {
 		if v.Reader == "" {
 			listed = append(listed, v.Name)
 		}
 	}
 	if !slices.Equal(asked, listed) {
-		t.Fatalf("FromLookup reads %v;\napp.Variables lists %v\n(add a row to Variables in app/config.go, in the order FromLookup reads it)", asked, listed)
+		t.Fatalf("FromLookup reads %v;\napp.Variables lists %v\n(add a row to config.Variables in app/config/config.go, in the order FromLookup reads it)", asked, listed)
 	}
 }
 
@@ -37,16 +38,16 @@ func TestVariablesAreWhatFromLookupReads(t *testing.T) {
 func TestVariablesDefaultsAreTheConfigDefaults(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{}
-	for _, v := range Variables {
+	for _, v := range config.Variables {
 		if v.Reader == "" && v.Default != "" {
 			env[v.Name] = v.Default
 		}
 	}
-	got, err := FromLookup(lookupFrom(env), registry.All())
+	got, err := config.FromLookup(lookupFrom(env), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := FromLookup(lookupFrom(nil), registry.All())
+	want, err := config.FromLookup(lookupFrom(nil), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestHelpListsRolesSubcommandsAndEveryVariable(t *testing.T) {
 		}
 		return ""
 	}
-	for _, v := range Variables {
+	for _, v := range config.Variables {
 		l := row(v.Name)
 		if l == "" || (v.Default != "" && !strings.Contains(l, " "+v.Default+" ")) {
 			t.Errorf("help's row of %s is %q, want its default %q", v.Name, l, v.Default)
@@ -143,7 +144,7 @@ func TestEnvExampleIsCurrent(t *testing.T) {
 	if !bytes.Equal(got, want.Bytes()) {
 		t.Fatal(".env.example is not what app.Variables says: go test ./app -run TestEnvExampleIsCurrent -update-env-example")
 	}
-	for _, v := range Variables {
+	for _, v := range config.Variables {
 		if !bytes.Contains(got, []byte("\n#"+v.Name+"="+v.Default+"\n")) {
 			t.Errorf(".env.example lacks %s=%s", v.Name, v.Default)
 		}

@@ -7,11 +7,13 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 	"github.com/rs/zerolog"
+
+	"github.com/jobguard/jobguard/app/config"
 )
 
 // newFiber builds an HTTP app of the process (the API's, the admin port's): errors as problem+json,
 // request ids, access logs and panic recovery. Routes are added by the caller.
-func newFiber(cfg Config, log zerolog.Logger, hm *httpMetrics) *fiber.App {
+func newFiber(cfg config.Config, log zerolog.Logger, hm *httpMetrics) *fiber.App {
 	f := fiber.New(fiber.Config{
 		AppName:               "jobguard",
 		BodyLimit:             cfg.BodyLimit,

@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/store"
 	"github.com/jobguard/jobguard/history"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
@@ -56,16 +58,16 @@ type jobsCLI struct {
 // fenceSQL gives a cancel the app's SQL fence hook when DATABASE_URL is set, so that a cancelled
 // run's later commit to PostgreSQL is refused as it is after POST /jobs/{id}/cancel. Without
 // PostgreSQL the cancel still acts on Redis, and says what it could not do.
-func (cli *jobsCLI) fenceSQL(ctx context.Context, cfg Config) {
+func (cli *jobsCLI) fenceSQL(ctx context.Context, cfg config.Config) {
 	var err error
-	if cli.sql, err = openSQL(ctx, cfg); err != nil {
+	if cli.sql, err = store.OpenSQL(ctx, cfg); err != nil {
 		fmt.Fprintln(cli.stderr, "jobguard jobs: warning: PostgreSQL unreachable, a running job's SQL fence is not raised:", redact.Error(err))
 		return
 	}
 	if cli.sql == nil {
 		return
 	}
-	hook := sqlCancelFence(cli.sql, cfg.Tasks)
+	hook := store.CancelFenceHook(cli.sql, cfg.Tasks)
 	cli.stack.OnCancelRunning(func(ctx context.Context, run engine.CancelledRun) error {
 		err := hook(ctx, run)
 		if err != nil {
@@ -125,7 +127,7 @@ func runJobs(ctx context.Context, args []string, lookup func(string) (string, bo
 		return usage(stderr, "--reason "+err.Error())
 	}
 
-	cfg, err := FromLookup(lookup, list)
+	cfg, err := config.FromLookup(lookup, list)
 	if err != nil {
 		fmt.Fprintln(stderr, "jobguard jobs:", err)
 		return exitUsage
@@ -158,7 +160,7 @@ func runJobs(ctx context.Context, args []string, lookup func(string) (string, bo
 		// With DATABASE_URL the list continues into the SQL history, and reencrypt rewrites the
 		// copies there too; the other commands act on Redis alone, so they do not need
 		// PostgreSQL to answer.
-		if cli.sql, err = openSQL(ctx, cfg); err != nil {
+		if cli.sql, err = store.OpenSQL(ctx, cfg); err != nil {
 			fmt.Fprintln(stderr, "jobguard jobs:", redact.Error(err))
 			return exitError
 		}
@@ -225,9 +227,9 @@ func statusList() string {
 
 // openJobsCLI connects to cfg's Redis as the app does, with a stack that knows the task types'
 // configurations (a retry needs their queues) but runs no handler.
-func openJobsCLI(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*jobsCLI, func(), error) {
+func openJobsCLI(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) (*jobsCLI, func(), error) {
 	nop := zerolog.Nop()
-	rdb, _, err := openRedis(ctx, cfg, nop)
+	rdb, _, err := store.OpenRedis(ctx, cfg, nop)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobguard/jobguard/app/store"
 	"github.com/jobguard/jobguard/history"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
@@ -25,7 +26,7 @@ func BenchmarkListSQL50Of100k(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	if err := migrateUp(ctx, pool, nil, nil); err != nil {
+	if err := store.MigrateUp(ctx, pool, nil, nil); err != nil {
 		b.Fatal(err)
 	}
 	const n = 100_000

@@ -13,6 +13,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/jobguard/jobguard/app/config"
 )
 
 // timeFormatOnce sets zerolog's process-wide time format once: writing it on every NewLogger
@@ -20,8 +22,8 @@ import (
 var timeFormatOnce sync.Once
 
 // NewLogger builds the process logger: JSON lines by default, coloured console lines for humans.
-func NewLogger(cfg Config, w io.Writer) zerolog.Logger {
-	if cfg.LogFormat == LogConsole {
+func NewLogger(cfg config.Config, w io.Writer) zerolog.Logger {
+	if cfg.LogFormat == config.LogConsole {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
 	}
 	timeFormatOnce.Do(func() { zerolog.TimeFieldFormat = time.RFC3339Nano })

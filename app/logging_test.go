@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/tasks/registry"
 )
@@ -28,7 +29,7 @@ func TestRedisLogLinesAreJSON(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now: every dial is refused
 	const password = "hunter2-not-for-logs"
-	cfg, err := FromLookup(lookupFrom(map[string]string{
+	cfg, err := config.FromLookup(lookupFrom(map[string]string{
 		"REDIS_URL": "redis://:" + password + "@" + addr + "/0", "HTTP_ADDR": "127.0.0.1:0",
 	}), registry.All())
 	if err != nil {
@@ -71,7 +72,7 @@ func TestRedisLogLinesAreJSON(t *testing.T) {
 // The standard library's log package (asynqmon reports failed batch operations there) writes
 // into the open App's log as JSON too. Not parallel, for the same reason as above.
 func TestStdLogLinesAreJSON(t *testing.T) {
-	cfg, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": redistest.NewDB(t).URL(), "HTTP_ADDR": "127.0.0.1:0"}), registry.All())
+	cfg, err := config.FromLookup(lookupFrom(map[string]string{"REDIS_URL": redistest.NewDB(t).URL(), "HTTP_ADDR": "127.0.0.1:0"}), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}

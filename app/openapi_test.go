@@ -13,6 +13,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/tasks/registry"
@@ -93,7 +94,7 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := FromLookup(lookupFrom(map[string]string{"HTTP_ADDR": "127.0.0.1:0", "REDIS_URL": redistest.NewDB(t).URL()}), registry.All())
+	cfg, err := config.FromLookup(lookupFrom(map[string]string{"HTTP_ADDR": "127.0.0.1:0", "REDIS_URL": redistest.NewDB(t).URL()}), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/tasks"
 	"github.com/jobguard/jobguard/web"
@@ -38,7 +39,7 @@ func problemCode(code string) (ProblemCode, bool) {
 func TestEveryErrorKindHasItsCodeAndType(t *testing.T) {
 	t.Parallel()
 	unread := func(e error) error {
-		status, reason, detail := unreadAnswer(Config{BodyLimit: 1 << 20}, e)
+		status, reason, detail := unreadAnswer(config.Config{BodyLimit: 1 << 20}, e)
 		return &HTTPError{Status: status, Code: unreadCodes[reason], Detail: detail}
 	}
 	cases := []struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/recent"
 )
 
@@ -136,7 +137,7 @@ func (l *rateLimiter) keyOf(c *fiber.Ctx) string {
 	if t := tenantOf(c); t != "" {
 		return l.tenantKey(t)
 	}
-	if t, _ := c.Locals(localPathTenant).(string); tenantRe.MatchString(t) {
+	if t, _ := c.Locals(localPathTenant).(string); config.TenantPattern.MatchString(t) {
 		return l.tenantKey(t)
 	}
 	if c.Method() == fiber.MethodPost {
@@ -144,7 +145,7 @@ func (l *rateLimiter) keyOf(c *fiber.Ctx) string {
 			TenantID string `json:"tenant_id"`
 		}
 		// The enqueue's strict names (json v2): a TENANT_ID or a duplicate key names nobody.
-		if json.Unmarshal(c.Body(), &body) == nil && tenantRe.MatchString(body.TenantID) {
+		if json.Unmarshal(c.Body(), &body) == nil && config.TenantPattern.MatchString(body.TenantID) {
 			return l.tenantKey(body.TenantID)
 		}
 	}
@@ -154,7 +155,7 @@ func (l *rateLimiter) keyOf(c *fiber.Ctx) string {
 // requestKey is the budget of an enqueue whose body was accepted: its tenant is the token's (or
 // it was refused 403) and was validated, so keyOf's reading of the body is not needed again.
 func (l *rateLimiter) requestKey(c *fiber.Ctx, tenant string) string {
-	if tenantRe.MatchString(tenant) {
+	if config.TenantPattern.MatchString(tenant) {
 		return l.tenantKey(tenant)
 	}
 	return l.keyOf(c)

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/tasks"
@@ -229,11 +230,11 @@ func stateKeys(rdb redis.Cmdable) int {
 
 func TestRateLimitConfig(t *testing.T) {
 	t.Parallel()
-	cfg, err := FromLookup(lookupFrom(nil), registry.All())
+	cfg, err := config.FromLookup(lookupFrom(nil), registry.All())
 	if err != nil || cfg.RateLimit != 100 || cfg.RateLimitBurst != 200 {
 		t.Fatalf("defaults: %d/%d %v", cfg.RateLimit, cfg.RateLimitBurst, err)
 	}
-	cfg, err = FromLookup(lookupFrom(map[string]string{"RATE_LIMIT": "0", "RATE_LIMIT_BURST": "0"}), registry.All())
+	cfg, err = config.FromLookup(lookupFrom(map[string]string{"RATE_LIMIT": "0", "RATE_LIMIT_BURST": "0"}), registry.All())
 	if err != nil || newRateLimiter(nil, "jobguard", cfg.RateLimit, cfg.RateLimitBurst, zerolog.Nop()) != nil {
 		t.Fatalf("RATE_LIMIT=0 must turn the limit off: %v", err)
 	}
@@ -247,8 +248,8 @@ func TestRateLimitConfig(t *testing.T) {
 		{map[string]string{"RATE_LIMIT_BURST": "0"}, "RATE_LIMIT_BURST"},
 		{map[string]string{"RATE_LIMIT_BURST": "1000001"}, "RATE_LIMIT_BURST"},
 	} {
-		var ce *ConfigError
-		if _, err := FromLookup(lookupFrom(tc.env), registry.All()); !errors.As(err, &ce) || ce.Var != tc.bad {
+		var ce *config.Error
+		if _, err := config.FromLookup(lookupFrom(tc.env), registry.All()); !errors.As(err, &ce) || ce.Var != tc.bad {
 			t.Errorf("%v: %v, want an error naming %s", tc.env, err, tc.bad)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/tasks/registry"
@@ -41,13 +42,13 @@ func TestWorkersReconcileALostDelivery(t *testing.T) {
 func TestReconcileIntervalIsValidated(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"50ms", "2h", "often"} {
-		_, err := FromLookup(lookupFrom(map[string]string{"RECONCILE_INTERVAL": v}), registry.All())
-		var ce *ConfigError
+		_, err := config.FromLookup(lookupFrom(map[string]string{"RECONCILE_INTERVAL": v}), registry.All())
+		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Var != "RECONCILE_INTERVAL" {
 			t.Fatalf("RECONCILE_INTERVAL=%s: %v", v, err)
 		}
 	}
-	if c, err := FromLookup(lookupFrom(nil), registry.All()); err != nil || c.ReconcileInterval != 15*time.Second {
+	if c, err := config.FromLookup(lookupFrom(nil), registry.All()); err != nil || c.ReconcileInterval != 15*time.Second {
 		t.Fatalf("default: %v %v", c.ReconcileInterval, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
@@ -31,7 +32,7 @@ func startWithLogs(t *testing.T, role Role, env map[string]string, logs *syncBuf
 	for k, v := range env {
 		full[k] = v
 	}
-	cfg, err := FromLookup(lookupFrom(full), registry.All())
+	cfg, err := config.FromLookup(lookupFrom(full), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestConfigErrorsRedactURLs(t *testing.T) {
 		{"REBUILD_SOURCE_URL": "ftp://svc-user:hunter2@source/x?api_key=KEY-42"},
 		{"MONITORING_PROMETHEUS_ADDRESS": "ftp://svc-user:hunter2@prometheus:9090?token=KEY-42"},
 	} {
-		_, err := FromLookup(lookupFrom(env), registry.All())
+		_, err := config.FromLookup(lookupFrom(env), registry.All())
 		if err == nil {
 			t.Errorf("%v accepted", env)
 			continue

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/schedule"
@@ -21,7 +22,7 @@ import (
 func TestSchedulesConfig(t *testing.T) {
 	t.Parallel()
 	good := `{"name":"hot","spec":"@every 1m","type":"rebuild-cache","payload":{"tenant_id":"t1","resource_id":"hot"}}`
-	cfg, err := FromLookup(lookupFrom(map[string]string{"SCHEDULES": "[" + good + "]"}), registry.All())
+	cfg, err := config.FromLookup(lookupFrom(map[string]string{"SCHEDULES": "[" + good + "]"}), registry.All())
 	if err != nil || len(cfg.Schedules) != 1 || cfg.Schedules[0].Name != "hot" || cfg.Schedules[0].Cron != "@every 1m" {
 		t.Fatalf("good SCHEDULES: %+v, %v", cfg.Schedules, err)
 	}
@@ -38,8 +39,8 @@ func TestSchedulesConfig(t *testing.T) {
 		{`[{"name":"b","spec":"@daily","type":"rebuild-cache","catchup":"some"}]`, `entry 1 ("b"): schedule: catchup:`},
 		{`[` + good + `,` + good + `]`, `entry 2 ("hot"): schedule: name: is another schedule's too`},
 	} {
-		_, err := FromLookup(lookupFrom(map[string]string{"SCHEDULES": c.value}), registry.All())
-		var ce *ConfigError
+		_, err := config.FromLookup(lookupFrom(map[string]string{"SCHEDULES": c.value}), registry.All())
+		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Var != "SCHEDULES" || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("SCHEDULES=%s:\n got %v\nwant SCHEDULES ... %s", c.value, err, c.want)
 		}
@@ -49,8 +50,8 @@ func TestSchedulesConfig(t *testing.T) {
 		{"OPERATOR_TOKENS": "operator-token-0001,operator-token-0001"},
 		{"OPERATOR_TOKENS": "operator-token-0001", "API_TOKENS": "operator-token-0001:t1"},
 	} {
-		_, err := FromLookup(lookupFrom(c), registry.All())
-		var ce *ConfigError
+		_, err := config.FromLookup(lookupFrom(c), registry.All())
+		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Var != "OPERATOR_TOKENS" || strings.Contains(err.Error(), "operator-token-0001") {
 			t.Errorf("%v: got %v, want an OPERATOR_TOKENS error that does not repeat the token", c, err)
 		}
@@ -144,8 +145,8 @@ func TestScheduleDeclaredInCode(t *testing.T) {
 
 	bad := noteTask()
 	bad.Schedules = []schedule.Spec{{Name: "note-bad", Cron: "@every 1s", Payload: []byte(`{"tenant_id":"t 1"}`)}}
-	_, err := FromLookup(lookupFrom(nil), []tasks.Task{bad})
-	var ce *ConfigError
+	_, err := config.FromLookup(lookupFrom(nil), []tasks.Task{bad})
+	var ce *config.Error
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `task note's schedule "note-bad" (in code): schedule: payload.tenant_id:`) {
 		t.Fatalf("bad schedule in code: %v", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/store"
 	"github.com/jobguard/jobguard/internal/pgtest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/tasks/registry"
@@ -41,11 +43,11 @@ func TestReserveStockInPostgres(t *testing.T) {
 // A DATABASE_URL that does not parse stops start-up naming the variable, without its password.
 func TestDatabaseURLErrorsNameTheVariable(t *testing.T) {
 	t.Parallel()
-	cfg, err := FromLookup(lookupFrom(map[string]string{"DATABASE_URL": "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=1"}), registry.All())
+	cfg, err := config.FromLookup(lookupFrom(map[string]string{"DATABASE_URL": "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=1"}), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = openSQL(t.Context(), cfg)
+	_, err = store.OpenSQL(t.Context(), cfg)
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("open: %v", err)
 	}
@@ -132,11 +134,11 @@ func TestMigrateCommand(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewDB(t)
 	env := map[string]string{"DATABASE_URL": url, "REDIS_URL": "redis://127.0.0.1:1/0"}
-	cfg, err := FromLookup(lookupFrom(env), registry.All())
+	cfg, err := config.FromLookup(lookupFrom(env), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openSQL(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "DATABASE_MIGRATE") {
+	if _, err := store.OpenSQL(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "DATABASE_MIGRATE") {
 		t.Fatalf("start on an empty database: %v", err)
 	}
 	var out, errs strings.Builder
@@ -144,7 +146,7 @@ func TestMigrateCommand(t *testing.T) {
 		!strings.Contains(out.String(), "applied version 1 ") || !strings.Contains(out.String(), "applied version 101 ") {
 		t.Fatalf("migrate: %d %q %q", code, out.String(), errs.String())
 	}
-	pool, err := openSQL(t.Context(), cfg)
+	pool, err := store.OpenSQL(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("start after migrate: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/tasks/registry"
 )
 
@@ -12,7 +13,7 @@ import (
 // tenant and limit nothing), without touching the registry; a bad entry names the variable.
 func TestTaskLimitsOverrideTheCode(t *testing.T) {
 	t.Parallel()
-	c, err := FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": "rebuild-cache=concurrency:3,rate:20/2s,burst:4; reserve-stock=concurrency:1"}), registry.All())
+	c, err := config.FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": "rebuild-cache=concurrency:3,rate:20/2s,burst:4; reserve-stock=concurrency:1"}), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +35,8 @@ func TestTaskLimitsOverrideTheCode(t *testing.T) {
 	}
 	for _, bad := range []string{"nosuch=concurrency:1", "rebuild-cache=concurrency:x", "rebuild-cache=rate:5/soon",
 		"rebuild-cache=speed:3", "rebuild-cache=rate:5000/1s", "rebuild-cache"} {
-		_, err := FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": bad}), registry.All())
-		var ce *ConfigError
+		_, err := config.FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": bad}), registry.All())
+		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Var != "TASK_LIMITS" {
 			t.Errorf("TASK_LIMITS=%q: %v", bad, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/guardstack"
 	"github.com/jobguard/jobguard/internal/redistest"
@@ -29,7 +30,7 @@ type noteRequest struct {
 }
 
 func (n *noteRequest) Validate() error {
-	if !tenantRe.MatchString(n.TenantID) {
+	if !config.TenantPattern.MatchString(n.TenantID) {
 		return &tasks.FieldError{Field: "tenant_id", Detail: "must be 1-128 of [A-Za-z0-9._-]"}
 	}
 	return nil
@@ -42,7 +43,7 @@ func (n *noteRequest) Spec() engine.Spec {
 
 func noteTask() tasks.Task {
 	tenantParam := func(v string) error {
-		if !tenantRe.MatchString(v) {
+		if !config.TenantPattern.MatchString(v) {
 			return &tasks.FieldError{Field: "tenant", Detail: "must be 1-128 of [A-Za-z0-9._-]"}
 		}
 		return nil
@@ -85,7 +86,7 @@ func startTasks(t *testing.T, env map[string]string, list []tasks.Task) *running
 	for k, v := range env {
 		full[k] = v
 	}
-	cfg, err := FromLookup(lookupFrom(full), list)
+	cfg, err := config.FromLookup(lookupFrom(full), list)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,8 +181,8 @@ func TestTaskRouteIsRateLimited(t *testing.T) {
 // (a route on its paths, a setting that is one of its variables) does not start.
 func TestTaskSettingsAndRoutesAreChecked(t *testing.T) {
 	t.Parallel()
-	_, err := FromLookup(lookupFrom(map[string]string{"NOTE_PREFIX": "http://svc-user:hunter2@x/?k=KEY-42&x=!"}), []tasks.Task{noteTask()})
-	var ce *ConfigError
+	_, err := config.FromLookup(lookupFrom(map[string]string{"NOTE_PREFIX": "http://svc-user:hunter2@x/?k=KEY-42&x=!"}), []tasks.Task{noteTask()})
+	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Var != "NOTE_PREFIX" {
 		t.Fatalf("bad NOTE_PREFIX: %v", err)
 	}
@@ -190,21 +191,21 @@ func TestTaskSettingsAndRoutesAreChecked(t *testing.T) {
 			t.Errorf("the error carries %q: %v", secret, err)
 		}
 	}
-	c, err := FromLookup(lookupFrom(nil), []tasks.Task{noteTask()})
-	if err != nil || c.taskDeps().Setting("NOTE_PREFIX") != "note:" {
+	c, err := config.FromLookup(lookupFrom(nil), []tasks.Task{noteTask()})
+	if err != nil || c.TaskDeps().Setting("NOTE_PREFIX") != "note:" {
 		t.Fatalf("default: %v %v", c.TaskSettings, err)
 	}
 	onJobs := noteTask()
 	onJobs.Routes[0].Path = "/jobs/:tenant/notes"
-	if _, err := FromLookup(lookupFrom(nil), []tasks.Task{onJobs}); err == nil || !strings.Contains(err.Error(), "a path of the app") {
+	if _, err := config.FromLookup(lookupFrom(nil), []tasks.Task{onJobs}); err == nil || !strings.Contains(err.Error(), "a path of the app") {
 		t.Errorf("a route under /jobs: %v", err)
 	}
 	ownVar := noteTask()
 	ownVar.Settings[0].Name = "REDIS_URL"
-	if _, err := FromLookup(lookupFrom(nil), []tasks.Task{ownVar}); err == nil || !strings.Contains(err.Error(), "a variable of the app") {
+	if _, err := config.FromLookup(lookupFrom(nil), []tasks.Task{ownVar}); err == nil || !strings.Contains(err.Error(), "a variable of the app") {
 		t.Errorf("a setting named REDIS_URL: %v", err)
 	}
-	if _, err := FromLookup(lookupFrom(nil), []tasks.Task{noteTask(), noteTask()}); err == nil {
+	if _, err := config.FromLookup(lookupFrom(nil), []tasks.Task{noteTask(), noteTask()}); err == nil {
 		t.Error("a type listed twice started")
 	}
 }

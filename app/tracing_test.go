@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/tasks/registry"
@@ -48,7 +49,7 @@ func (s *syncBuffer) lines() []map[string]any {
 
 // startLogged runs the app with its JSON log lines captured.
 func startLogged(t *testing.T, role Role, logs *syncBuffer) *running {
-	cfg, err := FromLookup(lookupFrom(map[string]string{"REDIS_URL": redistest.NewDB(t).URL(), "HTTP_ADDR": "127.0.0.1:0"}), registry.All())
+	cfg, err := config.FromLookup(lookupFrom(map[string]string{"REDIS_URL": redistest.NewDB(t).URL(), "HTTP_ADDR": "127.0.0.1:0"}), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/gofiber/fiber/v2/utils"
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
+
+	"github.com/jobguard/jobguard/app/config"
 )
 
 // routeUnparsed is the route label and log value of requests no route ever saw: fasthttp could
@@ -20,7 +22,7 @@ const routeUnparsed = "unparsed"
 // calls Fiber's server error handler with its parser's message, which quotes the raw request
 // headers (Authorization included). Such a request is answered with a fixed detail for its
 // status, gets a request id (X-Request-ID too), one access-log line and its metric.
-func unreadRequests(cfg Config, log zerolog.Logger, hm *httpMetrics, next fiber.ErrorHandler) fiber.ErrorHandler {
+func unreadRequests(cfg config.Config, log zerolog.Logger, hm *httpMetrics, next fiber.ErrorHandler) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		if c.Locals(localAccessLogged) != nil {
 			return next(c, err)
@@ -46,7 +48,7 @@ var unreadCodes = map[string]string{
 
 // unreadAnswer is the status, log reason and fixed detail of an error Fiber's server error handler
 // passes on (it has already mapped fasthttp's errors to fiber.Errors).
-func unreadAnswer(cfg Config, err error) (int, string, string) {
+func unreadAnswer(cfg config.Config, err error) (int, string, string) {
 	code := http.StatusBadRequest
 	var fe *fiber.Error
 	if errors.As(err, &fe) {

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/app"
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/guardstack"
 	"github.com/jobguard/jobguard/internal/redistest"
@@ -155,7 +156,7 @@ func startAppAs(t *testing.T, role app.Role, env map[string]string) *bundle {
 		full[k] = v
 	}
 	p := &probe{runs: map[string]int{}, causes: map[string]error{}}
-	cfg, err := app.FromLookup(func(k string) (string, bool) { v, ok := full[k]; return v, ok }, []tasks.Task{p.task(), p.flakyTask()})
+	cfg, err := config.FromLookup(func(k string) (string, bool) { v, ok := full[k]; return v, ok }, []tasks.Task{p.task(), p.flakyTask()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 // Package archtest holds the test that keeps the project's dependency direction:
-// cmd -> app -> (web, tasks, schedule, middleware); tasks -> (schedule, middleware); middleware -> internal/engine -> locking;
-// locking -> go-redis only.
+// cmd -> (app, tasks/registry); tasks/registry -> the example tasks (tasks/rebuildcache, tasks/reservestock) -> tasks;
+// app -> its rooms -> (web, tasks, schedule, middleware), app's rooms ordered app/store -> app/config -> app/strictjson;
+// tasks -> (schedule, middleware); middleware -> internal/engine -> locking; locking -> go-redis only.
 package archtest
 
 import (
@@ -73,6 +74,10 @@ func TestDependencyDirection(t *testing.T) {
 		{"tasks/reservestock", notProject("app", "web", "cmd", "tasks/rebuildcache", "tasks/registry")},
 		{"tasks/registry", notProject("app", "web", "cmd")},
 		{"web", notProject("app", "tasks", "internal/engine", "cmd")},
+		// app's rooms: app wires them; none imports app or a room above it.
+		{"app/strictjson", onlyProject()},
+		{"app/config", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "app/strictjson")},
+		{"app/store", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "history", "outbox", "sqlfence", "app/config", "app/strictjson")},
 		{"app", notProject("cmd", "tasks/rebuildcache", "tasks/reservestock", "tasks/registry")},
 	} {
 		for _, d := range deps(t, root, c.pkg) {
@@ -80,6 +85,25 @@ func TestDependencyDirection(t *testing.T) {
 				t.Errorf("%s depends on %s", c.pkg, d)
 			}
 		}
+	}
+}
+
+// onlyProject allows every dependency outside the project and, of the project's packages, only the
+// named ones (and what is under them; a name ending in / allows what is under it only).
+func onlyProject(pkgs ...string) func(string) bool {
+	return func(d string) bool {
+		if !strings.HasPrefix(d, module) {
+			return true
+		}
+		for _, p := range pkgs {
+			if strings.HasSuffix(p, "/") && strings.HasPrefix(d, module+p) {
+				return true
+			}
+			if d == module+p || strings.HasPrefix(d, module+p+"/") {
+				return true
+			}
+		}
+		return false
 	}
 }
 

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"errors"
@@ -52,8 +52,8 @@ func readKeyRingFile(path string) (*middleware.KeyRing, error) {
 // a key ring error is only texts.
 func unwrapAll(err error) error { return errors.New(strings.TrimPrefix(err.Error(), "middleware: ")) }
 
-// encryptedTypes are the types of list marked encrypted.
-func encryptedTypes(list []tasks.Task) []string {
+// EncryptedTypes are the types of list marked encrypted.
+func EncryptedTypes(list []tasks.Task) []string {
 	var out []string
 	for _, t := range list {
 		if t.Config.Encrypt {

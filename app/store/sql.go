@@ -1,4 +1,4 @@
-package app
+package store
 
 import (
 	"context"
@@ -7,22 +7,23 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/redact"
 )
 
 // sqlPingTimeout bounds the start-up check that PostgreSQL answers.
 const sqlPingTimeout = 5 * time.Second
 
-// openSQL returns the process's PostgreSQL pool when DATABASE_URL is set (nil otherwise), with
+// OpenSQL returns the process's PostgreSQL pool when DATABASE_URL is set (nil otherwise), with
 // the schema migrated (DATABASE_MIGRATE) or checked to be current. One pool per process: every handler may hold
 // a connection for its transaction while the API's read models use the rest.
-func openSQL(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+func OpenSQL(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, nil
 	}
 	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
-		return nil, &ConfigError{Var: "DATABASE_URL", Err: redact.Error(err)}
+		return nil, &config.Error{Var: "DATABASE_URL", Err: redact.Error(err)}
 	}
 	// A connection per handler, plus the relay's listener and pass, the history writer and the
 	// API's read models.
@@ -38,9 +39,9 @@ func openSQL(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("app: postgres at %s does not answer: %w", pc.ConnConfig.Host, redact.Error(err))
 	}
 	if cfg.DatabaseMigrate {
-		err = migrateUp(pctx, pool, cfg.Tasks, nil)
+		err = MigrateUp(pctx, pool, cfg.Tasks, nil)
 	} else {
-		err = checkSchema(pctx, pool, cfg.Tasks)
+		err = CheckSchema(pctx, pool, cfg.Tasks)
 	}
 	if err != nil {
 		pool.Close()

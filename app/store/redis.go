@@ -1,4 +1,8 @@
-package app
+// Package store opens what a jobguard process keeps its state in: the shared Redis client (or the
+// embedded one), the PostgreSQL pool with its versioned schema (goose), and the cancel hook that
+// raises a SQL-fenced task's fence. It may import app/config, the library and the task contract;
+// nothing else of app, nor any example task.
+package store
 
 import (
 	"context"
@@ -8,14 +12,16 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/jobguard/jobguard/app/config"
 )
 
 // redisIOTimeout bounds one read or write on a Redis connection.
 const redisIOTimeout = 3 * time.Second
 
-// openRedis returns the one client this process shares between the API, asynq, asynqmon and
+// OpenRedis returns the one client this process shares between the API, asynq, asynqmon and
 // jobguard's scripts, and the embedded server when none is configured (nil otherwise).
-func openRedis(ctx context.Context, cfg Config, log zerolog.Logger) (redis.UniversalClient, *miniredis.Miniredis, error) {
+func OpenRedis(ctx context.Context, cfg config.Config, log zerolog.Logger) (redis.UniversalClient, *miniredis.Miniredis, error) {
 	var embedded *miniredis.Miniredis
 	opts := &redis.UniversalOptions{}
 	if cfg.Embedded() {
@@ -30,9 +36,9 @@ func openRedis(ctx context.Context, cfg Config, log zerolog.Logger) (redis.Unive
 		log.Warn().Str("redis_addr", embedded.Addr()).
 			Msg("REDIS_URL is not set: using an EMBEDDED IN-MEMORY Redis; every job, lease and record is lost when this process exits. Set REDIS_URL for anything but development")
 	} else {
-		o, err := cfg.redisOptions()
+		o, err := cfg.RedisOptions()
 		if err != nil {
-			return nil, nil, &ConfigError{Var: "REDIS_URL", Err: redactErr(err, cfg.RedisURL)}
+			return nil, nil, &config.Error{Var: "REDIS_URL", Err: config.RedactErr(err, cfg.RedisURL)}
 		}
 		opts = o
 	}
@@ -55,7 +61,7 @@ func openRedis(ctx context.Context, cfg Config, log zerolog.Logger) (redis.Unive
 	// connection errors and CLUSTERDOWN/READONLY through a promotion up to MaxRedirects times with
 	// 8-512 ms backoff: 3 rides over a node's loss for about a second, then the request gets a
 	// 503 and its client retries (chaos/failover_test.go measures it).
-	if cfg.RedisMode == RedisCluster {
+	if cfg.RedisMode == config.RedisCluster {
 		opts.MaxRedirects = 3
 	}
 	rdb := redis.NewUniversalClient(opts)

@@ -1,4 +1,8 @@
-package app
+// Package strictjson decodes JSON the one strict way jobguard reads every body and the SCHEDULES
+// variable: exact member names, no duplicates, no unknown members, types as declared. It imports
+// only the JSON module; its callers turn a *FieldError into their own answer (a 400, a
+// configuration error).
+package strictjson
 
 import (
 	"errors"
@@ -9,15 +13,25 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// decodeJSON reads one JSON object into v strictly: member names match the declared names
+// FieldError names the field that made a body unreadable, by its dotted path (list.1.b), or
+// "body" for the document as a whole.
+type FieldError struct {
+	Field, Detail string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Detail }
+
+func badField(field, detail string) error { return &FieldError{Field: field, Detail: detail} }
+
+// Decode reads one JSON object into v strictly: member names match the declared names
 // exactly (TENANT_ID is not tenant_id), no name appears twice in an object at any depth, no
 // unknown members, every type as declared, valid UTF-8, nothing after the object. Errors are
-// 400s that name the field by its path (list.1.b).
+// *FieldError naming the field by its path (list.1.b).
 //
 // It uses encoding/json/v2's semantics, whose defaults are exactly these (plus
 // RejectUnknownMembers). Go 1.26 ships encoding/json/v2 only behind GOEXPERIMENT=jsonv2, so this
 // is its upstream module, which turns into aliases of the standard library under that experiment.
-func decodeJSON(body []byte, v any) error {
+func Decode(body []byte, v any) error {
 	err := json.Unmarshal(body, v, json.RejectUnknownMembers(true))
 	if err == nil {
 		return nil
@@ -27,19 +41,19 @@ func decodeJSON(body []byte, v any) error {
 	switch {
 	case errors.As(err, &syn) && errors.Is(syn.Err, jsontext.ErrDuplicateName):
 		field := fieldPath(syn.JSONPointer)
-		return BadField(field, field+" appears more than once")
+		return badField(field, field+" appears more than once")
 	case errors.As(err, &sem) && errors.Is(sem.Err, json.ErrUnknownName):
 		field := fieldPath(sem.JSONPointer)
-		return BadField(field, "unknown field "+field+" (names are case-sensitive)")
+		return badField(field, "unknown field "+field+" (names are case-sensitive)")
 	case errors.As(err, &sem) && sem.JSONPointer != "" && sem.GoType != nil && sem.JSONKind != 0:
 		field := fieldPath(sem.JSONPointer)
-		return BadField(field, fmt.Sprintf("%s must be a %s, not a JSON %s", field, sem.GoType, sem.JSONKind))
+		return badField(field, fmt.Sprintf("%s must be a %s, not a JSON %s", field, sem.GoType, sem.JSONKind))
 	case errors.As(err, &sem) && sem.JSONPointer == "":
-		return BadField("body", "the body must be a JSON object")
+		return badField("body", "the body must be a JSON object")
 	case errors.As(err, &syn):
-		return BadField("body", "the body is not one JSON object: "+strings.TrimPrefix(syn.Err.Error(), "jsontext: "))
+		return badField("body", "the body is not one JSON object: "+strings.TrimPrefix(syn.Err.Error(), "jsontext: "))
 	}
-	return BadField("body", "the body is not a valid JSON object")
+	return badField("body", "the body is not a valid JSON object")
 }
 
 // fieldPath writes a JSON pointer (/list/1/b) as the dotted path the API names fields with.

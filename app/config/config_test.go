@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"errors"
@@ -47,7 +47,7 @@ func TestFromLookupParses(t *testing.T) {
 		c.APITokens["fedcba9876543210"] != "tenantB" || !c.MonitoringReadOnly || c.LogFormat != LogConsole {
 		t.Fatalf("not parsed: %+v", c)
 	}
-	o, err := c.redisOptions()
+	o, err := c.RedisOptions()
 	if err != nil || o.Addrs[0] != "10.0.0.1:6380" || o.DB != 2 || o.Password != "secret" {
 		t.Fatalf("redis options %+v, %v", o, err)
 	}
@@ -68,7 +68,7 @@ func TestRedisModes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.mode, err)
 		}
-		o, _ := c.redisOptions()
+		o, _ := c.RedisOptions()
 		if len(o.Addrs) != tc.addrs || o.MasterName != tc.master || o.IsClusterMode != tc.cluster {
 			t.Fatalf("%s: options %+v", tc.mode, o)
 		}
@@ -110,7 +110,7 @@ func TestFromLookupNamesTheBadVariable(t *testing.T) {
 		{map[string]string{"BODY_LIMIT": "10"}, "BODY_LIMIT"},
 	} {
 		_, err := FromLookup(lookupFrom(tc.env), registry.All())
-		var ce *ConfigError
+		var ce *Error
 		if !errors.As(err, &ce) || ce.Var != tc.want {
 			t.Errorf("%v: got %v, want an error naming %s", tc.env, err, tc.want)
 			continue
@@ -121,18 +121,6 @@ func TestFromLookupNamesTheBadVariable(t *testing.T) {
 		if strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: error is not one line: %q", tc.env, err)
 		}
-	}
-}
-
-func TestParseRole(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]Role{"": RoleAll, "all": RoleAll, "api": RoleAPI, "worker": RoleWorker} {
-		if got, err := ParseRole(in); err != nil || got != want {
-			t.Errorf("ParseRole(%q) = %v, %v", in, got, err)
-		}
-	}
-	if _, err := ParseRole("scheduler"); err == nil {
-		t.Error("unknown role accepted")
 	}
 }
 

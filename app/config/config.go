@@ -1,4 +1,9 @@
-package app
+// Package config is the configuration of a jobguard process: Config, read from the environment
+// (FromLookup) with the settings the task types declare, validated, every error naming its
+// variable (*Error) with secrets redacted; the list of variables (Variables) that help and
+// .env.example print; SCHEDULES, TASK_LIMITS, ENCRYPT_TYPES and the key ring. It may import the
+// library, the task contract and app/strictjson; nothing else of app, nor any example task.
+package config
 
 import (
 	"errors"
@@ -230,14 +235,14 @@ func Defaults() Config {
 	}
 }
 
-// ConfigError names the environment variable whose value is wrong.
-type ConfigError struct {
+// Error names the environment variable whose value is wrong.
+type Error struct {
 	Var string
 	Err error
 }
 
-func (e *ConfigError) Error() string { return "config: " + e.Var + ": " + e.Err.Error() }
-func (e *ConfigError) Unwrap() error { return e.Err }
+func (e *Error) Error() string { return "config: " + e.Var + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
 
 // FromEnv reads the configuration from the process environment and validates it, for a process
 // that runs the task types of list.
@@ -306,10 +311,10 @@ func FromLookup(lookup func(string) (string, bool), list []tasks.Task) (Config, 
 var keyPrefixRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 var queueNameRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-// Validate checks every field and returns a *ConfigError naming the variable of the first bad one.
+// Validate checks every field and returns a *Error naming the variable of the first bad one.
 func (c Config) Validate() error {
 	bad := func(v string, format string, args ...any) error {
-		return &ConfigError{Var: v, Err: fmt.Errorf(format, args...)}
+		return &Error{Var: v, Err: fmt.Errorf(format, args...)}
 	}
 	switch c.RedisMode {
 	case RedisStandalone, RedisSentinel, RedisCluster:
@@ -317,8 +322,8 @@ func (c Config) Validate() error {
 		return bad("REDIS_MODE", "%q is not one of standalone, sentinel, cluster", c.RedisMode)
 	}
 	if c.RedisURL != "" {
-		if _, err := c.redisOptions(); err != nil {
-			return bad("REDIS_URL", "%w", redactErr(err, c.RedisURL))
+		if _, err := c.RedisOptions(); err != nil {
+			return bad("REDIS_URL", "%w", RedactErr(err, c.RedisURL))
 		}
 	} else if c.RedisMode != RedisStandalone {
 		return bad("REDIS_URL", "is required when REDIS_MODE is %s", c.RedisMode)
@@ -413,7 +418,7 @@ func (c Config) Validate() error {
 	if c.EventStreamsMax < 1 || c.EventStreamsMax > 1_000_000 {
 		return bad("EVENT_STREAMS_MAX", "%d is not between 1 and 1000000", c.EventStreamsMax)
 	}
-	if enc := encryptedTypes(c.Tasks); len(enc) > 0 && c.EncryptionKeys == nil {
+	if enc := EncryptedTypes(c.Tasks); len(enc) > 0 && c.EncryptionKeys == nil {
 		return bad("ENCRYPT_TYPES", "%s encrypted: needs ENCRYPTION_KEYS or ENCRYPTION_KEYS_FILE", strings.Join(enc, ", "))
 	}
 	return nil
@@ -426,8 +431,8 @@ func (c Config) Embedded() bool { return c.RedisURL == "" }
 // one connection for its own scripts while asynq's fetchers, heartbeats and the API use the rest.
 func (c Config) PoolSize() int { return 2*c.WorkerConcurrency + 32 }
 
-// redisOptions parses RedisURL for RedisMode into universal options.
-func (c Config) redisOptions() (*redis.UniversalOptions, error) {
+// RedisOptions parses RedisURL for RedisMode into universal options.
+func (c Config) RedisOptions() (*redis.UniversalOptions, error) {
 	switch c.RedisMode {
 	case RedisSentinel:
 		o, err := redis.ParseFailoverURL(c.RedisURL)
@@ -464,10 +469,12 @@ func (c Config) redisOptions() (*redis.UniversalOptions, error) {
 	}
 }
 
-// redactErr keeps the credentials and query values of a URL out of the start-up error line.
-func redactErr(err error, _ string) error { return redact.Error(err) }
+// RedactErr keeps the credentials and query values of a URL out of the start-up error line.
+func RedactErr(err error, _ string) error { return redact.Error(err) }
 
-func isLoopback(addr string) bool {
+// IsLoopback reports whether addr (host:port) listens on loopback only: the UI may then be served
+// without credentials.
+func IsLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
@@ -503,7 +510,7 @@ func parseTokens(v string) (map[string]string, error) {
 	for i, part := range strings.Split(v, ",") {
 		token, tenant, ok := strings.Cut(strings.TrimSpace(part), ":")
 		// Tokens are never echoed back: the error names the entry by position only.
-		if !ok || len(token) < 16 || !tenantRe.MatchString(tenant) {
+		if !ok || len(token) < 16 || !TenantPattern.MatchString(tenant) {
 			return nil, fmt.Errorf("entry %d is not token:tenant (token at least 16 characters, tenant 1-128 of [A-Za-z0-9._-])", i+1)
 		}
 		if _, dup := m[token]; dup {
@@ -514,7 +521,8 @@ func parseTokens(v string) (map[string]string, error) {
 	return m, nil
 }
 
-var tenantRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+// TenantPattern is what a tenant id is: API tokens' tenants, and the rate limit's budget names.
+var TenantPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
 func parseLevel(v string) (zerolog.Level, error) {
 	switch v {
@@ -556,7 +564,7 @@ func (p *envParser) fn(name string, parse func(string) error) {
 		return
 	}
 	if err := parse(v); err != nil {
-		p.err = &ConfigError{Var: name, Err: err}
+		p.err = &Error{Var: name, Err: err}
 	}
 }
 

@@ -1,4 +1,4 @@
-package app
+package store
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"github.com/jobguard/jobguard/tasks"
 )
 
-// sqlCancelFence is the cancel hook of a process with PostgreSQL: a cancelled run of a SQLFenced
+// CancelFenceHook is the cancel hook of a process with PostgreSQL: a cancelled run of a SQLFenced
 // task type has its sqlfence row raised to the cancel's token, so its handler's later commit
 // under its own (lower) token is refused. The upsert waits for the row's lock: a run whose
 // transaction already wrote the fence commits first, before the cancel's answer, and then no more.
-func sqlCancelFence(db *pgxpool.Pool, list []tasks.Task) engine.CancelHook {
+func CancelFenceHook(db *pgxpool.Pool, list []tasks.Task) engine.CancelHook {
 	fenced := map[string]bool{}
 	for _, t := range list {
 		if t.SQLFenced {
