@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/observe"
 	"github.com/jobguard/jobguard/app/store"
 	"github.com/jobguard/jobguard/history"
 	"github.com/jobguard/jobguard/internal/engine"
@@ -106,7 +107,7 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 			a.Close()
 		}
 	}()
-	routeProcessLogs(a) // before the first dial: go-redis logs its failures
+	observe.RouteProcessLogs(a, a.log) // before the first dial: go-redis logs its failures
 	a.rdb, a.embedded, err = store.OpenRedis(ctx, cfg, a.log)
 	if err != nil {
 		return nil, err
@@ -163,7 +164,8 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 		a.http = newFiber(cfg, a.log, hm)
 	}
 	ping := func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() }
-	reg := newRegistry(hm, append(a.guard.Collectors(), a.sched.Collectors()...), a.inspector, ping)
+	own := append(hm.collectors(), a.guard.Collectors()...)
+	reg := observe.NewRegistry(append(own, a.sched.Collectors()...), a.inspector, ping)
 	reg.MustRegister(buildInfoCollector(Build()))
 	if role.serves(RoleWorker) {
 		a.worker = newWorkerHealth(a.inspector, cfg.RescueInterval)
@@ -213,8 +215,8 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 			Concurrency:     cfg.WorkerConcurrency,
 			Queues:          cfg.Queues,
 			ShutdownTimeout: cfg.ShutdownTimeout,
-			Logger:          newAsynqLogger(a.log),
-			LogLevel:        asynqLevel(cfg.LogLevel),
+			Logger:          observe.AsynqLogger(a.log),
+			LogLevel:        observe.AsynqLevel(cfg.LogLevel),
 		}))
 	}
 	if a.http != nil {
@@ -390,7 +392,7 @@ func (a *App) Close() {
 		if a.embedded != nil {
 			a.embedded.Close()
 		}
-		unrouteProcessLogs(a)
+		observe.UnrouteProcessLogs(a)
 	})
 }
 
@@ -440,9 +442,9 @@ func Main(ctx context.Context, args []string, lookup func(string) (string, bool)
 		fmt.Fprintln(stderr, "jobguard:", err)
 		return 2
 	}
-	log := NewLogger(cfg, stderr)
-	if tracingEnabled(lookup) {
-		shutdown, err := setupTracing(ctx, log)
+	log := observe.NewLogger(cfg, stderr)
+	if observe.TracingEnabled(lookup) {
+		shutdown, err := observe.SetupTracing(ctx, log)
 		if err != nil {
 			fmt.Fprintln(stderr, "jobguard:", err)
 			return 2

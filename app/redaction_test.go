@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/observe"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
@@ -36,7 +37,7 @@ func startWithLogs(t *testing.T, role Role, env map[string]string, logs *syncBuf
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(context.Background(), cfg, role, NewLogger(cfg, logs))
+	a, err := New(context.Background(), cfg, role, observe.NewLogger(cfg, logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestTracingErrorsAreRedactedLogLines(t *testing.T) {
 	prevTP, prevEH := otel.GetTracerProvider(), otel.GetErrorHandler()
 	defer func() { otel.SetTracerProvider(prevTP); otel.SetErrorHandler(prevEH) }()
 	logs := &syncBuffer{}
-	shutdown, err := setupTracing(context.Background(), zerolog.New(logs))
+	shutdown, err := observe.SetupTracing(context.Background(), zerolog.New(logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestOpenTelemetryLogsNoValues(t *testing.T) {
 	defer func() { otel.SetTracerProvider(prevTP); otel.SetErrorHandler(prevEH) }()
 	logs := &syncBuffer{}
 	stderr := captureStderr(t)
-	shutdown, err := setupTracing(context.Background(), zerolog.New(logs))
+	shutdown, err := observe.SetupTracing(context.Background(), zerolog.New(logs))
 	if err == nil {
 		_ = shutdown(context.Background())
 	}

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/observe"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/tasks/registry"
@@ -53,7 +54,7 @@ func startLogged(t *testing.T, role Role, logs *syncBuffer) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(context.Background(), cfg, role, NewLogger(cfg, logs))
+	a, err := New(context.Background(), cfg, role, observe.NewLogger(cfg, logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,18 +138,5 @@ func TestTraceFromRequestToWorkerAndLogFields(t *testing.T) {
 	}
 	if done["trace_id"] != run.SpanContext().TraceID().String() {
 		t.Fatalf("trace_id %v, span %s", done["trace_id"], run.SpanContext().TraceID())
-	}
-}
-
-func TestTracingOffByDefault(t *testing.T) {
-	t.Parallel()
-	if tracingEnabled(lookupFrom(nil)) {
-		t.Fatal("tracing on without any OTEL_* variable")
-	}
-	if !tracingEnabled(lookupFrom(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})) {
-		t.Fatal("an OTLP endpoint does not turn tracing on")
-	}
-	if tracingEnabled(lookupFrom(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_SDK_DISABLED": "true"})) {
-		t.Fatal("OTEL_SDK_DISABLED ignored")
 	}
 }

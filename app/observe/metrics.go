@@ -1,81 +1,13 @@
-package app
+package observe
 
 import (
 	"context"
-	"strconv"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
-
-// httpMetrics count requests by method, route pattern (never the raw path) and status.
-type httpMetrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	idem     *prometheus.CounterVec
-}
-
-// idemResults are the results countIdem counts; each series exists at zero from the start.
-var idemResults = []string{"new", "replayed", "conflict", "mismatch"}
-
-func newHTTPMetrics() *httpMetrics {
-	m := &httpMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobguard", Name: "http_requests_total",
-			Help: "HTTP requests by method, route pattern and status code."}, []string{"method", "route", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "jobguard", Name: "http_request_duration_seconds",
-			Help: "HTTP request duration by method and route pattern (requests that were not read, route unparsed, are not timed).", Buckets: prometheus.DefBuckets}, []string{"method", "route"}),
-		idem: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobguard", Name: "http_idempotency_total",
-			Help: "Requests with an Idempotency-Key by result: new, replayed, conflict (in flight), mismatch (other request)."}, []string{"result"}),
-	}
-	for _, r := range idemResults {
-		m.idem.WithLabelValues(r)
-	}
-	return m
-}
-
-// observe counts a request a route handled. Label values must not alias the request: a
-// CounterVec keeps them, and fasthttp overwrites a connection's buffers with its next request
-// (GET becoming POS breaks every later scrape with "collected before with the same name and
-// label values"). The method is one of methodLabel's constants, the route the registered pattern.
-func (m *httpMetrics) observe(c *fiber.Ctx, start time.Time) {
-	method, route := methodLabel(c.Method()), routeLabel(c)
-	m.requests.WithLabelValues(method, route, strconv.Itoa(c.Response().StatusCode())).Inc()
-	m.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
-}
-
-// observeUnparsed counts a request that was not read (see unreadRequests); its duration is not
-// known.
-func (m *httpMetrics) observeUnparsed(c *fiber.Ctx, status int) {
-	m.requests.WithLabelValues(methodLabel(c.Method()), routeUnparsed, strconv.Itoa(status)).Inc()
-}
-
-// routeLabel is the route pattern of the request, never its raw path.
-func routeLabel(c *fiber.Ctx) string {
-	if c.Locals(localUnmatched) != nil {
-		return "unmatched" // the 404 fallback: keep raw paths out of the labels
-	}
-	return c.Route().Path // the registered pattern: the app's memory, not the request's
-}
-
-// methodOther is the method label of a method Fiber does not route.
-const methodOther = "other"
-
-// methodLabel is m as one of the constants Fiber routes (its default RequestMethods), or
-// methodOther: a value that never aliases the request's buffer and a label of bounded
-// cardinality.
-func methodLabel(m string) string {
-	for _, known := range fiber.DefaultMethods {
-		if m == known {
-			return known // the package's constant, not the request's bytes
-		}
-	}
-	return methodOther
-}
 
 // queueCollector reports asynq's queues at scrape time. Besides jobguard's own gauges it exports
 // the names asynq's metrics exporter uses (asynq_queue_size, asynq_queue_latency_seconds,
@@ -153,16 +85,12 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// newRegistry gathers the process's metrics: Go runtime and process, HTTP, the job engine,
-// and asynq's queues.
-func newRegistry(hm *httpMetrics, stack []prometheus.Collector, insp *asynq.Inspector, ping func(context.Context) error) *prometheus.Registry {
+// NewRegistry gathers the process's metrics: Go runtime and process, asynq's queues (read through
+// insp once ping answers), and own: the HTTP server's, the job engine's, the scheduler's.
+func NewRegistry(own []prometheus.Collector, insp *asynq.Inspector, ping func(context.Context) error) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		hm.requests, hm.duration, hm.idem, newQueueCollector(insp, ping))
-	reg.MustRegister(stack...)
+		newQueueCollector(insp, ping))
+	reg.MustRegister(own...)
 	return reg
-}
-
-func metricsRoute(f *fiber.App, reg *prometheus.Registry) {
-	f.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 }

@@ -1,30 +1,23 @@
-package app
+package observe
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/go-logr/logr"
-	"github.com/gofiber/fiber/v2"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobguard/jobguard/internal/redact"
 )
 
-// tracingEnabled reads the standard OTEL_* variables: tracing is on when an OTLP endpoint is set
+// TracingEnabled reads the standard OTEL_* variables: tracing is on when an OTLP endpoint is set
 // or OTEL_TRACES_EXPORTER=otlp, and off when OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true.
 // Off is the default: the global no-op provider then costs next to nothing.
-func tracingEnabled(lookup func(string) (string, bool)) bool {
+func TracingEnabled(lookup func(string) (string, bool)) bool {
 	get := func(k string) string { v, _ := lookup(k); return v }
 	if get("OTEL_SDK_DISABLED") == "true" || get("OTEL_TRACES_EXPORTER") == "none" {
 		return false
@@ -33,11 +26,11 @@ func tracingEnabled(lookup func(string) (string, bool)) bool {
 		get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 }
 
-// setupTracing installs an OTLP/HTTP exporter configured by the OTEL_* variables (endpoint,
+// SetupTracing installs an OTLP/HTTP exporter configured by the OTEL_* variables (endpoint,
 // headers, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, sampler) and returns its shutdown.
 // OpenTelemetry's own errors (an export that failed names its endpoint) become log lines with
 // component=otel, redacted, instead of plain text from the standard logger.
-func setupTracing(ctx context.Context, log zerolog.Logger) (func(context.Context) error, error) {
+func SetupTracing(ctx context.Context, log zerolog.Logger) (func(context.Context) error, error) {
 	otelLog := log.With().Str("component", "otel").Logger()
 	otel.SetLogger(logr.New(otelSink{log: otelLog}))
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
@@ -59,15 +52,20 @@ func setupTracing(ctx context.Context, log zerolog.Logger) (func(context.Context
 // prints them to stderr through the standard logger.
 type otelSink struct{ log zerolog.Logger }
 
-func (otelSink) Init(logr.RuntimeInfo)  {}
+func (otelSink) Init(logr.RuntimeInfo) {}
+
 func (otelSink) Enabled(level int) bool { return level == 0 }
+
 func (s otelSink) Info(_ int, msg string, kv ...any) {
 	s.log.Info().Strs("keys", keyNames(kv)).Msg(msg)
 }
+
 func (s otelSink) Error(err error, msg string, kv ...any) {
 	s.log.Warn().Err(redact.Error(err)).Strs("keys", keyNames(kv)).Msg(msg)
 }
+
 func (s otelSink) WithValues(...any) logr.LogSink { return s }
+
 func (s otelSink) WithName(name string) logr.LogSink {
 	return otelSink{log: s.log.With().Str("logger", name).Logger()}
 }
@@ -79,46 +77,4 @@ func keyNames(kv []any) []string {
 		out = append(out, fmt.Sprint(kv[i]))
 	}
 	return out
-}
-
-// fasthttpCarrier reads and writes W3C trace headers on a Fiber request.
-type fasthttpCarrier struct{ c *fiber.Ctx }
-
-// Get copies: the extracted tracestate's members are substrings of it, and the span keeps them
-// after the request's buffers are reused.
-func (f fasthttpCarrier) Get(key string) string { return strings.Clone(f.c.Get(key)) }
-
-func (f fasthttpCarrier) Set(key, value string) { f.c.Request().Header.Set(key, value) }
-func (f fasthttpCarrier) Keys() []string        { return []string{"traceparent", "tracestate"} }
-
-// serverSpans starts a server span per request, continuing an incoming traceparent; handlers see
-// it in c.UserContext(). A span outlives its request (the exporter batches), so what it keeps is
-// a constant (methodLabel, the route pattern) or a copy.
-func serverSpans() fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		ctx := propagation.TraceContext{}.Extract(c.UserContext(), fasthttpCarrier{c})
-		method := methodLabel(c.Method())
-		ctx, span := otel.Tracer("github.com/jobguard/jobguard/app").Start(ctx, method,
-			trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", method)))
-		defer span.End()
-		c.SetUserContext(ctx)
-		err := c.Next()
-		route := routeLabel(c)
-		span.SetName(method + " " + route)
-		span.SetAttributes(attribute.String("http.route", route))
-		if err != nil {
-			span.RecordError(err)
-		}
-		status := c.Response().StatusCode()
-		var he *HTTPError
-		if errors.As(err, &he) {
-			status = he.Status
-		}
-		span.SetAttributes(attribute.Int("http.response.status_code", status))
-		if status >= 500 {
-			span.SetStatus(codes.Error, strconv.Itoa(status))
-		}
-		return err
-	}
 }

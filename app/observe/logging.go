@@ -1,10 +1,15 @@
-package app
+// Package observe is what a jobguard process says about itself: its logger (and the routing of
+// asynq's, go-redis's and the standard library's lines into it), its Prometheus registry with
+// asynq's queue gauges, and the OpenTelemetry exporter. The HTTP server's own metrics and spans
+// are the HTTP layer's, registered here as collectors. It may import app/config and the library;
+// nothing else of app.
+package observe
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"log"
+	stdlog "log"
 	"os"
 	"strings"
 	"sync"
@@ -33,7 +38,8 @@ func NewLogger(cfg config.Config, w io.Writer) zerolog.Logger {
 // asynqLogger routes asynq's own log lines into zerolog with component=asynq.
 type asynqLogger struct{ log zerolog.Logger }
 
-func newAsynqLogger(l zerolog.Logger) asynqLogger {
+// AsynqLogger is l as asynq.Config.Logger.
+func AsynqLogger(l zerolog.Logger) asynq.Logger {
 	return asynqLogger{l.With().Str("component", "asynq").Logger()}
 }
 
@@ -48,8 +54,8 @@ func (a asynqLogger) Fatal(args ...any) { a.log.WithLevel(zerolog.FatalLevel).Ms
 // processLogs routes the lines of loggers that are process-wide, go-redis's (redis.SetLogger)
 // and the standard library's log package (asynqmon writes there), into zerolog as warn events
 // with component=redis or component=stdlog. They are hooked once, and each line goes to the newest
-// App still open, so a closed App's writer (a finished test's, say) never receives one; before the
-// first App and after the last, lines go to stderr as JSON. go-redis's lines name addresses,
+// owner still routed, so a closed App's writer (a finished test's, say) never receives one; before the
+// first owner and after the last, lines go to stderr as JSON. go-redis's lines name addresses,
 // master names and errors: it never formats a password or a URL into them.
 type processLogs struct {
 	mu   sync.Mutex
@@ -57,7 +63,7 @@ type processLogs struct {
 }
 
 type liveLog struct {
-	owner *App
+	owner any // a pointer: the App whose logger this is
 	log   zerolog.Logger
 }
 
@@ -67,25 +73,26 @@ var (
 	stderrLog    = zerolog.New(os.Stderr).With().Timestamp().Logger()
 )
 
-// routeProcessLogs makes a's logger receive process-wide log lines until unrouteProcessLogs(a).
-func routeProcessLogs(a *App) {
+// RouteProcessLogs makes log receive process-wide log lines until UnrouteProcessLogs(owner);
+// owner is a pointer that names the route (the App).
+func RouteProcessLogs(owner any, log zerolog.Logger) {
 	procLogsOnce.Do(func() {
 		redis.SetLogger(redisLogger{})
-		log.SetFlags(0) // zerolog stamps the time
-		log.SetPrefix("")
-		log.SetOutput(stdLogWriter{})
+		stdlog.SetFlags(0) // zerolog stamps the time
+		stdlog.SetPrefix("")
+		stdlog.SetOutput(stdLogWriter{})
 	})
 	procLogs.mu.Lock()
 	defer procLogs.mu.Unlock()
-	procLogs.live = append(procLogs.live, liveLog{a, a.log})
+	procLogs.live = append(procLogs.live, liveLog{owner, log})
 }
 
-// unrouteProcessLogs stops sending those lines to a's logger; safe to call more than once.
-func unrouteProcessLogs(a *App) {
+// UnrouteProcessLogs stops sending those lines to owner's logger; safe to call more than once.
+func UnrouteProcessLogs(owner any) {
 	procLogs.mu.Lock()
 	defer procLogs.mu.Unlock()
 	for i, l := range procLogs.live {
-		if l.owner == a {
+		if l.owner == owner {
 			procLogs.live = append(procLogs.live[:i], procLogs.live[i+1:]...)
 			return
 		}
@@ -94,7 +101,7 @@ func unrouteProcessLogs(a *App) {
 
 func (p *processLogs) warn(component, msg string) {
 	p.mu.Lock()
-	defer p.mu.Unlock() // held while writing: unrouteProcessLogs waits for a line in flight
+	defer p.mu.Unlock() // held while writing: UnrouteProcessLogs waits for a line in flight
 	l := &stderrLog
 	if n := len(p.live); n > 0 {
 		l = &p.live[n-1].log
@@ -117,7 +124,8 @@ func (stdLogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func asynqLevel(l zerolog.Level) asynq.LogLevel {
+// AsynqLevel is the asynq log level of a zerolog level.
+func AsynqLevel(l zerolog.Level) asynq.LogLevel {
 	switch {
 	case l <= zerolog.DebugLevel:
 		return asynq.DebugLevel
