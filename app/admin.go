@@ -12,6 +12,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jobguard/jobguard/app/problem"
 )
 
 // The admin endpoints: /metrics, /healthz and /readyz. They are served on ADMIN_ADDR when it is set
@@ -147,14 +149,14 @@ func (p probes) routes(f *fiber.App) {
 	f.Get("/healthz", func(c *fiber.Ctx) error {
 		if p.worker != nil {
 			if err := p.worker.live(); err != nil {
-				return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeNotLive, Detail: "worker: " + err.Error(), Err: err}
+				return &problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeNotLive, Detail: "worker: " + err.Error(), Err: err}
 			}
 		}
 		return c.JSON(fiber.Map{"status": "ok"})
 	})
 	f.Get("/readyz", func(c *fiber.Ctx) error {
 		if err := p.readyCheck(c.UserContext()); err != nil {
-			return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeNotReady, Detail: err.Error(), Err: err}
+			return &problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeNotReady, Detail: err.Error(), Err: err}
 		}
 		return c.JSON(fiber.Map{"status": "ready"})
 	})
@@ -176,7 +178,7 @@ func metricsToken(tokens tokenTable) fiber.Handler {
 		token, ok := bearerToken(c.Get(fiber.HeaderAuthorization))
 		if _, known := tokens.tenant(token); !ok || !known {
 			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobguard"`)
-			return &HTTPError{Status: http.StatusUnauthorized, Field: "Authorization",
+			return &problem.HTTPError{Status: http.StatusUnauthorized, Field: "Authorization",
 				Detail: "a valid bearer token is required for /metrics on HTTP_ADDR (or serve it on ADMIN_ADDR)"}
 		}
 		return c.Next()

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/tasks/registry"
@@ -193,7 +194,7 @@ func TestWorkerLivenessFollowsTheRescuer(t *testing.T) {
 	// With RESCUE_INTERVAL=1m no pass ends in the next minutes: skip past the staleness limit.
 	skew.Store(int64(rescueStaleAfter(time.Minute) + time.Second))
 	resp, body := get(t, r.base+"/healthz")
-	if p := decodeProblem(t, resp, body); p.Status != http.StatusServiceUnavailable || p.Code != CodeNotLive || !strings.Contains(p.Detail, "rescuer") {
+	if p := decodeProblem(t, resp, body); p.Status != http.StatusServiceUnavailable || p.Code != problem.CodeNotLive || !strings.Contains(p.Detail, "rescuer") {
 		t.Fatalf("healthz with a stale rescuer: %+v", p)
 	}
 	skew.Store(0)

@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/history"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/tasks"
@@ -71,7 +72,7 @@ func (a *api) authenticate(c *fiber.Ctx) error {
 	tenant, known := a.tokens.tenant(token)
 	if !ok || !known {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobguard"`)
-		return &HTTPError{Status: http.StatusUnauthorized, Detail: "a valid bearer token is required", Field: "Authorization"}
+		return &problem.HTTPError{Status: http.StatusUnauthorized, Detail: "a valid bearer token is required", Field: "Authorization"}
 	}
 	c.Locals(localTenant, tenant)
 	return c.Next()
@@ -156,7 +157,7 @@ func idempotencyKeyOf(c *fiber.Ctx) (string, error) {
 	}
 	key, err := parseIdempotencyKey(raw)
 	if err != nil {
-		return "", &HTTPError{Status: http.StatusBadRequest, Field: "Idempotency-Key", Detail: err.Error()}
+		return "", &problem.HTTPError{Status: http.StatusBadRequest, Field: "Idempotency-Key", Detail: err.Error()}
 	}
 	return key, nil
 }
@@ -167,7 +168,7 @@ func (a *api) enqueueError(trip *firstTrip, err error) error {
 	if lerr := trip.unsent(); lerr != nil {
 		return lerr
 	}
-	var he *HTTPError
+	var he *problem.HTTPError
 	switch {
 	case errors.Is(err, errReplay):
 		return trip.replay()
@@ -176,20 +177,20 @@ func (a *api) enqueueError(trip *firstTrip, err error) error {
 	case errors.Is(err, engine.ErrNotDurable):
 		trip.forget()
 		trip.c.Set(fiber.HeaderRetryAfter, "1")
-		return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeNotDurable, Err: err,
+		return &problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeNotDurable, Err: err,
 			Detail: "the job was not confirmed by enough Redis replicas in time (DURABLE_REPLICAS) and is not accepted; it may still run once; retry later (with the same Idempotency-Key, to keep one effect)"}
 	case errors.Is(err, engine.ErrOutcomeUnknown):
-		return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Err: err,
+		return &problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeOutcomeUnknown, Err: err,
 			Detail: "Redis did not answer in time: the job may have been queued; retry with the same Idempotency-Key to learn its outcome"}
 	case errors.Is(err, engine.ErrBadTags):
-		return BadField("tags", tagsDetail+" ("+tagsProblem(err)+")")
+		return problem.BadField("tags", tagsDetail+" ("+tagsProblem(err)+")")
 	case errors.Is(err, engine.ErrStartBy):
-		return BadField("start_by", "start_by is before the job's first delivery may start")
+		return problem.BadField("start_by", "start_by is before the job's first delivery may start")
 	case errors.Is(err, engine.ErrDedupPending):
 		trip.c.Set(fiber.HeaderRetryAfter, "1")
-		return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeDedupPending, Detail: "a duplicate of a job whose enqueue is not confirmed yet; nothing was kept, retry shortly", Err: err}
+		return &problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeDedupPending, Detail: "a duplicate of a job whose enqueue is not confirmed yet; nothing was kept, retry shortly", Err: err}
 	}
-	return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeEnqueueFailed, Detail: "the job could not be queued; nothing was kept, retry later", Err: err}
+	return &problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeEnqueueFailed, Detail: "the job could not be queued; nothing was kept, retry later", Err: err}
 }
 
 func (a *api) countIdem(err error, stored *answer) {
@@ -239,7 +240,7 @@ func acceptBody(c *fiber.Ctx, body []byte, empty tasks.Request) (tasks.Request, 
 		return nil, err
 	}
 	if tenant := tenantOf(c); tenant != "" && tenant != req.Tenant() {
-		return nil, &HTTPError{Status: http.StatusForbidden, Field: "tenant_id", Detail: "tenant_id is not the tenant of this token"}
+		return nil, &problem.HTTPError{Status: http.StatusForbidden, Field: "tenant_id", Detail: "tenant_id is not the tenant of this token"}
 	}
 	return req, nil
 }
@@ -248,7 +249,7 @@ func acceptBody(c *fiber.Ctx, body []byte, empty tasks.Request) (tasks.Request, 
 func requireJSON(c *fiber.Ctx) error {
 	ct := c.Get(fiber.HeaderContentType)
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != fiber.MIMEApplicationJSON {
-		return &HTTPError{Status: http.StatusUnsupportedMediaType, Field: "Content-Type", Detail: fmt.Sprintf("the body must be application/json, not %q", ct)}
+		return &problem.HTTPError{Status: http.StatusUnsupportedMediaType, Field: "Content-Type", Detail: fmt.Sprintf("the body must be application/json, not %q", ct)}
 	}
 	return nil
 }
@@ -309,7 +310,7 @@ type deliveryView struct {
 
 func (a *api) load(c *fiber.Ctx) (engine.View, error) {
 	id := c.Params("id")
-	notFound := &HTTPError{Status: http.StatusNotFound, Detail: "no job " + id}
+	notFound := &problem.HTTPError{Status: http.StatusNotFound, Detail: "no job " + id}
 	if !engine.ValidJobID(id) {
 		return engine.View{}, notFound
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
@@ -138,7 +139,7 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, body = post(t, r, "/jobs/reserve-stock", order, append(bearer(tokenA), "Idempotency-Key", `"in-flight"`)...)
-	if p := decodeProblem(t, resp, body); p.Status != 409 || p.Code != CodeIdempotencyInFlight {
+	if p := decodeProblem(t, resp, body); p.Status != 409 || p.Code != problem.CodeIdempotencyInFlight {
 		t.Fatalf("in flight: %+v", p)
 	}
 	// A deduplicated answer is stored like a new job's: the same key gets it again.
@@ -313,7 +314,7 @@ func TestReserveStockEndToEnd(t *testing.T) {
 		}
 	}
 	resp, body = post(t, r, "/jobs/"+a.JobID+"/retry", "", bearer(tokenA)...)
-	if p := decodeProblem(t, resp, body); p.Status != 409 || p.Code != CodeJobNotFailed {
+	if p := decodeProblem(t, resp, body); p.Status != 409 || p.Code != problem.CodeJobNotFailed {
 		t.Fatalf("retry of a done job: %+v", p)
 	}
 }
@@ -422,7 +423,7 @@ func TestDuplicateOfAnUnconfirmedJobIs503(t *testing.T) {
 	}
 	body := `{"tenant_id":"t1","resource_id":"home"}`
 	resp, text := post(t, r, "/jobs/rebuild-cache", body, "Idempotency-Key", `"k1"`)
-	if p := decodeProblem(t, resp, text); p.Status != 503 || p.Code != CodeDedupPending || resp.Header.Get("Retry-After") != "1" || strings.Contains(text, dead) {
+	if p := decodeProblem(t, resp, text); p.Status != 503 || p.Code != problem.CodeDedupPending || resp.Header.Get("Retry-After") != "1" || strings.Contains(text, dead) {
 		t.Fatalf("duplicate of an unconfirmed job: %+v %v", p, resp.Header)
 	}
 	idem := idempotency{rdb: r.Redis(), prefix: "jobguard"}

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/tasks/registry"
 )
@@ -109,12 +110,12 @@ func do(t testing.TB, method, url, body string, header ...string) (*http.Respons
 	return resp, string(b)
 }
 
-func decodeProblem(t *testing.T, resp *http.Response, body string) Problem {
+func decodeProblem(t *testing.T, resp *http.Response, body string) problem.Details {
 	t.Helper()
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, ProblemContentType) {
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, problem.ContentType) {
 		t.Fatalf("content type %q, body %s", ct, body)
 	}
-	var p Problem
+	var p problem.Details
 	if err := json.Unmarshal([]byte(body), &p); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestReadinessFailsWhenRedisIsDown(t *testing.T) {
 	srv.Kill()
 	resp, body := get(t, r.base+"/readyz")
 	p := decodeProblem(t, resp, body)
-	if p.Status != http.StatusServiceUnavailable || p.Code != CodeNotReady || !strings.Contains(p.Detail, "redis") {
+	if p.Status != http.StatusServiceUnavailable || p.Code != problem.CodeNotReady || !strings.Contains(p.Detail, "redis") {
 		t.Fatalf("readyz during the outage: %+v", p)
 	}
 	if resp, _ := get(t, r.base+"/healthz"); resp.StatusCode != 200 {

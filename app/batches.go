@@ -7,6 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 )
 
@@ -70,7 +71,7 @@ func (a *api) createBatch(c *fiber.Ctx) error {
 		}
 	}
 	if len(req.Jobs) == 0 || len(req.Jobs)+callbacks > engine.MaxWorkflowNodes {
-		return BadField("jobs", fmt.Sprintf("a batch has 1 to %d jobs, callbacks included, not %d", engine.MaxWorkflowNodes, len(req.Jobs)+callbacks))
+		return problem.BadField("jobs", fmt.Sprintf("a batch has 1 to %d jobs, callbacks included, not %d", engine.MaxWorkflowNodes, len(req.Jobs)+callbacks))
 	}
 	b := engine.BatchSpec{Tenant: req.TenantID, Jobs: make([]engine.Spec, len(req.Jobs))}
 	for i, j := range req.Jobs {
@@ -120,7 +121,7 @@ func (a *api) getBatch(c *fiber.Ctx) error {
 		return err
 	}
 	if v.Kind != "batch" {
-		return &HTTPError{Status: http.StatusNotFound, Detail: "no batch " + v.ID}
+		return &problem.HTTPError{Status: http.StatusNotFound, Detail: "no batch " + v.ID}
 	}
 	bv, err := a.stack.Batch(c.UserContext(), v.ID)
 	if err != nil {

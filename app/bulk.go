@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/tasks"
 )
@@ -32,10 +33,10 @@ type bulkAnswer struct {
 // bulkResult is one item's answer: status 202 (new job) or 200 (deduplicated) with the job's id,
 // or the status and problem the single route would have answered.
 type bulkResult struct {
-	Status       int      `json:"status"`
-	JobID        string   `json:"job_id,omitempty"`
-	Deduplicated bool     `json:"deduplicated,omitempty"`
-	Problem      *Problem `json:"problem,omitempty"`
+	Status       int              `json:"status"`
+	JobID        string           `json:"job_id,omitempty"`
+	Deduplicated bool             `json:"deduplicated,omitempty"`
+	Problem      *problem.Details `json:"problem,omitempty"`
 }
 
 // bulk serves POST /jobs/<type>/bulk. Each item is validated as the single route validates its
@@ -54,7 +55,7 @@ func (a *api) bulk(t tasks.Task) fiber.Handler {
 		}
 		req.Atomic = req.Atomic || c.Query("atomic") == "true"
 		if len(req.Items) == 0 || len(req.Items) > engine.MaxBulk {
-			return BadField("items", fmt.Sprintf("a bulk has 1 to %d items, not %d", engine.MaxBulk, len(req.Items)))
+			return problem.BadField("items", fmt.Sprintf("a bulk has 1 to %d items, not %d", engine.MaxBulk, len(req.Items)))
 		}
 		ctx := c.UserContext()
 		errs := make([]error, len(req.Items))
@@ -129,34 +130,34 @@ func (a *api) bulk(t tasks.Task) fiber.Handler {
 }
 
 // itemProblem is the problem the single enqueue route answers err with.
-func itemProblem(err error) Problem {
-	var p Problem
-	var he *HTTPError
+func itemProblem(err error) problem.Details {
+	var p problem.Details
+	var he *problem.HTTPError
 	var fe *tasks.FieldError
 	switch {
 	case errors.As(err, &he):
-		p = Problem{Status: he.Status, Detail: he.Detail, Field: he.Field, Code: he.Code}
+		p = problem.Details{Status: he.Status, Detail: he.Detail, Field: he.Field, Code: he.Code}
 	case errors.As(err, &fe):
-		p = Problem{Status: http.StatusBadRequest, Detail: fe.Field + " " + fe.Detail, Field: fe.Field}
+		p = problem.Details{Status: http.StatusBadRequest, Detail: fe.Field + " " + fe.Detail, Field: fe.Field}
 	case errors.Is(err, engine.ErrBulkAborted):
-		p = Problem{Status: http.StatusFailedDependency, Code: CodeBulkAborted, Detail: "not created: another item of this atomic bulk was refused"}
+		p = problem.Details{Status: http.StatusFailedDependency, Code: problem.CodeBulkAborted, Detail: "not created: another item of this atomic bulk was refused"}
 	case errors.Is(err, engine.ErrStartBy):
-		p = Problem{Status: http.StatusBadRequest, Field: "start_by", Detail: "start_by is before the job's first delivery may start"}
+		p = problem.Details{Status: http.StatusBadRequest, Field: "start_by", Detail: "start_by is before the job's first delivery may start"}
 	case errors.Is(err, engine.ErrDedupPending):
-		p = Problem{Status: http.StatusServiceUnavailable, Code: CodeDedupPending, Detail: "a duplicate of a job whose enqueue is not confirmed yet; nothing was kept, retry shortly"}
+		p = problem.Details{Status: http.StatusServiceUnavailable, Code: problem.CodeDedupPending, Detail: "a duplicate of a job whose enqueue is not confirmed yet; nothing was kept, retry shortly"}
 	case errors.Is(err, engine.ErrNotDurable):
-		p = Problem{Status: http.StatusServiceUnavailable, Code: CodeNotDurable, Detail: "the job was queued but its replicas did not acknowledge it in time"}
+		p = problem.Details{Status: http.StatusServiceUnavailable, Code: problem.CodeNotDurable, Detail: "the job was queued but its replicas did not acknowledge it in time"}
 	case errors.Is(err, engine.ErrOutcomeUnknown):
-		p = Problem{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Detail: "Redis did not answer in time: the job may have been queued"}
+		p = problem.Details{Status: http.StatusServiceUnavailable, Code: problem.CodeOutcomeUnknown, Detail: "Redis did not answer in time: the job may have been queued"}
 	default:
-		p = Problem{Status: http.StatusServiceUnavailable, Code: CodeEnqueueFailed, Detail: "the job could not be queued; nothing was kept, retry later"}
+		p = problem.Details{Status: http.StatusServiceUnavailable, Code: problem.CodeEnqueueFailed, Detail: "the job could not be queued; nothing was kept, retry later"}
 	}
 	if p.Code == "" {
-		p.Code = codeForStatus[p.Status]
+		p.Code = problem.CodeForStatus[p.Status]
 	}
 	if p.Code == "" {
-		p.Code = CodeHTTPError
+		p.Code = problem.CodeHTTPError
 	}
-	p.Type, p.Title = ProblemTypeBase+p.Code, http.StatusText(p.Status)
+	p.Type, p.Title = problem.TypeBase+p.Code, http.StatusText(p.Status)
 	return p
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/jobguard/jobguard/app/problem"
 )
 
 // POST /jobs/{type}/bulk answers each item as the single route would: new (202), a duplicate of an
@@ -32,7 +34,7 @@ func TestBulkEnqueue(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &a); err != nil || resp.StatusCode != 200 || !a.Atomic || a.Created != 0 || a.Refused != 6 {
 		t.Fatalf("atomic: %d %s", resp.StatusCode, out)
 	}
-	if a.Items[0].Status != 424 || a.Items[0].Problem.Code != CodeBulkAborted || a.Items[4].Status != 400 ||
+	if a.Items[0].Status != 424 || a.Items[0].Problem.Code != problem.CodeBulkAborted || a.Items[4].Status != 400 ||
 		a.Items[4].Problem.Field != "resource_id" || a.Items[5].Status != 403 {
 		t.Fatalf("atomic items: %s", out)
 	}

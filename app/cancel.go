@@ -7,6 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/freetext"
 )
@@ -51,7 +52,7 @@ func (a *api) cancel(c *fiber.Ctx) error {
 		}
 	}
 	if err := checkReason(req.Reason); err != nil {
-		return &HTTPError{Status: http.StatusBadRequest, Field: "reason", Detail: "reason " + err.Error(), Err: err}
+		return &problem.HTTPError{Status: http.StatusBadRequest, Field: "reason", Detail: "reason " + err.Error(), Err: err}
 	}
 	v, err := a.load(c) // tenant rule: another tenant's job is 404
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/jobguard/jobguard/app/problem"
 )
 
 // POST /jobs/{id}/cancel: another tenant's job is 404, the owner's queued job is cancelled (its
@@ -35,7 +37,7 @@ func TestCancelEndpoint(t *testing.T) {
 		t.Fatalf("view after cancel: %+v", v)
 	}
 	resp, body = post(t, r, "/jobs/"+a.JobID+"/cancel", "", bearer(tokenA)...)
-	if p := decodeProblem(t, resp, body); p.Status != 409 || p.Code != CodeJobEnded || !strings.Contains(p.Detail, "has ended") {
+	if p := decodeProblem(t, resp, body); p.Status != 409 || p.Code != problem.CodeJobEnded || !strings.Contains(p.Detail, "has ended") {
 		t.Fatalf("cancel of a cancelled job: %+v", p)
 	}
 	resp, body = post(t, r, "/jobs/"+a.JobID+"/cancel", `{"reason":"`+strings.Repeat("x", 201)+`"}`, bearer(tokenA)...)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 )
@@ -41,7 +42,7 @@ func TestDurableEnqueueAnswers503WithoutItsReplica(t *testing.T) {
 	began := time.Now()
 	resp, body = post(t, r, "/jobs/reserve-stock", order, key...)
 	took := time.Since(began)
-	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || codeIn(body) != CodeNotDurable {
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || codeIn(body) != problem.CodeNotDurable {
 		t.Fatalf("with the replica paused: %d %v %s", resp.StatusCode, resp.Header, body)
 	}
 	if took > 2*time.Second {
@@ -50,7 +51,7 @@ func TestDurableEnqueueAnswers503WithoutItsReplica(t *testing.T) {
 	// The same order again, without the key: the job of the 503 stands on the master, and a
 	// duplicate's answer must not acknowledge it before the replica holds it (it did: 202).
 	resp, body = post(t, r, "/jobs/reserve-stock", order)
-	if resp.StatusCode != 503 || codeIn(body) != CodeNotDurable {
+	if resp.StatusCode != 503 || codeIn(body) != problem.CodeNotDurable {
 		t.Fatalf("a duplicate of the job the replica does not hold: %d %s", resp.StatusCode, body)
 	}
 	if err := replica.Resume(); err != nil {

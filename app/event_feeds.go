@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
@@ -50,11 +51,11 @@ func (h *feeds) admit(tenant string) (release func(), err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.tenants[tenant] >= h.perTenant {
-		return nil, &HTTPError{Status: http.StatusTooManyRequests, Code: CodeTooManyStreams, Field: "Authorization",
+		return nil, &problem.HTTPError{Status: http.StatusTooManyRequests, Code: problem.CodeTooManyStreams, Field: "Authorization",
 			Detail: "the tenant has as many event streams open as it may (EVENT_STREAMS_PER_TENANT); close one first"}
 	}
 	if h.open >= h.total {
-		return nil, &HTTPError{Status: http.StatusTooManyRequests, Code: CodeTooManyStreams,
+		return nil, &problem.HTTPError{Status: http.StatusTooManyRequests, Code: problem.CodeTooManyStreams,
 			Detail: "this server has as many event streams open as it may (EVENT_STREAMS_MAX); retry later"}
 	}
 	h.tenants[tenant]++

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
@@ -128,7 +129,7 @@ func lastEventID(raw string) (int64, error) {
 	if raw == "" {
 		return 0, nil
 	}
-	bad := &HTTPError{Status: http.StatusBadRequest, Field: "Last-Event-ID", Detail: "Last-Event-ID must be the id of an event of this stream"}
+	bad := &problem.HTTPError{Status: http.StatusBadRequest, Field: "Last-Event-ID", Detail: "Last-Event-ID must be the id of an event of this stream"}
 	if len(raw) > 19 || strings.TrimLeft(raw, "0123456789") != "" {
 		return 0, bad
 	}

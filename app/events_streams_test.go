@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 )
@@ -133,7 +134,7 @@ func TestEventStreamsAreCapped(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		p := decodeProblem(t, resp, string(body))
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); p.Status != http.StatusTooManyRequests || p.Code != CodeTooManyStreams || err != nil || s < 1 {
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); p.Status != http.StatusTooManyRequests || p.Code != problem.CodeTooManyStreams || err != nil || s < 1 {
 			t.Fatalf("%s: %+v, Retry-After %q", why, p, resp.Header.Get("Retry-After"))
 		}
 	}

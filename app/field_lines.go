@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/jobguard/jobguard/app/problem"
 )
 
 // fasthttp keeps one value of a header that a request sends on several lines (the first
@@ -43,7 +45,7 @@ func fieldLines(c *fiber.Ctx) error {
 	}
 	for _, f := range singleFields {
 		if n := counts[http.CanonicalHeaderKey(f)]; n > 1 {
-			return BadField(f, f+" is sent on several lines; it takes one value")
+			return problem.BadField(f, f+" is sent on several lines; it takes one value")
 		}
 	}
 	return c.Next()
@@ -54,7 +56,7 @@ func fieldLines(c *fiber.Ctx) error {
 // any as chunked), or Content-Length on several lines.
 func framingError(counts map[string]int, te []string) error {
 	malformed := func(field, detail string) error {
-		return &HTTPError{Status: http.StatusBadRequest, Code: CodeMalformedRequest, Field: field, Detail: detail}
+		return &problem.HTTPError{Status: http.StatusBadRequest, Code: problem.CodeMalformedRequest, Field: field, Detail: detail}
 	}
 	switch {
 	case len(te) > 0 && counts[fiber.HeaderContentLength] > 0:

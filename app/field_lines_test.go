@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobguard/jobguard/app/problem"
 )
 
 // smuggled is a second request hidden after a body whose length the client and a proxy in front
@@ -37,8 +39,8 @@ func TestAmbiguousBodyLengthClosesTheConnection(t *testing.T) {
 		}
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("%s: %d %s, want 400", c.name, resp.StatusCode, body)
-		} else if p := decodeProblem(t, resp, body); p.Field != c.field || p.Code != CodeMalformedRequest {
-			t.Errorf("%s: problem %+v, want field %s code %s", c.name, p, c.field, CodeMalformedRequest)
+		} else if p := decodeProblem(t, resp, body); p.Field != c.field || p.Code != problem.CodeMalformedRequest {
+			t.Errorf("%s: problem %+v, want field %s code %s", c.name, p, c.field, problem.CodeMalformedRequest)
 		}
 		if !resp.Close {
 			t.Errorf("%s: the answer does not say Connection: close", c.name)
@@ -107,7 +109,7 @@ func TestRepeatedSingleValuedHeaderIs400(t *testing.T) {
 			continue
 		}
 		p := decodeProblem(t, resp, body)
-		if p.Field != c.field || p.Code != CodeValidationFailed {
+		if p.Field != c.field || p.Code != problem.CodeValidationFailed {
 			t.Errorf("%s: problem %+v, want field %s", c.name, p, c.field)
 		}
 		for _, v := range []string{tokenA, "not-a-token", "text/plain", "id-1", "dTpw"} {

@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 )
 
@@ -91,11 +92,11 @@ func (t *firstTrip) judgeClaim(stored *answer, err error) error {
 	t.a.countIdem(err, stored)
 	switch {
 	case errors.Is(err, errIdemInFlight):
-		return &HTTPError{Status: http.StatusConflict, Code: CodeIdempotencyInFlight, Field: "Idempotency-Key", Detail: err.Error()}
+		return &problem.HTTPError{Status: http.StatusConflict, Code: problem.CodeIdempotencyInFlight, Field: "Idempotency-Key", Detail: err.Error()}
 	case errors.Is(err, errIdemMismatch):
-		return &HTTPError{Status: http.StatusUnprocessableEntity, Field: "Idempotency-Key", Detail: err.Error()}
+		return &problem.HTTPError{Status: http.StatusUnprocessableEntity, Field: "Idempotency-Key", Detail: err.Error()}
 	case err != nil:
-		return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "the Idempotency-Key could not be checked; retry later", Err: err}
+		return &problem.HTTPError{Status: http.StatusServiceUnavailable, Detail: "the Idempotency-Key could not be checked; retry later", Err: err}
 	case stored != nil:
 		t.stored = stored
 		return errReplay

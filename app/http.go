@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/problem"
 )
 
 // newFiber builds an HTTP app of the process (the API's, the admin port's): errors as problem+json,
@@ -17,7 +18,7 @@ func newFiber(cfg config.Config, log zerolog.Logger, hm *httpMetrics) *fiber.App
 	f := fiber.New(fiber.Config{
 		AppName:               "jobguard",
 		BodyLimit:             cfg.BodyLimit,
-		ErrorHandler:          unreadRequests(cfg, log, hm, errorHandler(log)),
+		ErrorHandler:          unreadRequests(cfg, log, hm, problem.ErrorHandler(log)),
 		DisableStartupMessage: true,
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          30 * time.Second,
@@ -31,7 +32,7 @@ func newFiber(cfg config.Config, log zerolog.Logger, hm *httpMetrics) *fiber.App
 	f.Use(recover.New(recover.Config{
 		EnableStackTrace: true,
 		StackTraceHandler: func(c *fiber.Ctx, e any) {
-			log.Error().Str("request_id", requestID(c)).Interface("panic", e).Msg("handler panicked")
+			log.Error().Str("request_id", problem.RequestID(c)).Interface("panic", e).Msg("handler panicked")
 		},
 	}))
 	f.Use(fieldLines) // before any handler reads a header or the body
@@ -70,7 +71,7 @@ func logAccess(log zerolog.Logger, c *fiber.Ctx, took time.Duration) *zerolog.Ev
 		ev = log.Warn()
 	}
 	return ev.Str("event", "http_request").
-		Str("request_id", requestID(c)).
+		Str("request_id", problem.RequestID(c)).
 		Str("method", methodLabel(c.Method())).
 		Str("path", c.Path()).
 		Int("status", status).
@@ -95,5 +96,5 @@ const localUnmatched = "jobguard.unmatched"
 // route label.
 func notFound(c *fiber.Ctx) error {
 	c.Locals(localUnmatched, true)
-	return &HTTPError{Status: fiber.StatusNotFound, Detail: "no route for " + c.Method() + " " + c.Path()}
+	return &problem.HTTPError{Status: fiber.StatusNotFound, Detail: "no route for " + c.Method() + " " + c.Path()}
 }

@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jobguard/jobguard/app/problem"
 )
 
 // fasthttpCarrier reads and writes W3C trace headers on a Fiber request.
@@ -43,7 +45,7 @@ func serverSpans() fiber.Handler {
 			span.RecordError(err)
 		}
 		status := c.Response().StatusCode()
-		var he *HTTPError
+		var he *problem.HTTPError
 		if errors.As(err, &he) {
 			status = he.Status
 		}

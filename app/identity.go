@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/locking"
 	"github.com/jobguard/jobguard/tasks"
@@ -68,10 +69,10 @@ func (ic *identityClaim) take(ctx context.Context) error {
 	}
 	c, err := tasks.ClaimIdentity(ctx, ic.locks, ic.id, ic.jobID, ic.deadline(ctx))
 	if err != nil {
-		return &HTTPError{Status: http.StatusServiceUnavailable, Detail: "the request could not be checked against earlier ones; nothing was kept, retry later", Err: err}
+		return &problem.HTTPError{Status: http.StatusServiceUnavailable, Detail: "the request could not be checked against earlier ones; nothing was kept, retry later", Err: err}
 	}
 	if c.State == tasks.ClaimConflict {
-		return &HTTPError{Status: http.StatusConflict, Code: CodeOrderConflict, Field: ic.id.Field,
+		return &problem.HTTPError{Status: http.StatusConflict, Code: problem.CodeOrderConflict, Field: ic.id.Field,
 			Detail: fmt.Sprintf("%s was already submitted with different content; send it unchanged, or use a new %s", ic.id.What, ic.id.Field)}
 	}
 	ic.claim, ic.ours = c, c.Ours(ic.jobID)

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/benchfig"
 )
 
@@ -24,7 +25,7 @@ func BenchmarkImmutableVsCopy(b *testing.B) {
 	const rounds, perRound = 15, 20000
 	build := func(immutable bool) fasthttp.RequestHandler {
 		hm := newHTTPMetrics()
-		f := fiber.New(fiber.Config{Immutable: immutable, ErrorHandler: errorHandler(zerolog.Nop()), DisableStartupMessage: true})
+		f := fiber.New(fiber.Config{Immutable: immutable, ErrorHandler: problem.ErrorHandler(zerolog.Nop()), DisableStartupMessage: true})
 		f.Use(requestid.New(), accessLog(zerolog.Nop(), hm), serverSpans())
 		f.Post("/jobs/:type", func(c *fiber.Ctx) error {
 			var req struct {

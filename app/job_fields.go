@@ -9,6 +9,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/tasks"
 )
@@ -65,20 +66,20 @@ func takeJobFields(body []byte, now time.Time) ([]byte, jobFields, error) {
 			err = errors.New("in the past")
 		}
 		if err != nil {
-			return nil, jobFields{}, BadField("start_by", startByDetail)
+			return nil, jobFields{}, problem.BadField("start_by", startByDetail)
 		}
 	}
 	if len(env.Tags) > 0 {
 		var tags []string
 		if err := json.Unmarshal(env.Tags, &tags); err != nil {
-			return nil, jobFields{}, BadField("tags", tagsDetail)
+			return nil, jobFields{}, problem.BadField("tags", tagsDetail)
 		}
 		if tags == nil {
 			tags = []string{} // null: no tags
 		}
 		norm, err := engine.NormalizeTags(tags)
 		if err != nil {
-			return nil, jobFields{}, BadField("tags", tagsDetail+" ("+tagsProblem(err)+")")
+			return nil, jobFields{}, problem.BadField("tags", tagsDetail+" ("+tagsProblem(err)+")")
 		}
 		jf.Tags = norm
 	}

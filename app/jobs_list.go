@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/history"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
@@ -43,11 +44,11 @@ func (a *api) list(c *fiber.Ctx) error {
 	tenant := tenantOf(c)
 	if asked := c.Query("tenant"); tenant == "" {
 		if asked == "" {
-			return &HTTPError{Status: http.StatusBadRequest, Field: "tenant", Detail: "tenant is required when the API is open (no API_TOKENS)"}
+			return &problem.HTTPError{Status: http.StatusBadRequest, Field: "tenant", Detail: "tenant is required when the API is open (no API_TOKENS)"}
 		}
 		tenant = strings.Clone(asked)
 	} else if asked != "" && asked != tenant {
-		return &HTTPError{Status: http.StatusForbidden, Field: "tenant", Detail: "tenant is not the tenant of this token"}
+		return &problem.HTTPError{Status: http.StatusForbidden, Field: "tenant", Detail: "tenant is not the tenant of this token"}
 	}
 	for _, name := range []string{"tenant", "type"} {
 		if err := searchText(c, name); err != nil {
@@ -57,7 +58,7 @@ func (a *api) list(c *fiber.Ctx) error {
 	q := engine.ListQuery{Tenant: tenant, Type: strings.Clone(c.Query("type")), Cursor: strings.Clone(c.Query("cursor")), Limit: 50}
 	if st := c.Query("status"); st != "" {
 		if !slices.Contains(jobstore.Statuses, jobstore.Status(st)) {
-			return &HTTPError{Status: http.StatusBadRequest, Field: "status", Detail: "status must be one of " + statusList()}
+			return &problem.HTTPError{Status: http.StatusBadRequest, Field: "status", Detail: "status must be one of " + statusList()}
 		}
 		q.Status = jobstore.Status(strings.Clone(st))
 	}
@@ -67,13 +68,13 @@ func (a *api) list(c *fiber.Ctx) error {
 	if l := c.Query("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > 200 {
-			return &HTTPError{Status: http.StatusBadRequest, Field: "limit", Detail: "limit must be an integer from 1 to 200"}
+			return &problem.HTTPError{Status: http.StatusBadRequest, Field: "limit", Detail: "limit must be an integer from 1 to 200"}
 		}
 		q.Limit = n
 	}
 	p, err := listPage(c.UserContext(), a.sql, a.stack, q)
 	if errors.Is(err, engine.ErrBadCursor) {
-		return &HTTPError{Status: http.StatusBadRequest, Field: "cursor", Detail: "cursor is not one a list answered"}
+		return &problem.HTTPError{Status: http.StatusBadRequest, Field: "cursor", Detail: "cursor is not one a list answered"}
 	}
 	if err != nil {
 		return err
@@ -100,7 +101,7 @@ func listPage(ctx context.Context, db *pgxpool.Pool, stack *engine.Stack, q engi
 // and no stored type, tenant or error text holds one (errors are stored escaped).
 func searchText(c *fiber.Ctx, name string) error {
 	if err := freetext.Check(c.Query(name)); err != nil {
-		return BadField(name, name+" must be printable UTF-8 text ("+strings.TrimPrefix(err.Error(), "freetext: ")+")")
+		return problem.BadField(name, name+" must be printable UTF-8 text ("+strings.TrimPrefix(err.Error(), "freetext: ")+")")
 	}
 	return nil
 }
@@ -118,21 +119,21 @@ func searchOf(c *fiber.Ctx, q *engine.ListQuery) error {
 	}
 	norm, err := engine.NormalizeTags(tags)
 	if err != nil {
-		return BadField("tag", "tag must be given at most 8 times, each 1-64 characters of A-Z a-z 0-9 . _ : = - ("+tagsProblem(err)+")")
+		return problem.BadField("tag", "tag must be given at most 8 times, each 1-64 characters of A-Z a-z 0-9 . _ : = - ("+tagsProblem(err)+")")
 	}
 	q.Tags = norm
 	switch m := c.Query("tags_match"); m {
 	case "", jobstore.TagsAny, jobstore.TagsAll:
 		q.TagsMatch = strings.Clone(m)
 	default:
-		return BadField("tags_match", "tags_match must be any or all")
+		return problem.BadField("tags_match", "tags_match must be any or all")
 	}
 	if err := searchText(c, "error"); err != nil {
 		return err
 	}
 	e := c.Query("error")
 	if len(e) > maxErrorQuery {
-		return BadField("error", "error must be at most 200 characters")
+		return problem.BadField("error", "error must be at most 200 characters")
 	}
 	q.Error = strings.Clone(e)
 	for _, w := range []struct {
@@ -142,7 +143,7 @@ func searchOf(c *fiber.Ctx, q *engine.ListQuery) error {
 		if v := c.Query(w.name); v != "" {
 			t, err := time.Parse(time.RFC3339, v)
 			if err != nil {
-				return BadField(w.name, w.name+" must be an RFC 3339 time, e.g. 2026-12-03T10:00:00Z")
+				return problem.BadField(w.name, w.name+" must be an RFC 3339 time, e.g. 2026-12-03T10:00:00Z")
 			}
 			*w.to = t
 		}

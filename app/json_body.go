@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/app/strictjson"
 )
 
@@ -12,7 +13,7 @@ func decodeJSON(body []byte, v any) error {
 	err := strictjson.Decode(body, v)
 	var fe *strictjson.FieldError
 	if errors.As(err, &fe) {
-		return BadField(fe.Field, fe.Detail)
+		return problem.BadField(fe.Field, fe.Detail)
 	}
 	return err
 }

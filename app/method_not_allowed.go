@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/jobguard/jobguard/app/problem"
 )
 
 // A request no route matched is 405 with Allow when a route of the same app serves its path for
@@ -36,7 +38,7 @@ func fallback(f *fiber.App) fiber.Handler {
 		}
 		c.Locals(localUnmatched, true)
 		c.Set(fiber.HeaderAllow, strings.Join(allow, ", "))
-		return &HTTPError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
+		return &problem.HTTPError{Status: http.StatusMethodNotAllowed, Code: problem.CodeMethodNotAllowed,
 			Detail: c.Method() + " is not a method of " + path + "; it takes " + strings.Join(allow, ", ")}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jobguard/jobguard/app/problem"
 )
 
 // A wrong method on a path a route serves is 405 problem+json naming the path's methods in Allow;
@@ -31,7 +33,7 @@ func TestWrongMethodIs405WithAllow(t *testing.T) {
 	} {
 		resp, body := do(t, c.method, r.base+c.path, "", auth...)
 		p := decodeProblem(t, resp, body)
-		if p.Status != http.StatusMethodNotAllowed || p.Code != CodeMethodNotAllowed || resp.Header.Get("Allow") != c.allow {
+		if p.Status != http.StatusMethodNotAllowed || p.Code != problem.CodeMethodNotAllowed || resp.Header.Get("Allow") != c.allow {
 			t.Errorf("%s %s: %d %s Allow %q, want 405 method_not_allowed Allow %q", c.method, c.path, p.Status, p.Code, resp.Header.Get("Allow"), c.allow)
 		}
 	}
@@ -105,7 +107,7 @@ func TestEveryRouteAnswersAWrongMethodWithAllow(t *testing.T) {
 				continue
 			}
 			if m != http.MethodHead {
-				if p := decodeProblem(t, resp, body); p.Code != CodeMethodNotAllowed {
+				if p := decodeProblem(t, resp, body); p.Code != problem.CodeMethodNotAllowed {
 					t.Errorf("%s %s: code %s", m, path, p.Code)
 				}
 			}

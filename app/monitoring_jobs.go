@@ -10,6 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/seal"
@@ -93,12 +94,12 @@ func (m monitoringJobs) Job(ctx context.Context, id string) (*web.Job, error) {
 func (m monitoringJobs) List(ctx context.Context, q web.JobQuery) (web.JobPage, error) {
 	tags, err := engine.NormalizeTags(q.Tags)
 	if err != nil {
-		return web.JobPage{}, BadField("tags", "tags must be at most 8, each 1-64 characters of A-Z a-z 0-9 . _ : = - ("+tagsProblem(err)+")")
+		return web.JobPage{}, problem.BadField("tags", "tags must be at most 8, each 1-64 characters of A-Z a-z 0-9 . _ : = - ("+tagsProblem(err)+")")
 	}
 	p, err := m.stack.List(ctx, engine.ListQuery{Tenant: q.Tenant, Status: jobstore.Status(q.Status), Type: q.Type, Cursor: q.Cursor, Limit: q.Limit,
 		Tags: tags, TagsMatch: q.TagsMatch, Error: q.Error, CreatedAfter: q.CreatedAfter, CreatedBefore: q.CreatedBefore})
 	if errors.Is(err, engine.ErrBadCursor) {
-		return web.JobPage{}, BadField("cursor", "cursor is not one a list answered")
+		return web.JobPage{}, problem.BadField("cursor", "cursor is not one a list answered")
 	}
 	if err != nil {
 		return web.JobPage{}, err
@@ -146,7 +147,7 @@ func (m monitoringJobs) Schedules(ctx context.Context) (web.Schedules, error) {
 func (m monitoringJobs) PauseSchedule(ctx context.Context, name string, paused bool) error {
 	err := m.sched.SetPaused(ctx, name, paused)
 	if errors.Is(err, schedule.ErrUnknown) {
-		return &HTTPError{Status: http.StatusNotFound, Field: "name", Detail: "no schedule is called " + fmt.Sprintf("%q", name)}
+		return &problem.HTTPError{Status: http.StatusNotFound, Field: "name", Detail: "no schedule is called " + fmt.Sprintf("%q", name)}
 	}
 	return err
 }

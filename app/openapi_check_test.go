@@ -21,6 +21,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/tasks"
 	"github.com/jobguard/jobguard/tasks/registry"
 )
@@ -121,7 +122,7 @@ func isTestTaskRoute(host, method, path string) bool {
 
 // unreadCodesSet are the kinds of requests that were never routed (unparsed.go): their answer is
 // the same on every path, so it is checked against the Problem schema only.
-var unreadCodesSet = []string{CodeMalformedRequest, CodeRequestTimeout, CodeBodyTooLarge, CodeHeaderTooLarge, CodeUnknownMethod}
+var unreadCodesSet = []string{problem.CodeMalformedRequest, problem.CodeRequestTimeout, problem.CodeBodyTooLarge, problem.CodeHeaderTooLarge, problem.CodeUnknownMethod}
 
 // checkExchange validates one request (its body as sent) and its answer (body as read; nil and
 // stream true for a server-sent event stream the caller reads itself).
@@ -135,11 +136,11 @@ func checkExchange(req *http.Request, reqBody []byte, resp *http.Response, respB
 	}
 	head := req.Method == http.MethodHead
 	ct := resp.Header.Get("Content-Type")
-	isProblem := mediaType(ct) == ProblemContentType
+	isProblem := mediaType(ct) == problem.ContentType
 	if resp.Header.Get("X-Request-ID") == "" {
 		return errors.New("no X-Request-ID")
 	}
-	var prob Problem
+	var prob problem.Details
 	if isProblem && !head {
 		if err := c.checkProblem(respBody, resp.StatusCode, &prob); err != nil {
 			return err
@@ -149,7 +150,7 @@ func checkExchange(req *http.Request, reqBody []byte, resp *http.Response, respB
 		}
 	}
 	if resp.StatusCode >= 400 && !isProblem {
-		return fmt.Errorf("an error answer of type %q, not %s", ct, ProblemContentType)
+		return fmt.Errorf("an error answer of type %q, not %s", ct, problem.ContentType)
 	}
 	if isTestTaskRoute(req.URL.Host, req.Method, req.URL.Path) {
 		return nil
@@ -304,12 +305,12 @@ func pointerEscape(s string) string {
 }
 
 // checkProblem validates a problem+json body against the Problem schema and its status.
-func (c *openAPIChecker) checkProblem(body []byte, status int, p *Problem) error {
+func (c *openAPIChecker) checkProblem(body []byte, status int, p *problem.Details) error {
 	if err := c.checkBody("#/components/schemas/Problem", body); err != nil {
 		return err
 	}
 	_ = json.Unmarshal(body, p)
-	if p.Status != status || p.Type != ProblemTypeBase+p.Code {
+	if p.Status != status || p.Type != problem.TypeBase+p.Code {
 		return fmt.Errorf("problem %+v does not match its answer %d", p, status)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/tasks/registry"
@@ -31,7 +32,7 @@ func TestOpenAPIDocumentIsValid31(t *testing.T) {
 	}
 	// Every problem code of codes.go is a value of the Problem schema's code, and nothing else is.
 	var want []string
-	for _, k := range ProblemCodes {
+	for _, k := range problem.Kinds {
 		want = append(want, k.Code)
 	}
 	var got []string
@@ -152,9 +153,9 @@ func TestOpenAPICheckerRefusesDrift(t *testing.T) {
 	if err := checkExchange(req, nil, resp, body, false); err == nil || !strings.Contains(err.Error(), "202") {
 		t.Errorf("an undocumented status: %v", err)
 	}
-	p := Problem{Type: ProblemTypeBase + "no_such_code", Code: "no_such_code", Title: "Not Found", Status: 404, Detail: "x"}
+	p := problem.Details{Type: problem.TypeBase + "no_such_code", Code: "no_such_code", Title: "Not Found", Status: 404, Detail: "x"}
 	resp, body = answer(404, p)
-	resp.Header.Set("Content-Type", ProblemContentType)
+	resp.Header.Set("Content-Type", problem.ContentType)
 	if err := checkExchange(req, nil, resp, body, false); err == nil {
 		t.Error("a problem with an unknown code passed")
 	}

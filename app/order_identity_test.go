@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/locking"
 )
@@ -29,7 +30,7 @@ func TestConflictingOrderIs409(t *testing.T) {
 	} {
 		resp, body := post(t, r, "/jobs/reserve-stock", other)
 		p := decodeProblem(t, resp, body)
-		if p.Status != http.StatusConflict || p.Code != CodeOrderConflict || p.Field != "order_id" {
+		if p.Status != http.StatusConflict || p.Code != problem.CodeOrderConflict || p.Field != "order_id" {
 			t.Fatalf("%s: %+v", other, p)
 		}
 	}
@@ -83,7 +84,7 @@ func TestOrderClaimReleasedWhenNothingWasKept(t *testing.T) {
 		r.Redis().Set(context.Background(), locks.Key(tag, name), dead, time.Minute)
 	}
 	resp, body := post(t, r, "/jobs/reserve-stock", `{"tenant_id":"t1","order_id":"o9","sku":"s1","quantity":1}`)
-	if p := decodeProblem(t, resp, body); p.Status != http.StatusServiceUnavailable || p.Code != CodeDedupPending {
+	if p := decodeProblem(t, resp, body); p.Status != http.StatusServiceUnavailable || p.Code != problem.CodeDedupPending {
 		t.Fatalf("duplicate of an unconfirmed job: %+v", p)
 	}
 	if n := r.Redis().Exists(context.Background(), "jobguard:{order:t1:o9}").Val(); n != 0 {

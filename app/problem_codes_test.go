@@ -8,28 +8,27 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/tasks"
 	"github.com/jobguard/jobguard/web"
 )
 
 // problemCode is the kind of codes.go called code.
-func problemCode(code string) (ProblemCode, bool) {
-	for _, k := range ProblemCodes {
+func problemCode(code string) (problem.Kind, bool) {
+	for _, k := range problem.Kinds {
 		if k.Code == code {
 			return k, true
 		}
 	}
-	return ProblemCode{}, false
+	return problem.Kind{}, false
 }
 
 // TestEveryErrorKindHasItsCodeAndType drives each error kind, as the place that raises it returns
@@ -40,56 +39,56 @@ func TestEveryErrorKindHasItsCodeAndType(t *testing.T) {
 	t.Parallel()
 	unread := func(e error) error {
 		status, reason, detail := unreadAnswer(config.Config{BodyLimit: 1 << 20}, e)
-		return &HTTPError{Status: status, Code: unreadCodes[reason], Detail: detail}
+		return &problem.HTTPError{Status: status, Code: unreadCodes[reason], Detail: detail}
 	}
 	cases := []struct {
 		err    error
 		status int
 		code   string
 	}{
-		{BadField("sku", "sku is required"), 400, CodeValidationFailed},
-		{&tasks.FieldError{Field: "sku", Detail: "is required"}, 400, CodeValidationFailed},
-		{unread(errors.New("broken request line")), 400, CodeMalformedRequest},
-		{&HTTPError{Status: http.StatusUnauthorized, Detail: "a valid bearer token is required", Field: "Authorization"}, 401, CodeUnauthorized},
-		{&HTTPError{Status: http.StatusForbidden, Field: "tenant_id", Detail: "tenant_id is not the tenant of this token"}, 403, CodeForbiddenTenant},
-		{&HTTPError{Status: http.StatusForbidden, Code: CodeOperatorRequired, Detail: "schedules are for operators"}, 403, CodeOperatorRequired},
-		{fmt.Errorf("ui: %w", web.ErrCrossOrigin), 403, CodeCrossOrigin},
-		{fmt.Errorf("view: %w", engine.ErrJobNotFound), 404, CodeNotFound},
-		{tasks.NotFound("no stock for sku s"), 404, CodeNotFound},
-		{&HTTPError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed, Detail: "DELETE is not a method of /jobs"}, 405, CodeMethodNotAllowed},
-		{unread(fiber.ErrRequestTimeout), 408, CodeRequestTimeout},
-		{&HTTPError{Status: http.StatusConflict, Code: CodeIdempotencyInFlight, Detail: "in flight"}, 409, CodeIdempotencyInFlight},
-		{fmt.Errorf("replay: %w", engine.ErrNotFailed), 409, CodeJobNotFailed},
-		{fmt.Errorf("cancel: %w", engine.ErrEnded), 409, CodeJobEnded},
-		{&HTTPError{Status: http.StatusConflict, Code: CodeWorkflowEnded, Detail: "the workflow has ended"}, 409, CodeWorkflowEnded},
-		{&HTTPError{Status: http.StatusFailedDependency, Code: CodeBulkAborted, Detail: "another item was refused"}, 424, CodeBulkAborted},
-		{&HTTPError{Status: http.StatusConflict, Code: CodeOrderConflict, Field: "order_id", Detail: "submitted before"}, 409, CodeOrderConflict},
-		{tasks.Conflict("order_id", "submitted before"), 409, CodeOrderConflict},
-		{fmt.Errorf("replay: %w", engine.ErrUnrunnable), 410, CodeJobUnrunnable},
-		{unread(fiber.ErrRequestEntityTooLarge), 413, CodeBodyTooLarge},
-		{&HTTPError{Status: http.StatusUnsupportedMediaType, Field: "Content-Type", Detail: "not JSON"}, 415, CodeUnsupportedMediaType},
-		{&HTTPError{Status: http.StatusUnprocessableEntity, Field: "Idempotency-Key", Detail: "another request"}, 422, CodeIdempotencyKeyReused},
-		{&HTTPError{Status: http.StatusTooManyRequests, Detail: "rate limit"}, 429, CodeRateLimited},
-		{&HTTPError{Status: http.StatusTooManyRequests, Code: CodeTooManyStreams, Detail: "streams"}, 429, CodeTooManyStreams},
-		{unread(fiber.ErrRequestHeaderFieldsTooLarge), 431, CodeHeaderTooLarge},
-		{errors.New("boom"), 500, CodeInternal},
-		{web.ErrBackendFailed, 500, CodeMonitoringFailed},
-		{unread(fiber.ErrNotImplemented), 501, CodeUnknownMethod},
-		{fmt.Errorf("get: %w", context.DeadlineExceeded), 503, CodeRedisUnavailable},
-		{fmt.Errorf("enqueue: %w", engine.ErrNotAccepted), 503, CodeRedisUnavailable},
-		{&HTTPError{Status: http.StatusServiceUnavailable, Detail: "the Idempotency-Key could not be checked; retry later"}, 503, CodeRedisUnavailable},
-		{&HTTPError{Status: http.StatusServiceUnavailable, Code: CodeEnqueueFailed, Detail: "not queued"}, 503, CodeEnqueueFailed},
-		{&HTTPError{Status: http.StatusServiceUnavailable, Code: CodeDedupPending, Detail: "pending", Err: engine.ErrDedupPending}, 503, CodeDedupPending},
-		{&HTTPError{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Detail: "unknown", Err: engine.ErrOutcomeUnknown}, 503, CodeOutcomeUnknown},
-		{&HTTPError{Status: http.StatusServiceUnavailable, Code: CodeNotDurable, Detail: "not durable", Err: engine.ErrNotDurable}, 503, CodeNotDurable},
-		{web.ErrBackendDown, 503, CodeMonitoringUnavailable},
-		{web.ErrBackendTimeout, 503, CodeMonitoringTimeout},
-		{web.ErrChangeUnknown, 503, CodeMonitoringChange},
-		{&HTTPError{Status: http.StatusServiceUnavailable, Code: CodeNotLive, Detail: "worker: rescuer stale"}, 503, CodeNotLive},
-		{&HTTPError{Status: http.StatusServiceUnavailable, Code: CodeNotReady, Detail: "redis: down"}, 503, CodeNotReady},
-		{fiber.NewError(http.StatusTeapot, "short and stout"), 418, CodeHTTPError},
+		{problem.BadField("sku", "sku is required"), 400, problem.CodeValidationFailed},
+		{&tasks.FieldError{Field: "sku", Detail: "is required"}, 400, problem.CodeValidationFailed},
+		{unread(errors.New("broken request line")), 400, problem.CodeMalformedRequest},
+		{&problem.HTTPError{Status: http.StatusUnauthorized, Detail: "a valid bearer token is required", Field: "Authorization"}, 401, problem.CodeUnauthorized},
+		{&problem.HTTPError{Status: http.StatusForbidden, Field: "tenant_id", Detail: "tenant_id is not the tenant of this token"}, 403, problem.CodeForbiddenTenant},
+		{&problem.HTTPError{Status: http.StatusForbidden, Code: problem.CodeOperatorRequired, Detail: "schedules are for operators"}, 403, problem.CodeOperatorRequired},
+		{fmt.Errorf("ui: %w", web.ErrCrossOrigin), 403, problem.CodeCrossOrigin},
+		{fmt.Errorf("view: %w", engine.ErrJobNotFound), 404, problem.CodeNotFound},
+		{tasks.NotFound("no stock for sku s"), 404, problem.CodeNotFound},
+		{&problem.HTTPError{Status: http.StatusMethodNotAllowed, Code: problem.CodeMethodNotAllowed, Detail: "DELETE is not a method of /jobs"}, 405, problem.CodeMethodNotAllowed},
+		{unread(fiber.ErrRequestTimeout), 408, problem.CodeRequestTimeout},
+		{&problem.HTTPError{Status: http.StatusConflict, Code: problem.CodeIdempotencyInFlight, Detail: "in flight"}, 409, problem.CodeIdempotencyInFlight},
+		{fmt.Errorf("replay: %w", engine.ErrNotFailed), 409, problem.CodeJobNotFailed},
+		{fmt.Errorf("cancel: %w", engine.ErrEnded), 409, problem.CodeJobEnded},
+		{&problem.HTTPError{Status: http.StatusConflict, Code: problem.CodeWorkflowEnded, Detail: "the workflow has ended"}, 409, problem.CodeWorkflowEnded},
+		{&problem.HTTPError{Status: http.StatusFailedDependency, Code: problem.CodeBulkAborted, Detail: "another item was refused"}, 424, problem.CodeBulkAborted},
+		{&problem.HTTPError{Status: http.StatusConflict, Code: problem.CodeOrderConflict, Field: "order_id", Detail: "submitted before"}, 409, problem.CodeOrderConflict},
+		{tasks.Conflict("order_id", "submitted before"), 409, problem.CodeOrderConflict},
+		{fmt.Errorf("replay: %w", engine.ErrUnrunnable), 410, problem.CodeJobUnrunnable},
+		{unread(fiber.ErrRequestEntityTooLarge), 413, problem.CodeBodyTooLarge},
+		{&problem.HTTPError{Status: http.StatusUnsupportedMediaType, Field: "Content-Type", Detail: "not JSON"}, 415, problem.CodeUnsupportedMediaType},
+		{&problem.HTTPError{Status: http.StatusUnprocessableEntity, Field: "Idempotency-Key", Detail: "another request"}, 422, problem.CodeIdempotencyKeyReused},
+		{&problem.HTTPError{Status: http.StatusTooManyRequests, Detail: "rate limit"}, 429, problem.CodeRateLimited},
+		{&problem.HTTPError{Status: http.StatusTooManyRequests, Code: problem.CodeTooManyStreams, Detail: "streams"}, 429, problem.CodeTooManyStreams},
+		{unread(fiber.ErrRequestHeaderFieldsTooLarge), 431, problem.CodeHeaderTooLarge},
+		{errors.New("boom"), 500, problem.CodeInternal},
+		{web.ErrBackendFailed, 500, problem.CodeMonitoringFailed},
+		{unread(fiber.ErrNotImplemented), 501, problem.CodeUnknownMethod},
+		{fmt.Errorf("get: %w", context.DeadlineExceeded), 503, problem.CodeRedisUnavailable},
+		{fmt.Errorf("enqueue: %w", engine.ErrNotAccepted), 503, problem.CodeRedisUnavailable},
+		{&problem.HTTPError{Status: http.StatusServiceUnavailable, Detail: "the Idempotency-Key could not be checked; retry later"}, 503, problem.CodeRedisUnavailable},
+		{&problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeEnqueueFailed, Detail: "not queued"}, 503, problem.CodeEnqueueFailed},
+		{&problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeDedupPending, Detail: "pending", Err: engine.ErrDedupPending}, 503, problem.CodeDedupPending},
+		{&problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeOutcomeUnknown, Detail: "unknown", Err: engine.ErrOutcomeUnknown}, 503, problem.CodeOutcomeUnknown},
+		{&problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeNotDurable, Detail: "not durable", Err: engine.ErrNotDurable}, 503, problem.CodeNotDurable},
+		{web.ErrBackendDown, 503, problem.CodeMonitoringUnavailable},
+		{web.ErrBackendTimeout, 503, problem.CodeMonitoringTimeout},
+		{web.ErrChangeUnknown, 503, problem.CodeMonitoringChange},
+		{&problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeNotLive, Detail: "worker: rescuer stale"}, 503, problem.CodeNotLive},
+		{&problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeNotReady, Detail: "redis: down"}, 503, problem.CodeNotReady},
+		{fiber.NewError(http.StatusTeapot, "short and stout"), 418, problem.CodeHTTPError},
 	}
-	f := fiber.New(fiber.Config{ErrorHandler: errorHandler(zerolog.Nop())})
+	f := fiber.New(fiber.Config{ErrorHandler: problem.ErrorHandler(zerolog.Nop())})
 	f.Get("/kind/:i", func(c *fiber.Ctx) error {
 		i, _ := strconv.Atoi(c.Params("i"))
 		return cases[i].err
@@ -102,11 +101,11 @@ func TestEveryErrorKindHasItsCodeAndType(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		var p Problem
+		var p problem.Details
 		if err := json.Unmarshal(body, &p); err != nil {
 			t.Fatalf("%v: %v %s", tc.err, err, body)
 		}
-		if resp.StatusCode != tc.status || p.Status != tc.status || p.Code != tc.code || p.Type != ProblemTypeBase+tc.code || p.Title == "" {
+		if resp.StatusCode != tc.status || p.Status != tc.status || p.Code != tc.code || p.Type != problem.TypeBase+tc.code || p.Title == "" {
 			t.Errorf("%v: answered %d %+v, want %d %s", tc.err, resp.StatusCode, p, tc.status, tc.code)
 		}
 		if k, ok := problemCode(p.Code); !ok || (k.Status != 0 && k.Status != p.Status) {
@@ -117,87 +116,19 @@ func TestEveryErrorKindHasItsCodeAndType(t *testing.T) {
 		}
 		seen[p.Code] = true
 	}
-	for _, k := range ProblemCodes {
+	for _, k := range problem.Kinds {
 		if !seen[k.Code] {
 			t.Errorf("kind %s is not driven by this test", k.Code)
 		}
 	}
 }
 
-// TestProblemCodesAreOneList: every code is listed once, snake_case, and every code the error
-// handler's maps give is listed.
-func TestProblemCodesAreOneList(t *testing.T) {
+// Every code an unread request is answered with (unparsed.go) is a kind of problem.Kinds.
+func TestUnreadCodesAreKinds(t *testing.T) {
 	t.Parallel()
-	listed := map[string]bool{}
-	for _, k := range ProblemCodes {
-		if listed[k.Code] || k.Meaning == "" || k.Action == "" || strings.Trim(k.Code, "abcdefghijklmnopqrstuvwxyz_") != "" {
-			t.Errorf("kind %+v: duplicate, not snake_case or without meaning and action", k)
-		}
-		listed[k.Code] = true
-	}
-	var mapped []string
-	for _, c := range codeForStatus {
-		mapped = append(mapped, c)
-	}
-	for _, c := range webCodes {
-		mapped = append(mapped, c)
-	}
-	for _, c := range unreadCodes {
-		mapped = append(mapped, c)
-	}
-	for _, c := range mapped {
-		if !listed[c] {
-			t.Errorf("code %q is mapped but not in ProblemCodes", c)
-		}
-	}
-}
-
-// TestREADMEErrorTableListsEveryCode parses the error table of docs/HTTP_API.md (code, status, type, meaning,
-// what a client should do) and checks that it lists exactly ProblemCodes, in order, with their
-// status and type.
-func TestREADMEErrorTableListsEveryCode(t *testing.T) {
-	t.Parallel()
-	readme, err := os.ReadFile("../docs/HTTP_API.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const header = "| code | status | type | meaning | what a client should do |"
-	lines := strings.Split(string(readme), "\n")
-	start := -1
-	for i, l := range lines {
-		if strings.TrimSpace(l) == header {
-			start = i + 2 // past the |---| line
-			break
-		}
-	}
-	if start < 0 {
-		t.Fatalf("README has no error table headed %q", header)
-	}
-	var rows [][]string
-	for _, l := range lines[start:] {
-		if !strings.HasPrefix(l, "|") {
-			break
-		}
-		cells := strings.Split(strings.Trim(strings.TrimSpace(l), "|"), "|")
-		for i := range cells {
-			cells[i] = strings.Trim(strings.TrimSpace(cells[i]), "`")
-		}
-		if len(cells) != 5 {
-			t.Fatalf("README error table row %q has %d cells, want 5", l, len(cells))
-		}
-		rows = append(rows, cells)
-	}
-	if len(rows) != len(ProblemCodes) {
-		t.Errorf("README error table has %d rows, codes.go %d kinds", len(rows), len(ProblemCodes))
-	}
-	for i := 0; i < min(len(rows), len(ProblemCodes)); i++ {
-		k, row := ProblemCodes[i], rows[i]
-		status := strconv.Itoa(k.Status)
-		if k.Status == 0 {
-			status = "any"
-		}
-		if row[0] != k.Code || row[1] != status || row[2] != k.Type() {
-			t.Errorf("README error table row %d is %q %q %q, want %q %q %q", i+1, row[0], row[1], row[2], k.Code, status, k.Type())
+	for reason, c := range unreadCodes {
+		if _, ok := problemCode(c); !ok {
+			t.Errorf("unread %v: code %q is not in problem.Kinds", reason, c)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/recent"
 )
 
@@ -215,7 +216,7 @@ func (l *rateLimiter) judge(c *fiber.Ctx, key string, d rateDecision, err error)
 	l.sawSpent(key)
 	retry := max(ceilSeconds(d.RetryAfter), 1)
 	c.Set(fiber.HeaderRetryAfter, strconv.FormatInt(retry, 10))
-	return &HTTPError{Status: http.StatusTooManyRequests, Detail: fmt.Sprintf(
+	return &problem.HTTPError{Status: http.StatusTooManyRequests, Detail: fmt.Sprintf(
 		"rate limit: at most %d requests per second per tenant, bursts of %d; retry after %d s", l.rate, l.burst, retry)}
 }
 

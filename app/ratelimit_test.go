@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/tasks"
@@ -106,7 +107,7 @@ func TestRateLimitOpenAPIKeys(t *testing.T) {
 
 // limiterApp serves one limited route that answers 200.
 func limiterApp(l *rateLimiter) *fiber.App {
-	f := fiber.New(fiber.Config{ErrorHandler: errorHandler(zerolog.Nop())})
+	f := fiber.New(fiber.Config{ErrorHandler: problem.ErrorHandler(zerolog.Nop())})
 	f.Get("/stock/:tenant", pathTenant(tasks.Route{Tenant: "tenant"}), l.handler(), func(c *fiber.Ctx) error { return c.SendString("ok") })
 	return f
 }

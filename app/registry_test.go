@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/hibiken/asynq"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/guardstack"
 	"github.com/jobguard/jobguard/internal/redistest"
@@ -63,7 +64,7 @@ func TestTaskListDrivesRouteAndHandler(t *testing.T) {
 	defer guard.Close()
 	mux := tasks.Protect(guard, tasks.Deps{}, list)
 	stack := guardstack.Of(guard)
-	f := fiber.New(fiber.Config{ErrorHandler: errorHandler(nopLogger())})
+	f := fiber.New(fiber.Config{ErrorHandler: problem.ErrorHandler(nopLogger())})
 	(&api{stack: stack, client: asynq.NewClientFromRedisClient(db.Client), tasks: list,
 		idem: idempotency{rdb: db.Client, prefix: "jobguard", retention: time.Hour}}).routes(f)
 	srv := asynq.NewServerFromRedisClient(db.Client, guard.ServerConfig(asynq.Config{

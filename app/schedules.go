@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/schedule"
 )
 
@@ -23,10 +24,10 @@ func operatorRoutes(f *fiber.App, s *schedule.Scheduler, operators, tenants toke
 			return c.Next()
 		}
 		if _, tenant := tenants.tenant(token); ok && tenant {
-			return &HTTPError{Status: http.StatusForbidden, Code: CodeOperatorRequired, Field: "Authorization", Detail: "schedules are for operators: this route needs a token of OPERATOR_TOKENS"}
+			return &problem.HTTPError{Status: http.StatusForbidden, Code: problem.CodeOperatorRequired, Field: "Authorization", Detail: "schedules are for operators: this route needs a token of OPERATOR_TOKENS"}
 		}
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobguard"`)
-		return &HTTPError{Status: http.StatusUnauthorized, Detail: "a valid operator bearer token is required", Field: "Authorization"}
+		return &problem.HTTPError{Status: http.StatusUnauthorized, Detail: "a valid operator bearer token is required", Field: "Authorization"}
 	}
 	f.Get("/schedules", guard, limit, func(c *fiber.Ctx) error {
 		ov, err := s.Overview(c.UserContext())
@@ -39,7 +40,7 @@ func operatorRoutes(f *fiber.App, s *schedule.Scheduler, operators, tenants toke
 		name := utils.CopyString(c.Params("name"))
 		jobs, err := s.Jobs(c.UserContext(), name)
 		if errors.Is(err, schedule.ErrUnknown) {
-			return &HTTPError{Status: http.StatusNotFound, Field: "name", Detail: "no schedule is called " + fmt.Sprintf("%q", name)}
+			return &problem.HTTPError{Status: http.StatusNotFound, Field: "name", Detail: "no schedule is called " + fmt.Sprintf("%q", name)}
 		}
 		if err != nil {
 			return err
@@ -51,7 +52,7 @@ func operatorRoutes(f *fiber.App, s *schedule.Scheduler, operators, tenants toke
 			name := utils.CopyString(c.Params("name"))
 			err := s.SetPaused(c.UserContext(), name, paused)
 			if errors.Is(err, schedule.ErrUnknown) {
-				return &HTTPError{Status: http.StatusNotFound, Field: "name", Detail: "no schedule is called " + fmt.Sprintf("%q", name)}
+				return &problem.HTTPError{Status: http.StatusNotFound, Field: "name", Detail: "no schedule is called " + fmt.Sprintf("%q", name)}
 			}
 			if err != nil {
 				return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
@@ -142,7 +143,7 @@ func TestRedisStall(t *testing.T) {
 			t.Errorf("%s: %v after %s", a.what, a.err, a.took)
 		case a.took > deadline+time.Second:
 			t.Errorf("%s: answered %d after %s, more than the deadline %s plus 1s", a.what, a.status, a.took.Round(time.Millisecond), deadline)
-		case a.status != http.StatusServiceUnavailable || !strings.HasPrefix(a.contentType, ProblemContentType) || a.retryAfter == "":
+		case a.status != http.StatusServiceUnavailable || !strings.HasPrefix(a.contentType, problem.ContentType) || a.retryAfter == "":
 			t.Errorf("%s: answered %d %q Retry-After %q after %s; want 503 problem+json with Retry-After", a.what, a.status, a.contentType, a.retryAfter, a.took.Round(time.Millisecond))
 		}
 	}
@@ -217,7 +218,7 @@ func TestRedisDown(t *testing.T) {
 		{http.MethodPost, "/monitoring/api/queues/default:pause", ""},
 	} {
 		a := timedRequest(c.method, r.base+c.path, c.body, "Content-Type", "application/json", "Origin", r.base)
-		if a.err != nil || a.status != http.StatusServiceUnavailable || !strings.HasPrefix(a.contentType, ProblemContentType) ||
+		if a.err != nil || a.status != http.StatusServiceUnavailable || !strings.HasPrefix(a.contentType, problem.ContentType) ||
 			a.retryAfter == "" || a.took > 2*time.Second {
 			t.Errorf("%s with Redis down: %d %q Retry-After %q after %s (%v); want a fast 503 problem+json", a.what, a.status, a.contentType, a.retryAfter, a.took, a.err)
 		}

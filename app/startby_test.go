@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/testsupport"
 )
 
@@ -46,7 +47,7 @@ func TestStartByInTheEnqueueBody(t *testing.T) {
 		`{"tenant_id":"t1","resource_id":"w","start_by":1}`,
 	} {
 		code, ans := rawDo(t, http.MethodPost, r.base+"/jobs/rebuild-cache", body)
-		var p Problem
+		var p problem.Details
 		if code != 400 || json.Unmarshal([]byte(ans), &p) != nil || p.Field != "start_by" {
 			t.Fatalf("%s: %d %s, want 400 naming start_by", body, code, ans)
 		}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/jobguard/jobguard/app/problem"
 )
 
 // recordKeys counts the keys a request would leave behind: jobguard's keys but the rate limiter's
@@ -92,7 +94,7 @@ func TestDecodeJSONNested(t *testing.T) {
 	} {
 		var v strictOuter
 		err := decodeJSON([]byte(tc.body), &v)
-		he, ok := err.(*HTTPError)
+		he, ok := err.(*problem.HTTPError)
 		if !ok || he.Status != http.StatusBadRequest || he.Field != tc.field {
 			t.Errorf("%s: %v (%#v), want a 400 naming %s", tc.body, err, err, tc.field)
 		}

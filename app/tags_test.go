@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobguard/jobguard/app/problem"
 )
 
 // Tags in an enqueue body: folded and kept (GET /jobs/{id}, GET /jobs), 400 naming tags when they
@@ -41,7 +43,7 @@ func TestTagsAndSearch(t *testing.T) {
 	for _, bad := range []string{`["a b"]`, `[""]`, `["` + strings.Repeat("x", 65) + `"]`, `"eu"`, `[1]`,
 		`["1","2","3","4","5","6","7","8","9"]`} {
 		resp, out := post(t, r, "/jobs/rebuild-cache", `{"tenant_id":"t1","resource_id":"z","tags":`+bad+`}`, bearer(tokenA)...)
-		var p Problem
+		var p problem.Details
 		if resp.StatusCode != 400 || json.Unmarshal([]byte(out), &p) != nil || p.Field != "tags" {
 			t.Fatalf("tags %s: %d %s, want 400 naming tags", bad, resp.StatusCode, out)
 		}
@@ -86,7 +88,7 @@ func TestTagsAndSearch(t *testing.T) {
 		"/jobs?tag=a+b": "tag", "/jobs?tags_match=some": "tags_match", "/jobs?created_after=yesterday": "created_after",
 		"/jobs?created_before=1": "created_before", "/jobs?error=" + strings.Repeat("e", 201): "error",
 	} {
-		var p Problem
+		var p problem.Details
 		if code := getJSON(t, r, path, &p, bearer(tokenA)...); code != 400 || p.Field != field {
 			t.Errorf("%s: %d %+v, want 400 naming %s", path, code, p, field)
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/tasks"
 )
 
@@ -39,7 +40,7 @@ func (a *api) readModel(r tasks.Route) fiber.Handler {
 			params[n] = v
 		}
 		if t := tenantOf(c); t != "" && t != params[r.Tenant] {
-			return &HTTPError{Status: http.StatusForbidden, Field: r.Tenant, Detail: r.Tenant + " is not the tenant of this token"}
+			return &problem.HTTPError{Status: http.StatusForbidden, Field: r.Tenant, Detail: r.Tenant + " is not the tenant of this token"}
 		}
 		body, err := r.Read(c.UserContext(), tasks.ReadDeps{Locks: a.stack.Locks(), SQL: a.sql}, params)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/problem"
 )
 
 // routeUnparsed is the route label and log value of requests no route ever saw: fasthttp could
@@ -32,7 +33,7 @@ func unreadRequests(cfg config.Config, log zerolog.Logger, hm *httpMetrics, next
 		c.Locals("requestid", id)
 		c.Set(fiber.HeaderXRequestID, id)
 		// Nothing of err goes on: its message holds the request's bytes.
-		herr := next(c, &HTTPError{Status: status, Code: unreadCodes[reason], Detail: detail})
+		herr := next(c, &problem.HTTPError{Status: status, Code: unreadCodes[reason], Detail: detail})
 		hm.observeUnparsed(c, status)
 		// fasthttp stamps a request's start only once it is read: its duration is not known.
 		logAccess(log, c, 0).Str("route", routeUnparsed).Str("reason", reason).Msg("request not read")
@@ -42,8 +43,8 @@ func unreadRequests(cfg config.Config, log zerolog.Logger, hm *httpMetrics, next
 
 // unreadCodes is the problem code of each reason a request was not read.
 var unreadCodes = map[string]string{
-	"malformed": CodeMalformedRequest, "header_too_large": CodeHeaderTooLarge, "body_too_large": CodeBodyTooLarge,
-	"timeout": CodeRequestTimeout, "unknown_method": CodeUnknownMethod,
+	"malformed": problem.CodeMalformedRequest, "header_too_large": problem.CodeHeaderTooLarge, "body_too_large": problem.CodeBodyTooLarge,
+	"timeout": problem.CodeRequestTimeout, "unknown_method": problem.CodeUnknownMethod,
 }
 
 // unreadAnswer is the status, log reason and fixed detail of an error Fiber's server error handler

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
@@ -35,11 +36,11 @@ func (a *api) viewOrWait(c *fiber.Ctx) error {
 	}
 	wait, err := time.ParseDuration(w)
 	if err != nil || wait <= 0 || wait > maxWait {
-		return &HTTPError{Status: http.StatusBadRequest, Field: "wait", Detail: "wait must be a duration from 1ms to 30s, e.g. 30s"}
+		return &problem.HTTPError{Status: http.StatusBadRequest, Field: "wait", Detail: "wait must be a duration from 1ms to 30s, e.g. 30s"}
 	}
 	known := jobstore.Status(c.Query("status"))
 	if known != "" && !slices.Contains(jobstore.Statuses, known) {
-		return &HTTPError{Status: http.StatusBadRequest, Field: "status", Detail: "status must be a job status"}
+		return &problem.HTTPError{Status: http.StatusBadRequest, Field: "status", Detail: "status must be a job status"}
 	}
 	timeout := time.Second * 5
 	if d, ok := c.UserContext().Deadline(); ok {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/tasks"
 )
@@ -74,17 +75,17 @@ func (a *api) taskOf(typ string) (tasks.Task, bool) {
 func (a *api) nodeSpec(c *fiber.Ctx, tenant, field, node, typ string, payload json.RawMessage) (engine.Spec, error) {
 	t, ok := a.taskOf(typ)
 	if !ok {
-		return engine.Spec{}, BadField(field+".type", fmt.Sprintf("node %q: %q is not a task type", node, typ))
+		return engine.Spec{}, problem.BadField(field+".type", fmt.Sprintf("node %q: %q is not a task type", node, typ))
 	}
 	if len(payload) == 0 {
-		return engine.Spec{}, BadField(field+".payload", fmt.Sprintf("node %q: payload is required", node))
+		return engine.Spec{}, problem.BadField(field+".payload", fmt.Sprintf("node %q: payload is required", node))
 	}
 	req, err := acceptBody(c, payload, t.Request())
 	if err != nil {
 		return engine.Spec{}, nodeError(field+".payload", node, err)
 	}
 	if req.Tenant() != tenant {
-		return engine.Spec{}, BadField(field+".payload.tenant_id", fmt.Sprintf("node %q: tenant_id is not the workflow's", node))
+		return engine.Spec{}, problem.BadField(field+".payload.tenant_id", fmt.Sprintf("node %q: tenant_id is not the workflow's", node))
 	}
 	spec := req.Spec()
 	spec.Dedup, spec.Headers = nil, traceHeaders(c)
@@ -93,7 +94,7 @@ func (a *api) nodeSpec(c *fiber.Ctx, tenant, field, node, typ string, payload js
 
 // nodeError names a node's payload error by its path in the whole body.
 func nodeError(field, node string, err error) error {
-	var he *HTTPError
+	var he *problem.HTTPError
 	var fe *tasks.FieldError
 	switch {
 	case errors.As(err, &he):
@@ -102,7 +103,7 @@ func nodeError(field, node string, err error) error {
 		out.Detail = fmt.Sprintf("node %q: %s", node, he.Detail)
 		return &out
 	case errors.As(err, &fe):
-		return BadField(field+"."+fe.Field, fmt.Sprintf("node %q: %s %s", node, fe.Field, fe.Detail))
+		return problem.BadField(field+"."+fe.Field, fmt.Sprintf("node %q: %s %s", node, fe.Field, fe.Detail))
 	}
 	return err
 }
@@ -112,20 +113,20 @@ func workflowError(err error, what string) error {
 	var we *engine.WorkflowError
 	switch {
 	case errors.As(err, &we) && we.Field == "nodes":
-		return BadField(what, we.Detail)
+		return problem.BadField(what, we.Detail)
 	case errors.As(err, &we):
-		return BadField(fmt.Sprintf("%s[%d].%s", what, we.Index, we.Field), fmt.Sprintf("node %q: %s %s", we.Node, we.Field, we.Detail))
+		return problem.BadField(fmt.Sprintf("%s[%d].%s", what, we.Index, we.Field), fmt.Sprintf("node %q: %s %s", we.Node, we.Field, we.Detail))
 	case errors.Is(err, engine.ErrOutcomeUnknown):
-		return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Err: err,
+		return &problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeOutcomeUnknown, Err: err,
 			Detail: "Redis did not answer in time: the " + what + " may have been created; retry with the same Idempotency-Key to learn its outcome"}
 	}
-	return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeEnqueueFailed, Err: err, Detail: "the " + what + " could not be created; nothing will run, retry later"}
+	return &problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeEnqueueFailed, Err: err, Detail: "the " + what + " could not be created; nothing will run, retry later"}
 }
 
 // notDurableError answers a workflow or batch that was created but whose confirmation its
 // replicas did not acknowledge in time (durable mode).
 func notDurableError(err error) error {
-	return &HTTPError{Status: http.StatusServiceUnavailable, Code: CodeNotDurable, Err: err,
+	return &problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeNotDurable, Err: err,
 		Detail: "created, but its replicas did not acknowledge it in time; retry with the same Idempotency-Key to get it"}
 }
 
@@ -142,7 +143,7 @@ func (a *api) createWorkflow(c *fiber.Ctx) error {
 		return err
 	}
 	if len(req.Nodes) == 0 || len(req.Nodes) > engine.MaxWorkflowNodes {
-		return BadField("nodes", fmt.Sprintf("a workflow has 1 to %d nodes, not %d", engine.MaxWorkflowNodes, len(req.Nodes)))
+		return problem.BadField("nodes", fmt.Sprintf("a workflow has 1 to %d nodes, not %d", engine.MaxWorkflowNodes, len(req.Nodes)))
 	}
 	w := engine.WorkflowSpec{Tenant: req.TenantID, Nodes: make([]engine.WorkflowNode, len(req.Nodes))}
 	for i, n := range req.Nodes {
@@ -179,7 +180,7 @@ func (a *api) checkTenant(c *fiber.Ctx, tenant string) error {
 		return err
 	}
 	if t := tenantOf(c); t != "" && t != tenant {
-		return &HTTPError{Status: http.StatusForbidden, Field: "tenant_id", Detail: "tenant_id is not the tenant of this token"}
+		return &problem.HTTPError{Status: http.StatusForbidden, Field: "tenant_id", Detail: "tenant_id is not the tenant of this token"}
 	}
 	return nil
 }
@@ -229,7 +230,7 @@ func (a *api) once(c *fiber.Ctx, tenant string, create func() (answer, error)) e
 // tenant's.
 func (a *api) loadWorkflow(c *fiber.Ctx, what string) (engine.WorkflowView, error) {
 	id := strings.Clone(c.Params("id"))
-	notFound := &HTTPError{Status: http.StatusNotFound, Detail: "no " + what + " " + id}
+	notFound := &problem.HTTPError{Status: http.StatusNotFound, Detail: "no " + what + " " + id}
 	v, err := a.stack.Workflow(c.UserContext(), id)
 	if errors.Is(err, engine.ErrWorkflowNotFound) {
 		return v, notFound
@@ -273,7 +274,7 @@ func (a *api) cancelWorkflow(c *fiber.Ctx) error {
 	}
 	err = a.stack.CancelWorkflow(c.UserContext(), v.ID)
 	if errors.Is(err, engine.ErrWorkflowEnded) {
-		return &HTTPError{Status: http.StatusConflict, Code: CodeWorkflowEnded, Detail: "the workflow has ended: " + err.Error()}
+		return &problem.HTTPError{Status: http.StatusConflict, Code: problem.CodeWorkflowEnded, Detail: "the workflow has ended: " + err.Error()}
 	}
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobguard/jobguard/app/problem"
 )
 
 func rebuildNode(id, resource string, parents ...string) string {
@@ -87,7 +89,7 @@ func TestWorkflowEndpoints(t *testing.T) {
 		t.Fatalf("another tenant's cancel: %+v", p)
 	}
 	resp, out = post(t, r, "/workflows/"+created.WorkflowID+"/cancel", "", bearer(tokenA)...)
-	if p := decodeProblem(t, resp, out); p.Status != 409 || p.Code != CodeWorkflowEnded {
+	if p := decodeProblem(t, resp, out); p.Status != 409 || p.Code != problem.CodeWorkflowEnded {
 		t.Fatalf("cancel of a done workflow: %+v", p)
 	}
 	resp, out = get(t, r.base+"/workflows/"+created.WorkflowID+"/events", bearer(tokenA)...)

@@ -1,10 +1,10 @@
-package app
+package problem
 
 import "net/http"
 
-// ProblemTypeBase prefixes every problem's type URI: ProblemTypeBase + code. The URIs identify a
+// TypeBase prefixes every problem's type URI: TypeBase + code. The URIs identify a
 // kind of error; they need not resolve.
-const ProblemTypeBase = "https://jobguard.dev/problems/"
+const TypeBase = "https://jobguard.dev/problems/"
 
 // Stable codes of the API's error kinds: a client branches on the code, never on the detail's
 // text. The README's error table lists exactly these (TestREADMEErrorTableListsEveryCode).
@@ -47,8 +47,8 @@ const (
 	CodeHTTPError             = "http_error"
 )
 
-// ProblemCode is one error kind: its code, the status it is answered with, and what it means.
-type ProblemCode struct {
+// Kind is one error kind: its code, the status it is answered with, and what it means.
+type Kind struct {
 	Code   string
 	Status int
 	// Meaning says what happened, Action what a client should do.
@@ -56,10 +56,10 @@ type ProblemCode struct {
 }
 
 // Type is the kind's problem type URI.
-func (k ProblemCode) Type() string { return ProblemTypeBase + k.Code }
+func (k Kind) Type() string { return TypeBase + k.Code }
 
-// ProblemCodes lists every error kind the API answers with, in the README table's order.
-var ProblemCodes = []ProblemCode{
+// Kinds lists every error kind the API answers with, in the README table's order.
+var Kinds = []Kind{
 	{CodeValidationFailed, http.StatusBadRequest, "a field, parameter or header (named by `field`) is invalid, or a single-valued header is sent twice", "fix the request; do not retry it unchanged"},
 	{CodeMalformedRequest, http.StatusBadRequest, "the request is not valid HTTP/1.1 and was not read, or its body length is ambiguous (Transfer-Encoding with Content-Length; the connection is closed)", "fix the client"},
 	{CodeUnauthorized, http.StatusUnauthorized, "no valid bearer token", "send one of API_TOKENS (on /schedules, of OPERATOR_TOKENS)"},
@@ -98,10 +98,10 @@ var ProblemCodes = []ProblemCode{
 	{CodeHTTPError, 0, "any other HTTP error (`status` says which)", "act on its status"},
 }
 
-// codeForStatus is the code of an error that names none: each status here has one kind only
+// CodeForStatus is the code of an error that names none: each status here has one kind only
 // where no handler chose a more specific one. 409 and 503 always name theirs, except that an
 // unnamed 503 is Redis not answering (dependencyDown).
-var codeForStatus = map[int]string{
+var CodeForStatus = map[int]string{
 	http.StatusBadRequest:                  CodeValidationFailed,
 	http.StatusUnauthorized:                CodeUnauthorized,
 	http.StatusForbidden:                   CodeForbiddenTenant,

@@ -1,4 +1,8 @@
-package app
+// Package problem is how every HTTP error of jobguard is answered: problem+json (RFC 9457) with a
+// stable code per error kind (Kinds, the README's table), HTTPError for handlers to return, and
+// ErrorHandler mapping every error (the task contract's, the engine's, web's, Redis down) to its
+// answer. It may import the library, the task contract and web; nothing of app.
+package problem
 
 import (
 	"errors"
@@ -12,9 +16,9 @@ import (
 	"github.com/jobguard/jobguard/web"
 )
 
-// Problem is an RFC 9457 problem details object, the body of every error answer.
-type Problem struct {
-	// Type is ProblemTypeBase + Code: it identifies the kind (it need not resolve).
+// Details is an RFC 9457 problem details object, the body of every error answer.
+type Details struct {
+	// Type is TypeBase + Code: it identifies the kind (it need not resolve).
 	Type string `json:"type"`
 	// Code is the kind's stable snake_case code (codes.go, the README's error table).
 	Code     string `json:"code"`
@@ -28,14 +32,14 @@ type Problem struct {
 	RequestID string `json:"request_id,omitempty"`
 }
 
-// ProblemContentType is the media type of error answers.
-const ProblemContentType = "application/problem+json"
+// ContentType is the media type of error answers.
+const ContentType = "application/problem+json"
 
 // HTTPError is an error with the status and detail the API answers with. Handlers return it (or
-// wrap it); errorHandler is the one place that turns errors into HTTP answers.
+// wrap it); ErrorHandler is the one place that turns errors into HTTP answers.
 type HTTPError struct {
 	Status int
-	// Code is the error kind (codes.go); empty means the one codeForStatus gives Status.
+	// Code is the error kind (codes.go); empty means the one CodeForStatus gives Status.
 	Code   string
 	Detail string
 	Field  string
@@ -56,11 +60,11 @@ func BadField(field, detail string) *HTTPError {
 	return &HTTPError{Status: http.StatusBadRequest, Field: field, Detail: detail}
 }
 
-// errorHandler maps every error a handler returns to a problem+json answer. Unknown errors are
+// ErrorHandler maps every error a handler returns to a problem+json answer. Unknown errors are
 // 500s whose detail never leaks internals; they are logged with the request id.
-func errorHandler(log zerolog.Logger) fiber.ErrorHandler {
+func ErrorHandler(log zerolog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
-		p := Problem{Instance: c.Path(), RequestID: requestID(c)}
+		p := Details{Instance: c.Path(), RequestID: RequestID(c)}
 		var he *HTTPError
 		var fe *fiber.Error
 		var field *tasks.FieldError
@@ -99,15 +103,15 @@ func errorHandler(log zerolog.Logger) fiber.ErrorHandler {
 		setRetryAfter(c, p.Status)
 		p.Title = http.StatusText(p.Status)
 		if p.Code == "" {
-			p.Code = codeForStatus[p.Status]
+			p.Code = CodeForStatus[p.Status]
 		}
 		if p.Code == "" {
 			p.Code = CodeHTTPError
 		}
-		p.Type = ProblemTypeBase + p.Code
+		p.Type = TypeBase + p.Code
 		c.Status(p.Status)
-		c.Set(fiber.HeaderContentType, ProblemContentType)
-		return c.JSON(p, ProblemContentType)
+		c.Set(fiber.HeaderContentType, ContentType)
+		return c.JSON(p, ContentType)
 	}
 }
 
@@ -120,7 +124,7 @@ var webCodes = map[*fiber.Error]string{
 	web.ErrBackendFailed:  CodeMonitoringFailed,
 }
 
-func requestID(c *fiber.Ctx) string {
+func RequestID(c *fiber.Ctx) string {
 	if id, ok := c.Locals("requestid").(string); ok {
 		return id
 	}
