@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jobguard/jobguard/app/auth"
 	"github.com/jobguard/jobguard/app/problem"
 )
 
@@ -173,10 +174,10 @@ func adminRoutes(f *fiber.App, p probes, reg *prometheus.Registry, guard fiber.H
 
 // metricsToken makes /metrics on HTTP_ADDR ask for one of API_TOKENS' tokens (any tenant's), as
 // the API does: the series name task types, queues and error rates of every tenant.
-func metricsToken(tokens tokenTable) fiber.Handler {
+func metricsToken(tokens auth.Tokens) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		token, ok := bearerToken(c.Get(fiber.HeaderAuthorization))
-		if _, known := tokens.tenant(token); !ok || !known {
+		token, ok := auth.BearerToken(c.Get(fiber.HeaderAuthorization))
+		if _, known := tokens.Tenant(token); !ok || !known {
 			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobguard"`)
 			return &problem.HTTPError{Status: http.StatusUnauthorized, Field: "Authorization",
 				Detail: "a valid bearer token is required for /metrics on HTTP_ADDR (or serve it on ADMIN_ADDR)"}

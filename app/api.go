@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobguard/jobguard/app/auth"
 	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/history"
 	"github.com/jobguard/jobguard/internal/engine"
@@ -25,7 +26,7 @@ type api struct {
 	stack   *engine.Stack
 	client  *asynq.Client
 	idem    idempotency
-	tokens  tokenTable   // bearer token -> tenant; empty: open
+	tokens  auth.Tokens  // bearer token -> tenant; empty: open
 	tasks   []tasks.Task // one POST /jobs/<type> route each, and their read-model routes
 	metrics *httpMetrics
 	limiter *rateLimiter  // nil: no rate limit
@@ -65,11 +66,11 @@ func (a *api) routes(f *fiber.App) {
 
 // authenticate maps the bearer token to its tenant when API_TOKENS is set.
 func (a *api) authenticate(c *fiber.Ctx) error {
-	if a.tokens.open() {
+	if a.tokens.Open() {
 		return c.Next()
 	}
-	token, ok := bearerToken(c.Get(fiber.HeaderAuthorization))
-	tenant, known := a.tokens.tenant(token)
+	token, ok := auth.BearerToken(c.Get(fiber.HeaderAuthorization))
+	tenant, known := a.tokens.Tenant(token)
 	if !ok || !known {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobguard"`)
 		return &problem.HTTPError{Status: http.StatusUnauthorized, Detail: "a valid bearer token is required", Field: "Authorization"}

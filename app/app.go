@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/app/auth"
 	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/app/observe"
 	"github.com/jobguard/jobguard/app/store"
@@ -178,7 +179,7 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 	} else {
 		var guard fiber.Handler
 		if len(cfg.APITokens) > 0 {
-			guard = metricsToken(newTokenTable(cfg.APITokens))
+			guard = metricsToken(auth.NewTokens(cfg.APITokens))
 		}
 		adminRoutes(a.http, pr, reg, guard)
 	}
@@ -188,12 +189,12 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 		a.feeds = newFeeds(a.streams, a.stack.Store(), eventsPoll, cfg.RequestTimeout, cfg.EventStreamsPerTenant, cfg.EventStreamsMax)
 		limiter := newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log) // nil when RATE_LIMIT=0
 		(&api{
-			stack: a.stack, client: a.client, tokens: newTokenTable(cfg.APITokens), tasks: cfg.Tasks, metrics: hm, sql: a.sql, streams: a.streams,
+			stack: a.stack, client: a.client, tokens: auth.NewTokens(cfg.APITokens), tasks: cfg.Tasks, metrics: hm, sql: a.sql, streams: a.streams,
 			limiter: limiter,
 			feeds:   a.feeds,
 			idem:    idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention, deadline: a.stack.WriteDeadline},
 		}).routes(a.http)
-		operatorRoutes(a.http, a.sched, newTokenTable(cfg.OperatorTokens), newTokenTable(cfg.APITokens), limiter.handler())
+		operatorRoutes(a.http, a.sched, auth.NewTokens(cfg.OperatorTokens), auth.NewTokens(cfg.APITokens), limiter.handler())
 		if err := web.Mount(a.http, a.rdb, web.Monitoring{
 			User:     cfg.MonitoringUser,
 			Password: cfg.MonitoringPassword,

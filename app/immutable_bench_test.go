@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
+	"github.com/jobguard/jobguard/app/auth"
 	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/benchfig"
 )
@@ -37,7 +38,7 @@ func BenchmarkImmutableVsCopy(b *testing.B) {
 			}
 			raw, _ := idempotencyHeader(c)
 			fp := fingerprint(c.Method(), c.Path(), c.Body())
-			_, _ = bearerToken(c.Get(fiber.HeaderAuthorization))
+			_, _ = auth.BearerToken(c.Get(fiber.HeaderAuthorization))
 			return c.Status(202).JSON(fiber.Map{"type": c.Params("type"), "tenant": req.TenantID, "key": raw, "fp": fp[:8]})
 		})
 		return f.Handler()

@@ -8,22 +8,23 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
 
+	"github.com/jobguard/jobguard/app/auth"
 	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/schedule"
 )
 
 // operatorRoutes are the schedules' routes (list, latest jobs, pause, resume): operators only. With API_TOKENS or OPERATOR_TOKENS
 // set they need an operator token (a tenant token is 403); with neither, the API is open.
-func operatorRoutes(f *fiber.App, s *schedule.Scheduler, operators, tenants tokenTable, limit fiber.Handler) {
+func operatorRoutes(f *fiber.App, s *schedule.Scheduler, operators, tenants auth.Tokens, limit fiber.Handler) {
 	guard := func(c *fiber.Ctx) error {
-		if operators.open() && tenants.open() {
+		if operators.Open() && tenants.Open() {
 			return c.Next()
 		}
-		token, ok := bearerToken(c.Get(fiber.HeaderAuthorization))
-		if _, op := operators.tenant(token); ok && op {
+		token, ok := auth.BearerToken(c.Get(fiber.HeaderAuthorization))
+		if _, op := operators.Tenant(token); ok && op {
 			return c.Next()
 		}
-		if _, tenant := tenants.tenant(token); ok && tenant {
+		if _, tenant := tenants.Tenant(token); ok && tenant {
 			return &problem.HTTPError{Status: http.StatusForbidden, Code: problem.CodeOperatorRequired, Field: "Authorization", Detail: "schedules are for operators: this route needs a token of OPERATOR_TOKENS"}
 		}
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobguard"`)

@@ -135,14 +135,3 @@ func TestBearerScheme(t *testing.T) {
 		}
 	}
 }
-
-// tokenTable finds each configured token's tenant and nothing for any other string.
-func TestTokenTable(t *testing.T) {
-	t.Parallel()
-	tt := newTokenTable(map[string]string{tokenA: "t1", tokenB: "t2"})
-	for tok, want := range map[string]string{tokenA: "t1", tokenB: "t2", "": "", "token-a": "", tokenA + " ": "", "TOKEN-A-0123456789": ""} {
-		if got, ok := tt.tenant(tok); got != want || ok != (want != "") {
-			t.Errorf("tenant(%q) = %q %v, want %q", tok, got, ok, want)
-		}
-	}
-}

@@ -1,6 +1,6 @@
 // Package archtest holds the test that keeps the project's dependency direction:
 // cmd -> (app, tasks/registry); tasks/registry -> the example tasks (tasks/rebuildcache, tasks/reservestock) -> tasks;
-// app -> its rooms -> (web, tasks, schedule, middleware), app's rooms ordered (app/store, app/observe) -> app/config -> app/strictjson, and app/problem (imports no room);
+// app -> its rooms -> (web, tasks, schedule, middleware), app's rooms ordered (app/store, app/observe) -> app/config -> app/strictjson, and app/problem and app/auth (import no room);
 // tasks -> (schedule, middleware); middleware -> internal/engine -> locking; locking -> go-redis only.
 package archtest
 
@@ -78,6 +78,7 @@ func TestDependencyDirection(t *testing.T) {
 		{"app/strictjson", onlyProject()},
 		{"app/config", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "app/strictjson")},
 		{"app/store", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "history", "outbox", "sqlfence", "app/config", "app/strictjson")},
+		{"app/auth", onlyProject()},
 		{"app/problem", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "web")},
 		{"app/observe", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "app/config", "app/strictjson")},
 		{"app", notProject("cmd", "tasks/rebuildcache", "tasks/reservestock", "tasks/registry")},
