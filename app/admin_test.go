@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/app/admin"
 	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/redistest"
@@ -126,7 +127,7 @@ func TestWorkerReadinessFollowsItsHeartbeat(t *testing.T) {
 	db := redistest.NewDB(t)
 	var skew atomic.Int64
 	r := startAppThen(t, RoleWorker, map[string]string{"REDIS_URL": db.URL()}, func(a *App) {
-		a.worker.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+		a.worker.SetClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
 	})
 	ready := func() (int, string) {
 		resp, body := get(t, r.base+"/readyz")
@@ -135,7 +136,7 @@ func TestWorkerReadinessFollowsItsHeartbeat(t *testing.T) {
 	if code, body := ready(); code != 200 {
 		t.Fatalf("readyz just after the start: %d %s", code, body)
 	}
-	skew.Store(int64(heartbeatExpiry + time.Second)) // past the start's grace: the heartbeat counts
+	skew.Store(int64(admin.HeartbeatExpiry + time.Second)) // past the start's grace: the heartbeat counts
 	testsupport.Eventually(t, 5*time.Second, "ready once the first heartbeat is written", func() bool {
 		code, _ := ready()
 		return code == 200
@@ -161,38 +162,21 @@ func TestWorkerReadinessFollowsItsHeartbeat(t *testing.T) {
 	})
 }
 
-// Before its start and after its stop a worker is not ready; the API role has no worker to check.
-func TestWorkerNotReadyOutsideItsRun(t *testing.T) {
-	t.Parallel()
-	w := newWorkerHealth(nil, time.Second)
-	if err := w.ready(); err == nil || !strings.Contains(err.Error(), "not running") {
-		t.Fatalf("before start: %v", err)
-	}
-	w.start()
-	if err := w.ready(); err != nil {
-		t.Fatalf("just started (heartbeat grace): %v", err)
-	}
-	w.stop()
-	if err := w.ready(); err == nil {
-		t.Fatal("ready after stop")
-	}
-}
-
 // A worker's liveness follows its rescuer loop: a loop that stopped passing fails /healthz.
 func TestWorkerLivenessFollowsTheRescuer(t *testing.T) {
 	t.Parallel()
 	var skew atomic.Int64
-	var w *workerHealth
+	var w *admin.WorkerHealth
 	r := startAppThen(t, RoleWorker, map[string]string{"RESCUE_INTERVAL": "1m"}, func(a *App) {
 		w = a.worker
-		a.worker.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+		a.worker.SetClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
 	})
-	testsupport.Eventually(t, 5*time.Second, "the rescuer loop started", func() bool { return w.lastPass.Load() != 0 })
+	testsupport.Eventually(t, 5*time.Second, "the rescuer loop started", func() bool { return !w.LastPass().IsZero() })
 	if resp, body := get(t, r.base+"/healthz"); resp.StatusCode != 200 {
 		t.Fatalf("healthz: %d %s", resp.StatusCode, body)
 	}
 	// With RESCUE_INTERVAL=1m no pass ends in the next minutes: skip past the staleness limit.
-	skew.Store(int64(rescueStaleAfter(time.Minute) + time.Second))
+	skew.Store(int64(admin.RescueStaleAfter(time.Minute) + time.Second))
 	resp, body := get(t, r.base+"/healthz")
 	if p := decodeProblem(t, resp, body); p.Status != http.StatusServiceUnavailable || p.Code != problem.CodeNotLive || !strings.Contains(p.Detail, "rescuer") {
 		t.Fatalf("healthz with a stale rescuer: %+v", p)
@@ -206,12 +190,12 @@ func TestWorkerLivenessFollowsTheRescuer(t *testing.T) {
 // Passes move the rescuer's mark forward.
 func TestRescuerPassesKeepTheWorkerLive(t *testing.T) {
 	t.Parallel()
-	var w *workerHealth
+	var w *admin.WorkerHealth
 	startAppThen(t, RoleWorker, map[string]string{"RESCUE_INTERVAL": "100ms"}, func(a *App) { w = a.worker })
-	testsupport.Eventually(t, 5*time.Second, "the rescuer loop started", func() bool { return w.lastPass.Load() != 0 })
-	first := w.lastPass.Load()
-	testsupport.Eventually(t, 5*time.Second, "a pass ended", func() bool { return w.lastPass.Load() > first })
-	if err := w.live(); err != nil {
+	testsupport.Eventually(t, 5*time.Second, "the rescuer loop started", func() bool { return !w.LastPass().IsZero() })
+	first := w.LastPass()
+	testsupport.Eventually(t, 5*time.Second, "a pass ended", func() bool { return w.LastPass().After(first) })
+	if err := w.Live(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/app/admin"
 	"github.com/jobguard/jobguard/app/auth"
 	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/app/observe"
@@ -82,7 +83,7 @@ type App struct {
 	// admin serves /metrics and the probes on ADMIN_ADDR; nil when they are on http.
 	admin   *fiber.App
 	adminLn net.Listener
-	worker  *workerHealth // nil when the role runs no worker
+	worker  *admin.WorkerHealth // nil when the role runs no worker
 	// streams ends the open event streams (GET /jobs/{id}/events) before the HTTP shutdown waits for them.
 	streams     context.Context
 	stopStreams context.CancelFunc
@@ -130,7 +131,7 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 		Logger:            &a.log,
 		OnRescuePass: func(err error) {
 			if a.worker != nil {
-				a.worker.passed(err)
+				a.worker.Passed(err)
 			}
 		},
 	})
@@ -169,19 +170,19 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 	reg := observe.NewRegistry(append(own, a.sched.Collectors()...), a.inspector, ping)
 	reg.MustRegister(buildInfoCollector(Build()))
 	if role.serves(RoleWorker) {
-		a.worker = newWorkerHealth(a.inspector, cfg.RescueInterval)
+		a.worker = admin.NewWorkerHealth(a.inspector, cfg.RescueInterval)
 	}
-	pr := probes{ping: ping, worker: a.worker}
+	pr := admin.Probes{Ping: ping, Worker: a.worker}
 	if cfg.AdminAddr != "" {
 		a.admin = newFiber(cfg, a.log, hm)
-		adminRoutes(a.admin, pr, reg, nil)
+		admin.Routes(a.admin, pr, reg, nil)
 		a.admin.Use(fallback(a.admin))
 	} else {
 		var guard fiber.Handler
 		if len(cfg.APITokens) > 0 {
-			guard = metricsToken(auth.NewTokens(cfg.APITokens))
+			guard = admin.MetricsToken(auth.NewTokens(cfg.APITokens))
 		}
-		adminRoutes(a.http, pr, reg, guard)
+		admin.Routes(a.http, pr, reg, guard)
 	}
 
 	if role.serves(RoleAPI) {
@@ -267,7 +268,7 @@ func (a *App) Run(ctx context.Context) error {
 		if err := a.server.Start(a.mux); err != nil {
 			return fmt.Errorf("app: start worker: %w", err)
 		}
-		a.worker.start()
+		a.worker.Start()
 	}
 	rescueCtx, stopRescue := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRescue()
@@ -299,7 +300,7 @@ func (a *App) Run(ctx context.Context) error {
 	// guard's background loops, stopped with the scheduler.
 	reconcileDone := make(chan struct{})
 	if a.server != nil {
-		a.worker.beganPasses()
+		a.worker.BeganPasses()
 		go func() { defer close(reconcileDone); _ = a.guard.Run(rescueCtx) }()
 	} else {
 		close(reconcileDone)
@@ -334,7 +335,7 @@ func (a *App) Run(ctx context.Context) error {
 			// Handlers cancelled from here on are requeued with their attempt given back. asynq
 			// waits up to ShutdownTimeout for them, then cancels their contexts and requeues.
 			a.guard.BeginShutdown()
-			a.worker.stop() // not ready from here on
+			a.worker.Stop() // not ready from here on
 			a.server.Shutdown()
 			// A handler that ignores its context keeps its lease until it returns or the TTL
 			// runs out; only leases of handlers that returned were released.

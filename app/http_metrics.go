@@ -5,9 +5,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // httpMetrics count requests by method, route pattern (never the raw path) and status.
@@ -77,8 +75,4 @@ func methodLabel(m string) string {
 		}
 	}
 	return methodOther
-}
-
-func metricsRoute(f *fiber.App, reg *prometheus.Registry) {
-	f.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 }

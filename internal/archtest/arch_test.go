@@ -1,7 +1,11 @@
 // Package archtest holds the test that keeps the project's dependency direction:
-// cmd -> (app, tasks/registry); tasks/registry -> the example tasks (tasks/rebuildcache, tasks/reservestock) -> tasks;
-// app -> its rooms -> (web, tasks, schedule, middleware), app's rooms ordered (app/store, app/observe) -> app/config -> app/strictjson, and app/problem and app/auth (import no room);
-// tasks -> (schedule, middleware); middleware -> internal/engine -> locking; locking -> go-redis only.
+// cmd -> (app, tasks/registry); tasks/registry -> the example tasks (tasks/rebuildcache,
+// tasks/reservestock) -> tasks, and nothing else imports an example;
+// app -> its rooms, each imported by app alone and never importing app:
+// (app/store, app/observe) -> app/config -> app/strictjson; app/admin -> (app/problem, app/auth);
+// app/problem and app/auth import no room;
+// app and its rooms -> (web, tasks, schedule, middleware); tasks -> (schedule, middleware);
+// middleware -> internal/engine -> locking; locking -> go-redis only.
 package archtest
 
 import (
@@ -79,6 +83,7 @@ func TestDependencyDirection(t *testing.T) {
 		{"app/config", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "app/strictjson")},
 		{"app/store", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "history", "outbox", "sqlfence", "app/config", "app/strictjson")},
 		{"app/auth", onlyProject()},
+		{"app/admin", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "web", "app/auth", "app/problem")},
 		{"app/problem", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "web")},
 		{"app/observe", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "app/config", "app/strictjson")},
 		{"app", notProject("cmd", "tasks/rebuildcache", "tasks/reservestock", "tasks/registry")},

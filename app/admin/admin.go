@@ -1,4 +1,7 @@
-package app
+// Package admin serves a process's admin endpoints: /metrics, /healthz and /readyz, and what the
+// probes know about a worker's own parts (WorkerHealth). It may import app/auth, app/problem and
+// the library; nothing else of app.
+package admin
 
 import (
 	"context"
@@ -10,8 +13,10 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/jobguard/jobguard/app/auth"
 	"github.com/jobguard/jobguard/app/problem"
@@ -25,14 +30,14 @@ import (
 // readyTimeout bounds the whole of /readyz: the Redis ping and the look for the worker's heartbeat.
 const readyTimeout = time.Second
 
-// rescueStaleAfter is how old the rescuer's last finished pass may be before /healthz of a worker
+// RescueStaleAfter is how old the rescuer's last finished pass may be before /healthz of a worker
 // fails: a pass takes a few inspector calls, each bounded by the 3 s socket timeouts even when
 // Redis stalls, so only a loop that stopped or hangs gets this far.
-func rescueStaleAfter(interval time.Duration) time.Duration { return 30*time.Second + 3*interval }
+func RescueStaleAfter(interval time.Duration) time.Duration { return 30*time.Second + 3*interval }
 
-// workerHealth is what the probes know about a worker's own parts: its asynq server (between Start
+// WorkerHealth is what the probes know about a worker's own parts: its asynq server (between Start
 // and Shutdown, and its heartbeat in Redis) and its rescuer loop.
-type workerHealth struct {
+type WorkerHealth struct {
 	insp      *asynq.Inspector
 	host      string
 	pid       int
@@ -44,20 +49,21 @@ type workerHealth struct {
 	passFails atomic.Int64 // passes in a row that returned an error (Redis down, ...)
 }
 
-func newWorkerHealth(insp *asynq.Inspector, interval time.Duration) *workerHealth {
+// NewWorkerHealth watches the worker of this process (host and pid, as asynq names its server).
+func NewWorkerHealth(insp *asynq.Inspector, interval time.Duration) *WorkerHealth {
 	host, err := os.Hostname()
 	if err != nil {
 		host = "unknown-host" // asynq's own fallback, so the heartbeat's host matches
 	}
-	return &workerHealth{insp: insp, host: host, pid: os.Getpid(), interval: interval, now: time.Now}
+	return &WorkerHealth{insp: insp, host: host, pid: os.Getpid(), interval: interval, now: time.Now}
 }
 
-// beganPasses notes that the guard's rescue loop starts now (Run).
-func (w *workerHealth) beganPasses() { w.lastPass.Store(w.now().UnixNano()) }
+// BeganPasses notes that the guard's rescue loop starts now (Run).
+func (w *WorkerHealth) BeganPasses() { w.lastPass.Store(w.now().UnixNano()) }
 
-// passed notes the end of one rescue pass (middleware.Config.OnRescuePass), so /healthz can tell
+// Passed notes the end of one rescue pass (middleware.Config.OnRescuePass), so /healthz can tell
 // a live loop from a stuck one.
-func (w *workerHealth) passed(err error) {
+func (w *WorkerHealth) Passed(err error) {
 	if err != nil {
 		w.passFails.Add(1)
 	} else {
@@ -66,37 +72,38 @@ func (w *workerHealth) passed(err error) {
 	w.lastPass.Store(w.now().UnixNano())
 }
 
-func (w *workerHealth) live() error {
+// Live is nil while the rescuer loop passes often enough (RescueStaleAfter), or has not started.
+func (w *WorkerHealth) Live() error {
 	last := w.lastPass.Load()
 	if last == 0 {
 		return nil // not started yet: Run starts it with the server
 	}
-	if age := w.now().Sub(time.Unix(0, last)); age > rescueStaleAfter(w.interval) {
+	if age := w.now().Sub(time.Unix(0, last)); age > RescueStaleAfter(w.interval) {
 		return fmt.Errorf("the rescuer's last pass ended %s ago", age.Round(time.Second))
 	}
 	return nil
 }
 
-// heartbeatExpiry is how long asynq's server entry lives after a heartbeat (two 5 s intervals).
-const heartbeatExpiry = 10 * time.Second
+// HeartbeatExpiry is how long asynq's server entry lives after a heartbeat (two 5 s intervals).
+const HeartbeatExpiry = 10 * time.Second
 
-// start and stop bracket the asynq server's run: ready only in between.
-func (w *workerHealth) start() {
+// Start and Stop bracket the asynq server's run: ready only in between.
+func (w *WorkerHealth) Start() {
 	w.started.Store(w.now().UnixNano())
 	w.running.Store(true)
 }
 
-func (w *workerHealth) stop() { w.running.Store(false) }
+func (w *WorkerHealth) Stop() { w.running.Store(false) }
 
-// ready is nil when the asynq server runs and its heartbeat is in Redis: asynq writes it every 5 s
+// Ready is nil when the asynq server runs and its heartbeat is in Redis: asynq writes it every 5 s
 // with a 10 s expiry, and the inspector lists only servers whose entry has not expired. In the
 // first 10 s after the start the first heartbeat may not be written yet (asynq writes it from a
 // goroutine of Start).
-func (w *workerHealth) ready() error {
+func (w *WorkerHealth) Ready() error {
 	if !w.running.Load() {
 		return errors.New("the asynq server is not running")
 	}
-	if w.now().Sub(time.Unix(0, w.started.Load())) < heartbeatExpiry {
+	if w.now().Sub(time.Unix(0, w.started.Load())) < HeartbeatExpiry {
 		return nil
 	}
 	servers, err := w.insp.Servers()
@@ -111,29 +118,29 @@ func (w *workerHealth) ready() error {
 	return errors.New("the asynq server's heartbeat is not in Redis")
 }
 
-// probes answer /healthz and /readyz.
-type probes struct {
-	ping   func(context.Context) error
-	worker *workerHealth // nil when the process runs no worker
+// Probes answer /healthz and /readyz.
+type Probes struct {
+	Ping   func(context.Context) error
+	Worker *WorkerHealth // nil when the process runs no worker
 }
 
 // readyCheck is nil when Redis answers and, on a worker, its server heartbeats, all within
 // readyTimeout; the inspector's calls take no context, so they run aside and are waited for no
 // longer (the socket timeouts end them).
-func (p probes) readyCheck(ctx context.Context) error {
+func (p Probes) readyCheck(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	if err := p.ping(ctx); err != nil {
+	if err := p.Ping(ctx); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("redis did not answer within %s: %w", readyTimeout, err)
 		}
 		return fmt.Errorf("redis: %w", err)
 	}
-	if p.worker == nil {
+	if p.Worker == nil {
 		return nil
 	}
 	done := make(chan error, 1)
-	go func() { done <- p.worker.ready() }()
+	go func() { done <- p.Worker.Ready() }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -146,10 +153,10 @@ func (p probes) readyCheck(ctx context.Context) error {
 }
 
 // routes adds /healthz (the process and its own loops work) and /readyz (it can take work now).
-func (p probes) routes(f *fiber.App) {
+func (p Probes) routes(f *fiber.App) {
 	f.Get("/healthz", func(c *fiber.Ctx) error {
-		if p.worker != nil {
-			if err := p.worker.live(); err != nil {
+		if p.Worker != nil {
+			if err := p.Worker.Live(); err != nil {
 				return &problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeNotLive, Detail: "worker: " + err.Error(), Err: err}
 			}
 		}
@@ -163,8 +170,8 @@ func (p probes) routes(f *fiber.App) {
 	})
 }
 
-// adminRoutes adds the admin endpoints to f; guard, when not nil, runs before /metrics.
-func adminRoutes(f *fiber.App, p probes, reg *prometheus.Registry, guard fiber.Handler) {
+// Routes adds the admin endpoints to f; guard, when not nil, runs before /metrics.
+func Routes(f *fiber.App, p Probes, reg *prometheus.Registry, guard fiber.Handler) {
 	p.routes(f)
 	if guard != nil {
 		f.Use("/metrics", guard)
@@ -172,9 +179,9 @@ func adminRoutes(f *fiber.App, p probes, reg *prometheus.Registry, guard fiber.H
 	metricsRoute(f, reg)
 }
 
-// metricsToken makes /metrics on HTTP_ADDR ask for one of API_TOKENS' tokens (any tenant's), as
+// MetricsToken makes /metrics on HTTP_ADDR ask for one of API_TOKENS' tokens (any tenant's), as
 // the API does: the series name task types, queues and error rates of every tenant.
-func metricsToken(tokens auth.Tokens) fiber.Handler {
+func MetricsToken(tokens auth.Tokens) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		token, ok := auth.BearerToken(c.Get(fiber.HeaderAuthorization))
 		if _, known := tokens.Tenant(token); !ok || !known {
@@ -184,4 +191,20 @@ func metricsToken(tokens auth.Tokens) fiber.Handler {
 		}
 		return c.Next()
 	}
+}
+
+// metricsRoute serves reg at /metrics.
+func metricsRoute(f *fiber.App, reg *prometheus.Registry) {
+	f.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+}
+
+// SetClock replaces the clock the health checks read (tests move it past a limit).
+func (w *WorkerHealth) SetClock(now func() time.Time) { w.now = now }
+
+// LastPass is when the rescuer's loop started or last finished a pass (zero: not started).
+func (w *WorkerHealth) LastPass() time.Time {
+	if n := w.lastPass.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
