@@ -13,8 +13,9 @@ import (
 
 // Run keeps the guard's background loops until ctx ends: the rescuers (tasks of dead or paused
 // workers get a new delivery within about the lease TTL, at both levels), the job level's
-// deadline sweep, its reconciler (records and asynq's deliveries brought back in agreement) and
-// the workflows' repair pass (children of a node whose ending process died are released).
+// deadline sweep, its reconciler (records and asynq's deliveries brought back in agreement), the
+// workflows' repair pass (children of a node whose ending process died are released) and the
+// fair admission layer's sweep (Stack.SweepFair).
 // Run it in every worker process, beside the asynq server; it returns ctx's error.
 func (g *Guard) Run(ctx context.Context) error {
 	if err := g.stack.SyncClock(ctx); err != nil {
@@ -34,6 +35,15 @@ func (g *Guard) Run(ctx context.Context) error {
 			loop.Every(ctx, g.cfg.RescueInterval, func() {
 				if _, err := g.stack.SweepWorkflows(ctx); err != nil && ctx.Err() == nil {
 					g.log.Warn().Err(err).Msg("workflow sweep failed")
+				}
+			})
+		},
+		// The admission layer's sweep: what a process that died between an admission and its
+		// delivery, or between a job's end and its admission's release, left undone.
+		func(ctx context.Context) {
+			loop.Every(ctx, g.cfg.RescueInterval, func() {
+				if _, err := g.stack.SweepFair(ctx); err != nil && ctx.Err() == nil {
+					g.log.Warn().Err(err).Msg("fair admission sweep failed")
 				}
 			})
 		},

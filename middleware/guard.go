@@ -100,7 +100,7 @@ func (g *Guard) ProtectJob(typ string, j Job) {
 	g.stack.Register(engine.TaskConfig{
 		Type: typ, Queue: j.Queue, MaxAttempts: j.MaxAttempts, Timeout: j.Timeout, LeaseTTL: j.LeaseTTL,
 		Backoff: engine.Backoff{Base: j.BackoffBase, Max: j.BackoffMax}, AppliedTTL: j.AppliedTTL,
-		StartWithin: j.StartWithin, Limit: j.Limit.engine(), Encrypt: j.Encrypt,
+		StartWithin: j.StartWithin, Limit: j.Limit.engine(), Fair: j.Fair.engine(), Encrypt: j.Encrypt,
 	}, nil)
 	g.m.initType(typ)
 }

@@ -86,6 +86,9 @@ type Job struct {
 	StartWithin time.Duration
 	// Limit bounds the type's jobs per key across every process (zero: no bound).
 	Limit Limit
+	// Fair admits the type's jobs into asynq fairly across keys, with weights, per-key limits
+	// that wait instead of bouncing, and sequences (nil: asynq's FIFO order). See Fair.
+	Fair *Fair
 	// Resource names the resource of a task of this type that arrives without a job (a plain
 	// asynq enqueue), for its lease-level run; nil: the task is its own resource.
 	Resource func(*asynq.Task) (string, error)

@@ -83,6 +83,9 @@ func (s *Stack) Cancel(ctx context.Context, id string, req CancelRequest) (Cance
 	if res.From == jobstore.StatusProcessing {
 		s.fenceElsewhere(ctx, CancelledRun{JobID: id, Type: info.Type, Resource: info.Resource, Token: res.Token})
 	}
+	if tc, ok := s.TaskConfig(info.Type); ok && res.From != jobstore.StatusProcessing {
+		s.fairEnded(ctx, tc, id, jobstore.StatusCancelled) // the cancelled run's end frees a running one
+	}
 	if res.From != jobstore.StatusProcessing && res.Delivery != "" {
 		// Best effort: the record is the truth, a delivery left behind is refused at its start.
 		out.DeliveryDeleted = asynq.NewInspectorFromRedisClient(s.rdb).DeleteTask(info.Queue, res.Delivery) == nil
@@ -168,6 +171,8 @@ func (s *Stack) cancelledRun(ctx context.Context, job *Job, herr error, log zero
 		o = jobstore.Outcome{Status: jobstore.StatusFailed, Detail: msg, Error: msg}
 	}
 	_ = s.finish(ctx, job, o, log)
+	// The handler has returned: a sequence's next job may start now, never beside it.
+	s.fairEnded(ctx, job.tc, job.ID, jobstore.StatusCancelled)
 	log.Info().Str("event", "cancel_observed").Msg("job cancelled while running; handler stopped")
 	return nil
 }

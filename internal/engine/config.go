@@ -127,6 +127,9 @@ type TaskConfig struct {
 	// Limit bounds the type's jobs per key (concurrency, rate) across every process; the zero
 	// value limits nothing. See Limit.
 	Limit Limit
+	// Fair admits the type's jobs into asynq fairly across keys (weights, per-key limits without
+	// bounces, sequences) instead of enqueueing them at once; nil: asynq's FIFO. See Fair.
+	Fair *Fair
 	// Encrypt seals the type's payloads, results and checkpoints at rest with Config.Keys
 	// (AES-256-GCM); the handler and Stack.Open see plaintext (default false).
 	Encrypt bool

@@ -198,12 +198,34 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		}
 		break
 	}
+	if tc.Fair != nil {
+		return s.enqueueFair(ctx, client, tc, keys, id, spec)
+	}
 	if err := s.deliver(ctx, client, tc, id, DeliveryID(id, 1), spec.OpKey, dedup, limitHeaders(tc, spec), firstDelay(spec)); err != nil {
 		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
 	}
 	if err := s.confirm(ctx, keys, id, tc.Queue, spec); err != nil {
 		s.abandon(ctx, keys, id) // removes nothing the confirmation confirmed
+		return Enqueued{}, err
+	}
+	return Enqueued{JobID: id}, nil
+}
+
+// enqueueFair is the end of Enqueue for a fairly dispatched type: the job waits in its key's list
+// instead of asynq's queue, then is confirmed with a waiting event, then what the wait admitted
+// (this job, when its key's turn and the capacity allow, or others) is released into asynq. A job
+// abandoned after its wait is gone when admitted, and frees its admission then.
+func (s *Stack) enqueueFair(ctx context.Context, client *asynq.Client, tc TaskConfig, keys jobstore.Keys, id string, spec Spec) (Enqueued, error) {
+	admitted, err := s.fairWait(ctx, tc, id, spec)
+	if err != nil {
+		s.abandon(ctx, keys, id)
+		return Enqueued{}, err
+	}
+	defer s.releaseAdmitted(ctx, client, tc, admitted)
+	waiting := Event{Event: "waiting", Detail: "for its turn on key " + tc.Fair.keyOf(spec)}
+	if err := s.confirm(ctx, keys, id, tc.Queue, spec, waiting); err != nil {
+		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
 	}
 	return Enqueued{JobID: id}, nil
@@ -266,7 +288,7 @@ func (s *Stack) abandon(ctx context.Context, keys jobstore.Keys, id string) {
 // one pipeline. In durable mode a WAIT ends it (one per node on a cluster, the queue's master
 // included): a confirmation the replicas did not acknowledge is a notDurable error, and the job
 // stands on the master.
-func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id, queue string, spec Spec) error {
+func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id, queue string, spec Spec, events ...Event) error {
 	ttl := time.Duration(0)
 	if d := spec.Dedup; d != nil && d.Policy != Throttle {
 		ttl = dedupTTL(d) // a throttle's window runs from the create
@@ -279,6 +301,9 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id, queue strin
 	var c jobstore.Confirmation
 	werr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
 		c = s.store.QueueConfirm(ctx, pipe, keys, id, ttl, s.store.WriteDeadline(ctx))
+		if len(events) > 0 {
+			s.store.QueueEvents(ctx, pipe, keys, s.now(), events...)
+		}
 		s.store.QueueIndex(ctx, pipe, spec.Tenant, id, spec.Tags, s.now()) // the tenant's list (GET /jobs) and its tags'
 		s.store.QueueExpiry(ctx, pipe, id, s.store.ExpiryDue(s.now(), spec.StartBy))
 		if !cluster && spec.Finally != nil {
@@ -368,7 +393,7 @@ func (s *Stack) newRecord(ctx context.Context, id string, tc TaskConfig, spec Sp
 	j := jobstore.NewJob{
 		ID: id, Type: spec.Type, Queue: tc.Queue, Tenant: spec.Tenant, Resource: spec.Resource, MaxAttempts: tc.MaxAttempts,
 		Payload: spec.Payload, OpKey: spec.OpKey, Dedup: dedup, Now: now, StartBy: spec.StartBy, Tags: spec.Tags,
-		Deadline: s.store.WriteDeadline(ctx), ClaimTTL: claim, MarkerTTL: claim,
+		Deadline: s.store.WriteDeadline(ctx), ClaimTTL: claim, MarkerTTL: claim, Waiting: tc.Fair != nil,
 	}
 	if d := spec.Dedup; d != nil {
 		j.Policy = string(d.Policy)

@@ -29,6 +29,8 @@ type metrics struct {
 	expired         *prometheus.CounterVec
 	undecryptable   *prometheus.CounterVec
 	running, zombie prometheus.GaugeFunc
+	fairAdmitted    *prometheus.CounterVec
+	fair            *fairCollector
 }
 
 func newMetrics(s *Stack) *metrics {
@@ -54,6 +56,8 @@ func newMetrics(s *Stack) *metrics {
 		expired:         counter("jobs_expired_total", "Jobs that ended expired instead of running late or vanishing, by task type and reason (start_by, retention).", "type", "reason"),
 		undecryptable:   counter("undecryptable_total", "Runs whose payload or checkpoint did not decrypt with the configured keys (the job failed for good), by task type.", "type"),
 		reconciled:      counter("reconcile_repairs_total", "Drift between job records and asynq's deliveries repaired by the reconciler, by task type and kind (redelivered, unarchived, orphan, dropped).", "type", "kind"),
+		fairAdmitted:    counter("fair_admissions_total", "Jobs of fairly dispatched types admitted into asynq, by task type.", "type"),
+		fair:            newFairCollector(s),
 		rescueLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "jobguard", Name: "rescue_latency_seconds",
 			Help: "Time from a lost run's lease lapse to its job's new delivery.", Buckets: prometheus.ExponentialBuckets(0.1, 2, 10)}),
 		running: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "jobguard", Name: "running_handlers",
@@ -68,7 +72,7 @@ func (s *Stack) Collectors() []prometheus.Collector {
 	m := s.m
 	return []prometheus.Collector{m.transitions, m.duration, m.queueWait, m.lease, m.staleWrites, m.invalid,
 		m.staleDeliveries, m.retries, m.bounces, m.deadLettered, m.alreadyApplied, m.dedup, m.rescues, m.reconciled,
-		m.rescueLatency, m.running, m.zombie, m.expired, m.undecryptable, s.limits.limits, s.limits.usage, s.limits.waits}
+		m.rescueLatency, m.running, m.zombie, m.expired, m.undecryptable, m.fairAdmitted, m.fair, s.limits.limits, s.limits.usage, s.limits.waits}
 }
 
 // The values each label takes, in one place. initSeries makes every series they span exist at zero
@@ -93,7 +97,7 @@ var (
 
 // initSeries creates every known series of task type typ at zero.
 func (m *metrics) initSeries(typ string) {
-	for _, c := range []*prometheus.CounterVec{m.staleWrites, m.invalid, m.staleDeliveries, m.deadLettered, m.alreadyApplied, m.undecryptable} {
+	for _, c := range []*prometheus.CounterVec{m.staleWrites, m.invalid, m.staleDeliveries, m.deadLettered, m.alreadyApplied, m.undecryptable, m.fairAdmitted} {
 		c.WithLabelValues(typ)
 	}
 	m.queueWait.WithLabelValues(typ)

@@ -112,6 +112,9 @@ func (s *Stack) serve(ctx context.Context, t *asynq.Task, tc TaskConfig, h Handl
 		if st.State == jobstore.Applied || st.State == jobstore.Exhausted || st.State == jobstore.StartExpired {
 			defer s.endedIn(jobID, t.Headers()[HeaderWorkflow]) // the start script ended it
 		}
+		if status, ended := endedBeforeRun(st); ended {
+			defer s.fairEnded(ctx, tc, jobID, status) // its admission, if it holds one, is freed
+		}
 		return s.notRun(st, tc, log)
 	}
 	job := s.newJob(st, t, keys, tc, delivery, owner, sent)
@@ -171,6 +174,24 @@ func (s *Stack) start(ctx context.Context, keys jobstore.Keys, delivery, owner s
 		}
 		time.Sleep(unconfirmedWaits[try])
 	}
+}
+
+// endedBeforeRun is the status of a job whose delivery the start script did not run because the
+// job has ended (or is gone: ""), and whether it has.
+func endedBeforeRun(st jobstore.Started) (jobstore.Status, bool) {
+	switch st.State {
+	case jobstore.Gone:
+		return "", true
+	case jobstore.Terminal:
+		return jobstore.Status(st.Status), true
+	case jobstore.Applied:
+		return jobstore.StatusDone, true
+	case jobstore.Exhausted:
+		return jobstore.StatusFailed, true
+	case jobstore.StartExpired:
+		return jobstore.StatusExpired, true
+	}
+	return "", false
 }
 
 // notRun answers asynq for a delivery the start script did not run.

@@ -32,6 +32,9 @@ type NewJob struct {
 	// its release); Workflow is "<workflow id>:<node id>" for a node ("" none).
 	Held     bool
 	Workflow string
+	// Waiting makes the job wait for its key's admission (StatusWaiting, no delivery until it is
+	// admitted: engine/fair.go).
+	Waiting bool
 }
 
 // CreateState is what Create found.
@@ -115,6 +118,9 @@ func (s *Store) createCall(k Keys, j NewJob) ([]string, []any) {
 	status := StatusQueued
 	if j.Held {
 		status = StatusHeld
+	}
+	if j.Waiting {
+		status = StatusWaiting
 	}
 	args := []any{
 		j.Deadline, s.cfg.WorkerID, j.Policy, ms(j.MarkerTTL), j.ID, ms(j.ClaimTTL),

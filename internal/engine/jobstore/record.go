@@ -85,10 +85,14 @@ const (
 	// StatusSkipped: a workflow node that will never run because a parent it needed did not end
 	// done (scripts/wf_skip.lua); last_error says which.
 	StatusSkipped Status = "skipped"
+	// StatusWaiting: a job of a fairly dispatched type waiting for its key's turn in the
+	// admission layer (engine/fair.go); it has no delivery until its admission
+	// (scripts/fair_release.lua) makes it queued.
+	StatusWaiting Status = "waiting"
 )
 
 // Statuses lists every status, for metrics that must exist at zero.
-var Statuses = []Status{StatusQueued, StatusProcessing, StatusRetrying, StatusDone, StatusFailed, StatusRevoked, StatusCancelled, StatusExpired, StatusHeld, StatusSkipped}
+var Statuses = []Status{StatusQueued, StatusProcessing, StatusRetrying, StatusDone, StatusFailed, StatusRevoked, StatusCancelled, StatusExpired, StatusHeld, StatusSkipped, StatusWaiting}
 
 // Terminal reports whether the job has ended (until a replay).
 func (s Status) Terminal() bool {

@@ -18,7 +18,7 @@ end
 local ttl = redis.call('PTTL', KEYS[1])
 -- A held workflow node waits too: one whose parents never end expires (retention) and its
 -- workflow goes on without it.
-local waiting = (rec.status == 'queued' or rec.status == 'retrying' or rec.status == 'held') and rec.confirmed ~= '0'
+local waiting = (rec.status == 'queued' or rec.status == 'retrying' or rec.status == 'held' or rec.status == 'waiting') and rec.confirmed ~= '0'
 local start_by = tonumber(rec.start_by or '0')
 local reason, why
 if waiting and start_by > 0 and now > start_by then

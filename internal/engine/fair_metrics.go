@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// fairTopKeys is how many keys per type the admission gauges name: the top by backlog and the top
+// by running jobs. Key labels are the one exception to "no tenant id in a label": bounded by this,
+// whatever the number of keys, and asked for by operators who must see who waits.
+const fairTopKeys = 10
+
+// fairScrapeTimeout bounds the Redis reads of one scrape.
+const fairScrapeTimeout = 2 * time.Second
+
+// fairCollector reads the admission layer's counts at each scrape (they live in Redis, shared by
+// every process: any process's /metrics shows the same).
+type fairCollector struct {
+	s                                       *Stack
+	backlog, running, admitted, keysWaiting *prometheus.Desc
+}
+
+func newFairCollector(s *Stack) *fairCollector {
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("jobguard_fair_"+name, help, labels, nil)
+	}
+	return &fairCollector{s: s,
+		backlog:     desc("key_backlog", "Jobs waiting in the admission layer for a key, top keys by backlog or running jobs only.", "type", "key"),
+		running:     desc("key_admitted", "Jobs of a key admitted into asynq and not ended, top keys by backlog or running jobs only.", "type", "key"),
+		admitted:    desc("admitted", "Jobs of a fairly dispatched type admitted into asynq and not ended (what its capacity bounds).", "type"),
+		keysWaiting: desc("waiting_keys", "Keys with jobs waiting in the admission layer.", "type"),
+	}
+}
+
+func (c *fairCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.backlog
+	ch <- c.running
+	ch <- c.admitted
+	ch <- c.keysWaiting
+}
+
+func (c *fairCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), fairScrapeTimeout)
+	defer cancel()
+	for _, tc := range c.s.fairTypes() {
+		counts, err := c.s.store.FairCounts(ctx, tc.Type, fairTopKeys)
+		if err != nil {
+			continue // a scrape shows what it could read
+		}
+		ch <- prometheus.MustNewConstMetric(c.admitted, prometheus.GaugeValue, float64(counts.Admitted), tc.Type)
+		ch <- prometheus.MustNewConstMetric(c.keysWaiting, prometheus.GaugeValue, float64(counts.WaitingKeys), tc.Type)
+		for _, k := range counts.TopKeys {
+			ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(k.Backlog), tc.Type, k.Key)
+			ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(k.Running), tc.Type, k.Key)
+		}
+	}
+}

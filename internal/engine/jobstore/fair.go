@@ -1,0 +1,274 @@
+package jobstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The admission layer of fairly dispatched types (engine/fair.go): jobs wait in per-key lists in
+// Redis, and the type's scripts admit them into asynq in weighted round-robin over the keys, as
+// capacity frees. Every key of one type shares a hash tag (one slot on a cluster), so each
+// admission is one atomic script: two dispatchers never admit the same job.
+
+// The scripts compose fair_admit.lua (the stride scheduler) with their own body. They need none
+// of the job prelude: they touch no job record.
+var (
+	fairAdmit         = readScript("fair_admit.lua")
+	fairWaitScript    = redis.NewScript(fairAdmit + "\n" + readScript("fair_wait.lua"))
+	fairDoneScript    = redis.NewScript(fairAdmit + "\n" + readScript("fair_done.lua"))
+	fairPumpScript    = redis.NewScript(fairAdmit + "\n" + readScript("fair_pump.lua"))
+	fairReleaseScript = script("fair_release.lua")
+)
+
+// FairKeys are the admission keys of one task type, all in one slot.
+type FairKeys struct {
+	// Ready: sorted set of the keys that may be admitted now, by pass (the stride scheduler's).
+	Ready string
+	// Backlog and Running: sorted sets of each key's waiting and admitted-not-ended counts (the
+	// top keys for metrics and the API); a key at zero is removed.
+	Backlog, Running string
+	// Admitted: hash of the admitted jobs that have not ended (job id -> key); its length is what
+	// the type's capacity bounds.
+	Admitted string
+	// Weight: hash of the keys' weights other than 1; Pass: hash of each key's next pass; both
+	// forget a key once it is idle.
+	Weight, Pass string
+	// VTime: the pass of the last admission (expires with the retention when the type is idle).
+	VTime string
+	// WaitPrefix names each key's list of waiting entries: WaitPrefix + key.
+	WaitPrefix string
+}
+
+// FairKeys returns the admission keys of task type typ.
+func (s *Store) FairKeys(typ string) FairKeys {
+	tag := ResourceTag("fair\x00" + typ)
+	k := func(name string) string { return s.locks.Key(tag, "fair:"+name) }
+	return FairKeys{Ready: k("ready"), Backlog: k("backlog"), Running: k("running"), Admitted: k("admitted"),
+		Weight: k("weight"), Pass: k("pass"), VTime: k("vtime"), WaitPrefix: k("wait:")}
+}
+
+func (k FairKeys) list() []string {
+	return []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime}
+}
+
+// FairPolicy is how one type admits: at most Capacity jobs admitted and not ended (0: no bound),
+// at most PerKey of one key (0: no bound), at most Batch admitted by one call.
+type FairPolicy struct {
+	Capacity, PerKey, Batch int
+}
+
+func (p FairPolicy) batch() int { return max(p.Batch, 1) }
+
+// FairEntry is one admitted job: its id, the key it waited for, and the delivery data the wait
+// stored with it (opaque to the store).
+type FairEntry struct {
+	JobID, Key, Data string
+}
+
+// entrySep separates an entry's job id from its delivery data (the ASCII unit separator: never
+// in a job id).
+const entrySep = "\x1f"
+
+// FairWait puts job id at the end of key's list with data, and admits what the capacity allows.
+func (s *Store) FairWait(ctx context.Context, typ, key, id, data string, weight int, p FairPolicy) ([]FairEntry, error) {
+	k := s.FairKeys(typ)
+	entry := id
+	if data != "" {
+		entry += entrySep + data
+	}
+	res, err := fairWaitScript.Run(ctx, s.rdb, k.list(), k.WaitPrefix, key, entry, max(weight, 1), p.Capacity, p.PerKey,
+		p.batch(), ms(s.cfg.Retention)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("jobstore: fair wait %s: %w", id, err)
+	}
+	return fairEntries("fair_wait", res, 0)
+}
+
+// FairDone frees job id's admission (once: it reports whether this call freed it), and admits
+// what the freed capacity allows.
+func (s *Store) FairDone(ctx context.Context, typ, id string, p FairPolicy) (bool, []FairEntry, error) {
+	k := s.FairKeys(typ)
+	res, err := fairDoneScript.Run(ctx, s.rdb, k.list(), k.WaitPrefix, id, p.Capacity, p.PerKey, p.batch(),
+		ms(s.cfg.Retention)).Result()
+	if err != nil {
+		return false, nil, fmt.Errorf("jobstore: fair done %s: %w", id, err)
+	}
+	list, ok := res.([]any)
+	if !ok || len(list) == 0 {
+		return false, nil, replyError("fair_done", res)
+	}
+	freed, ok := list[0].(int64)
+	if !ok {
+		return false, nil, replyError("fair_done", res)
+	}
+	entries, err := fairEntries("fair_done", list, 1)
+	return freed == 1, entries, err
+}
+
+// FairPump admits what the type's capacity allows.
+func (s *Store) FairPump(ctx context.Context, typ string, p FairPolicy) ([]FairEntry, error) {
+	k := s.FairKeys(typ)
+	res, err := fairPumpScript.Run(ctx, s.rdb, k.list(), k.WaitPrefix, p.Capacity, p.PerKey, p.batch(),
+		ms(s.cfg.Retention)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("jobstore: fair pump %s: %w", typ, err)
+	}
+	return fairEntries("fair_pump", res, 0)
+}
+
+// fairEntries reads the {entry, key, ...} pairs of a reply from index from.
+func fairEntries(script string, res any, from int) ([]FairEntry, error) {
+	list, ok := res.([]any)
+	if !ok || len(list) < from || (len(list)-from)%2 != 0 {
+		return nil, replyError(script, res)
+	}
+	out := make([]FairEntry, 0, (len(list)-from)/2)
+	for i := from; i < len(list); i += 2 {
+		entry, ok1 := list[i].(string)
+		key, ok2 := list[i+1].(string)
+		if !ok1 || !ok2 {
+			return nil, replyError(script, res)
+		}
+		id, data, _ := strings.Cut(entry, entrySep)
+		out = append(out, FairEntry{JobID: id, Key: key, Data: data})
+	}
+	return out, nil
+}
+
+// FairAdmittedJobs lists the type's admitted jobs that have not ended (job id -> key).
+func (s *Store) FairAdmittedJobs(ctx context.Context, typ string) (map[string]string, error) {
+	m, err := s.rdb.HGetAll(ctx, s.FairKeys(typ).Admitted).Result()
+	if err != nil {
+		return nil, fmt.Errorf("jobstore: fair admitted %s: %w", typ, err)
+	}
+	return m, nil
+}
+
+// FairKeyCount is one key's waiting (Backlog) and admitted-not-ended (Running) jobs.
+type FairKeyCount struct {
+	Key              string
+	Backlog, Running int64
+}
+
+// FairTop is the type's totals and its top keys by backlog and by running jobs (at most top of
+// each, merged), for metrics and the API: bounded whatever the number of keys.
+type FairTop struct {
+	// WaitingKeys have jobs waiting; RunningKeys have jobs admitted and not ended; ReadyKeys may
+	// be admitted now (the others wait for capacity, or are at their per-key limit).
+	WaitingKeys, RunningKeys, ReadyKeys int64
+	// Admitted is how many jobs are admitted and not ended (what the capacity bounds).
+	Admitted int64
+	TopKeys  []FairKeyCount
+}
+
+// FairCounts reads the type's totals and its top keys, in one round trip plus one for the
+// counts of the keys it names.
+func (s *Store) FairCounts(ctx context.Context, typ string, top int) (FairTop, error) {
+	k := s.FairKeys(typ)
+	pipe := s.rdb.Pipeline()
+	keys := pipe.ZCard(ctx, k.Backlog)
+	admitted := pipe.HLen(ctx, k.Admitted)
+	ready := pipe.ZCard(ctx, k.Ready)
+	running := pipe.ZCard(ctx, k.Running)
+	byBacklog := pipe.ZRevRangeWithScores(ctx, k.Backlog, 0, int64(top-1))
+	byRunning := pipe.ZRevRangeWithScores(ctx, k.Running, 0, int64(top-1))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return FairTop{}, fmt.Errorf("jobstore: fair counts %s: %w", typ, err)
+	}
+	out := FairTop{WaitingKeys: keys.Val(), Admitted: admitted.Val(), ReadyKeys: ready.Val(), RunningKeys: running.Val()}
+	seen := map[string]int{}
+	add := func(key string) int {
+		if i, ok := seen[key]; ok {
+			return i
+		}
+		seen[key] = len(out.TopKeys)
+		out.TopKeys = append(out.TopKeys, FairKeyCount{Key: key})
+		return len(out.TopKeys) - 1
+	}
+	for _, z := range byBacklog.Val() {
+		out.TopKeys[add(z.Member.(string))].Backlog = int64(z.Score)
+	}
+	for _, z := range byRunning.Val() {
+		out.TopKeys[add(z.Member.(string))].Running = int64(z.Score)
+	}
+	// Each named key's other count.
+	pipe = s.rdb.Pipeline()
+	backlogs := make([]*redis.FloatCmd, len(out.TopKeys))
+	runnings := make([]*redis.FloatCmd, len(out.TopKeys))
+	for i, c := range out.TopKeys {
+		backlogs[i] = pipe.ZScore(ctx, k.Backlog, c.Key)
+		runnings[i] = pipe.ZScore(ctx, k.Running, c.Key)
+	}
+	if len(out.TopKeys) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return FairTop{}, fmt.Errorf("jobstore: fair counts %s: %w", typ, err)
+		}
+	}
+	for i := range out.TopKeys {
+		out.TopKeys[i].Backlog, out.TopKeys[i].Running = int64(backlogs[i].Val()), int64(runnings[i].Val())
+	}
+	return out, nil
+}
+
+// FairReleased is what fair_release found: Released when this call made the job queued; else
+// its status ("" when the record is gone). Delivery, OpKey and Dedup are the record's.
+type FairReleased struct {
+	Released               bool
+	Status                 Status
+	Delivery, OpKey, Dedup string
+}
+
+// FairRelease makes waiting job id queued (scripts/fair_release.lua), once.
+func (s *Store) FairRelease(ctx context.Context, id, key string, now time.Time) (FairReleased, error) {
+	k, err := s.Keys(id, "")
+	if err != nil {
+		return FairReleased{}, err
+	}
+	res, err := fairReleaseScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline}, now.UnixMilli(), ms(s.cfg.Retention),
+		s.cfg.TimelineCap, s.cfg.WorkerID, key).Result()
+	if err != nil {
+		return FairReleased{}, fmt.Errorf("jobstore: fair release %s: %w", id, err)
+	}
+	r, err := replyStrings("fair_release", res, 1)
+	if err != nil {
+		return FairReleased{}, err
+	}
+	switch {
+	case r[0] == "gone":
+		return FairReleased{}, nil
+	case r[0] == "released" && len(r) == 4:
+		return FairReleased{Released: true, Status: StatusQueued, Delivery: r[1], OpKey: r[2], Dedup: r[3]}, nil
+	case r[0] == "not_waiting" && len(r) == 5:
+		return FairReleased{Status: Status(r[1]), Delivery: r[2], OpKey: r[3], Dedup: r[4]}, nil
+	}
+	return FairReleased{}, replyError("fair_release", res)
+}
+
+// FairStatuses reads the statuses of jobs ids ("" for a record that is gone), in one round trip.
+func (s *Store) FairStatuses(ctx context.Context, ids []string) ([]Status, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		k, err := s.Keys(id, "")
+		if err != nil {
+			return nil, err
+		}
+		cmds[i] = pipe.HGet(ctx, k.Record, FieldStatus)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("jobstore: fair statuses: %w", err)
+	}
+	out := make([]Status, len(ids))
+	for i, c := range cmds {
+		out[i] = Status(c.Val())
+	}
+	return out, nil
+}
