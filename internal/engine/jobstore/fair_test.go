@@ -1,0 +1,169 @@
+package jobstore
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// fairBundle drives one type's admission scripts on a fresh database.
+type fairBundle struct {
+	t   *testing.T
+	s   *Store
+	typ string
+	p   FairPolicy
+}
+
+func newFairBundle(t *testing.T, p FairPolicy) fairBundle {
+	t.Helper()
+	return fairBundle{t: t, s: newStore(t), typ: "work", p: p}
+}
+
+func (b fairBundle) wait(key, id string, weight int) []FairEntry {
+	b.t.Helper()
+	got, err := b.s.FairWait(bg, b.typ, key, id, "", weight, b.p)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return got
+}
+
+func (b fairBundle) done(id string) (bool, []FairEntry) {
+	b.t.Helper()
+	freed, got, err := b.s.FairDone(bg, b.typ, id, b.p)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return freed, got
+}
+
+func ids(entries []FairEntry) []string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.JobID
+	}
+	return out
+}
+
+// A key alone is admitted up to the capacity (work-conserving); a key that arrives behind a
+// backlog is admitted at the next freed place, not after the backlog.
+func TestFairAdmitsNewKeyBeforeBacklog(t *testing.T) {
+	t.Parallel()
+	b := newFairBundle(t, FairPolicy{Capacity: 3, Batch: 10})
+	var admitted []string
+	for i := range 100 {
+		admitted = append(admitted, ids(b.wait("a", fmt.Sprintf("a%d", i), 1))...)
+	}
+	if fmt.Sprint(admitted) != "[a0 a1 a2]" {
+		t.Fatalf("a lone key was admitted %v, want its first 3 (the capacity)", admitted)
+	}
+	if got := b.wait("b", "b0", 1); len(got) != 0 {
+		t.Fatalf("admitted %v beyond the capacity", ids(got))
+	}
+	freed, next := b.done("a0")
+	if !freed || fmt.Sprint(ids(next)) != "[b0]" {
+		t.Fatalf("after a0 ended: freed %v, admitted %v; want b0 before a's 97 waiting jobs", freed, ids(next))
+	}
+	if freed, again := b.done("a0"); freed || len(again) != 0 {
+		t.Fatalf("a second done of a0 freed %v and admitted %v", freed, ids(again))
+	}
+}
+
+// Under contention admissions follow the weights: 5:1 over 600 admissions.
+func TestFairAdmissionsFollowWeights(t *testing.T) {
+	t.Parallel()
+	b := newFairBundle(t, FairPolicy{Capacity: 1, Batch: 1})
+	for i := range 600 {
+		b.wait("heavy", fmt.Sprintf("h%d", i), 5)
+		b.wait("light", fmt.Sprintf("l%d", i), 1)
+	}
+	counts := map[string]int{}
+	current := "h0" // admitted by the first wait
+	for range 600 {
+		_, next := b.done(current)
+		if len(next) != 1 {
+			t.Fatalf("done admitted %v, want one", ids(next))
+		}
+		counts[next[0].Key]++
+		current = next[0].JobID
+	}
+	// Stride scheduling is exact to one round: a key that joins starts at the virtual time.
+	if h, l := counts["heavy"], counts["light"]; h+l != 600 || h < 495 || h > 505 {
+		t.Fatalf("admissions %v, want 5:1 of 600 to one round (heavy 495-505)", counts)
+	}
+}
+
+// A key at its per-key limit keeps its jobs waiting (no bounce) while other keys go on; its next
+// job is admitted, in order, when one of its own ends.
+func TestFairPerKeyLimitWaitsInOrder(t *testing.T) {
+	t.Parallel()
+	b := newFairBundle(t, FairPolicy{Capacity: 10, PerKey: 1, Batch: 10})
+	var admitted []string
+	for i := range 3 {
+		admitted = append(admitted, ids(b.wait("s", fmt.Sprintf("s%d", i), 1))...)
+	}
+	admitted = append(admitted, ids(b.wait("t", "t0", 1))...)
+	if fmt.Sprint(admitted) != "[s0 t0]" {
+		t.Fatalf("admitted %v, want s0 and t0 only (one per key)", admitted)
+	}
+	_, next := b.done("s0")
+	if fmt.Sprint(ids(next)) != "[s1]" {
+		t.Fatalf("after s0: %v, want s1", ids(next))
+	}
+	_, next = b.done("s1")
+	if fmt.Sprint(ids(next)) != "[s2]" {
+		t.Fatalf("after s1: %v, want s2", ids(next))
+	}
+}
+
+// An idle key leaves nothing behind but the virtual time, which expires.
+func TestFairIdleKeyLeavesNothing(t *testing.T) {
+	t.Parallel()
+	b := newFairBundle(t, FairPolicy{Capacity: 2, Batch: 10})
+	b.wait("k", "k0", 3)
+	b.done("k0")
+	k := b.s.FairKeys(b.typ)
+	n, err := b.s.rdb.Exists(bg, k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.WaitPrefix+"k").Result()
+	if err != nil || n != 0 {
+		t.Fatalf("%d admission keys left for an idle type (err %v)", n, err)
+	}
+	if ttl := b.s.rdb.PTTL(bg, k.VTime).Val(); ttl <= 0 || ttl > b.s.cfg.Retention {
+		t.Fatalf("virtual time's TTL %s, want within the retention", ttl)
+	}
+}
+
+// Counts name the top keys, bounded.
+func TestFairCountsTopKeys(t *testing.T) {
+	t.Parallel()
+	b := newFairBundle(t, FairPolicy{Capacity: 1, Batch: 10})
+	for i := range 5 {
+		b.wait("big", fmt.Sprintf("big%d", i), 1)
+	}
+	for i := range 20 {
+		b.wait(fmt.Sprintf("small%d", i), fmt.Sprintf("x%d", i), 1)
+	}
+	c, err := b.s.FairCounts(bg, b.typ, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Admitted != 1 || c.WaitingKeys != 21 || len(c.TopKeys) > 4 || c.TopKeys[0] != (FairKeyCount{Key: "big", Backlog: 4, Running: 1}) {
+		t.Fatalf("counts %+v", c)
+	}
+}
+
+// fair_release makes a waiting job queued once, with an admitted event.
+func TestFairReleaseOnce(t *testing.T) {
+	t.Parallel()
+	j := newScriptJob(t, "waiting", 0)
+	r, err := j.s.FairRelease(bg, j.id, "k", time.Now())
+	if err != nil || !r.Released || r.Delivery != DeliveryID(j.id, 1) {
+		t.Fatalf("first release %+v %v", r, err)
+	}
+	r, err = j.s.FairRelease(bg, j.id, "k", time.Now())
+	if err != nil || r.Released || r.Status != StatusQueued {
+		t.Fatalf("second release %+v %v, want not released, queued", r, err)
+	}
+	if st := j.start("o1"); st != "run" {
+		t.Fatalf("start after the release: %s", st)
+	}
+}
