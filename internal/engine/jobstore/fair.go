@@ -249,26 +249,27 @@ func (s *Store) FairRelease(ctx context.Context, id, key string, now time.Time) 
 	return FairReleased{}, replyError("fair_release", res)
 }
 
-// FairStatuses reads the statuses of jobs ids ("" for a record that is gone), in one round trip.
+// FairStatuses reads the statuses of jobs ids ("" for a record that is gone, or an id that names
+// none), in one round trip.
 func (s *Store) FairStatuses(ctx context.Context, ids []string) ([]Status, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(ids))
 	for i, id := range ids {
-		k, err := s.Keys(id, "")
-		if err != nil {
-			return nil, err
+		if k, err := s.Keys(id, ""); err == nil {
+			cmds[i] = pipe.HGet(ctx, k.Record, FieldStatus)
 		}
-		cmds[i] = pipe.HGet(ctx, k.Record, FieldStatus)
 	}
-	if len(ids) == 0 {
-		return nil, nil
+	if pipe.Len() == 0 {
+		return make([]Status, len(ids)), nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("jobstore: fair statuses: %w", err)
 	}
 	out := make([]Status, len(ids))
 	for i, c := range cmds {
-		out[i] = Status(c.Val())
+		if c != nil {
+			out[i] = Status(c.Val())
+		}
 	}
 	return out, nil
 }
