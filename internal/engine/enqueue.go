@@ -199,7 +199,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		break
 	}
 	if tc.Fair != nil {
-		return s.enqueueFair(ctx, client, tc, keys, id, spec)
+		return s.enqueueFair(ctx, client, tc, keys, id, dedup, spec)
 	}
 	if err := s.deliver(ctx, client, tc, id, DeliveryID(id, 1), spec.OpKey, dedup, limitHeaders(tc, spec), firstDelay(spec)); err != nil {
 		s.abandon(ctx, keys, id)
@@ -214,15 +214,15 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 
 // enqueueFair is the end of Enqueue for a fairly dispatched type: the job waits in its key's list
 // instead of asynq's queue, then is confirmed with a waiting event, then what the wait admitted
-// (this job, when its key's turn and the capacity allow, or others) is released into asynq. A job
-// abandoned after its wait is gone when admitted, and frees its admission then.
-func (s *Stack) enqueueFair(ctx context.Context, client *asynq.Client, tc TaskConfig, keys jobstore.Keys, id string, spec Spec) (Enqueued, error) {
-	admitted, err := s.fairWait(ctx, tc, id, spec)
+// (this job, when its key's turn and the capacity allow, or others) is delivered into asynq. A job
+// abandoned after its wait is gone at its delivery's start, and frees its admission then.
+func (s *Stack) enqueueFair(ctx context.Context, client *asynq.Client, tc TaskConfig, keys jobstore.Keys, id, dedup string, spec Spec) (Enqueued, error) {
+	admitted, err := s.fairWait(ctx, tc, id, dedup, spec)
 	if err != nil {
 		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
 	}
-	defer s.releaseAdmitted(ctx, client, tc, admitted)
+	defer s.deliverAdmitted(ctx, client, tc, admitted)
 	waiting := Event{Event: "waiting", Detail: "for its turn on key " + tc.Fair.keyOf(spec)}
 	if err := s.confirm(ctx, keys, id, tc.Queue, spec, waiting); err != nil {
 		s.abandon(ctx, keys, id)

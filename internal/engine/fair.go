@@ -2,7 +2,7 @@ package engine
 
 import (
 	"encoding/json"
-	"time"
+	"strings"
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
@@ -48,7 +48,8 @@ func (f *Fair) keyOf(spec Spec) string {
 	if key == "" {
 		return "-"
 	}
-	return key
+	// The unit separator delimits an admission entry's parts (jobstore.FairEntry).
+	return strings.ReplaceAll(key, "\x1f", "_")
 }
 
 // weightOf is key's weight.
@@ -76,19 +77,18 @@ func (s *Stack) fairPolicy(tc TaskConfig) jobstore.FairPolicy {
 	return p
 }
 
-// fairDelivery is what an entry carries from the enqueue to the admission: the delivery's extra
-// headers (limit key, trace context) and when it is due (a ProcessIn, a debounce).
+// fairDelivery is what an entry carries from the enqueue to the admission: what the delivery's
+// headers say besides the job id (operation key, dedup, limit key, trace context) and when it is
+// due (a ProcessIn, a debounce).
 type fairDelivery struct {
+	OpKey   string            `json:"o,omitempty"`
+	Dedup   string            `json:"u,omitempty"`
 	Headers map[string]string `json:"h,omitempty"`
 	Due     int64             `json:"d,omitempty"` // unix ms
 }
 
-func encodeFairDelivery(headers map[string]string, due time.Time) string {
-	d := fairDelivery{Headers: headers}
-	if !due.IsZero() {
-		d.Due = due.UnixMilli()
-	}
-	if len(d.Headers) == 0 && d.Due == 0 {
+func encodeFairDelivery(d fairDelivery) string {
+	if d.OpKey == "" && d.Dedup == "" && len(d.Headers) == 0 && d.Due == 0 {
 		return "" // most entries: the job id alone (bytes per waiting job)
 	}
 	b, _ := json.Marshal(d)

@@ -24,57 +24,51 @@ var ErrNotBlocked = errors.New("engine: job does not block its sequence")
 const fairWaitTimeout = 5 * time.Second
 
 // fairWait puts a new job of tc in its key's list (before its confirmation: a job abandoned after
-// it is gone when admitted, and freed then). It returns what the wait admitted, to release after
-// the confirmation (whose timeline event says the job waits).
-func (s *Stack) fairWait(ctx context.Context, tc TaskConfig, id string, spec Spec) ([]jobstore.FairEntry, error) {
+// it is gone when its delivery starts, and frees its admission then). It returns what the wait
+// admitted, to deliver after the confirmation (whose timeline event says the job waits).
+func (s *Stack) fairWait(ctx context.Context, tc TaskConfig, id, dedup string, spec Spec) ([]jobstore.FairEntry, error) {
 	key := tc.Fair.keyOf(spec)
-	var due time.Time
-	if d := firstDelay(spec); d > 0 {
-		due = s.now().Add(d)
+	d := fairDelivery{OpKey: spec.OpKey, Dedup: dedup, Headers: limitHeaders(tc, spec)}
+	if delay := firstDelay(spec); delay > 0 {
+		d.Due = s.now().Add(delay).UnixMilli()
 	}
-	data := encodeFairDelivery(limitHeaders(tc, spec), due)
-	entries, err := s.store.FairWait(ctx, tc.Type, key, id, data, tc.Fair.weightOf(key), s.fairPolicy(tc))
+	entries, err := s.store.FairWait(ctx, tc.Type, key, id, encodeFairDelivery(d), tc.Fair.weightOf(key), s.fairPolicy(tc))
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	return entries, nil
 }
 
-// releaseAdmitted makes each admitted job queued and delivers it. An entry whose job ended while
-// it waited (cancelled, expired) or is gone (abandoned) frees its admission at once, which may
-// admit more. A failure leaves the entry admitted for the sweep.
-func (s *Stack) releaseAdmitted(ctx context.Context, client *asynq.Client, tc TaskConfig, entries []jobstore.FairEntry) {
+// deliverAdmitted delivers each admitted job into asynq, with its first delivery's id: asynq
+// refuses a second enqueue of it while it holds the first, so a delivery told twice (the
+// dispatcher and the sweep) runs once. The job's record stays waiting until its start (one script
+// fewer per job); a job that ended while it waited (cancelled, expired) or is gone (abandoned) is
+// acknowledged at its start, which frees its admission. A failed enqueue leaves the job admitted
+// and waiting, which the sweep delivers again.
+// It returns how many went into asynq.
+func (s *Stack) deliverAdmitted(ctx context.Context, client *asynq.Client, tc TaskConfig, entries []jobstore.FairEntry) int {
+	if len(entries) == 0 {
+		return 0
+	}
+	delivered := 0
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fairWaitTimeout)
 	defer cancel()
-	for len(entries) > 0 {
-		e := entries[0]
-		entries = entries[1:]
-		r, err := s.store.FairRelease(ctx, e.JobID, e.Key, s.now())
-		if err != nil {
-			s.log.Warn().Err(err).Str("job_id", e.JobID).Str("event", "fair_release_failed").Msg("admitted job not released; the sweep tries again")
-			continue
+	for _, e := range entries {
+		d := decodeFairDelivery(e.Data)
+		delay := time.Duration(0)
+		if d.Due > 0 {
+			delay = max(time.UnixMilli(d.Due).Sub(s.now()), 0)
 		}
+		err := s.deliver(ctx, client, tc, e.JobID, DeliveryID(e.JobID, 1), d.OpKey, d.Dedup, d.Headers, delay)
 		switch {
-		case r.Released || r.Status == jobstore.StatusQueued:
+		case err == nil:
+			delivered++
 			s.m.fairAdmitted.WithLabelValues(tc.Type).Inc()
-			d := decodeFairDelivery(e.Data)
-			delay := time.Duration(0)
-			if d.Due > 0 {
-				delay = max(time.UnixMilli(d.Due).Sub(s.now()), 0)
-			}
-			err := s.deliver(ctx, client, tc, e.JobID, r.Delivery, r.OpKey, r.Dedup, d.Headers, delay)
-			if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
-				// The record is queued without a delivery: the reconciler delivers it after its grace.
-				s.log.Warn().Err(err).Str("job_id", e.JobID).Str("event", "fair_deliver_failed").Msg("admitted job not delivered")
-			}
-		case r.Status == "" || r.Status.Terminal():
-			more, err := s.fairFree(ctx, tc, e.JobID)
-			if err != nil {
-				s.log.Warn().Err(err).Str("job_id", e.JobID).Msg("admission of an ended job not freed; the sweep tries again")
-			}
-			entries = append(entries, more...)
+		case !errors.Is(err, asynq.ErrTaskIDConflict):
+			s.log.Warn().Err(err).Str("job_id", e.JobID).Str("event", "fair_deliver_failed").Msg("admitted job not delivered; the sweep tries again")
 		}
 	}
+	return delivered
 }
 
 // fairFree frees job id's admission and returns what the freed capacity admitted.
@@ -103,7 +97,7 @@ func (s *Stack) fairEnded(ctx context.Context, tc TaskConfig, id string, status 
 		s.log.Warn().Err(err).Str("job_id", id).Msg("admission not freed; the sweep frees it")
 		return
 	}
-	s.releaseAdmitted(ctx, s.wfClient, tc, entries)
+	s.deliverAdmitted(ctx, s.wfClient, tc, entries)
 }
 
 func (s *Stack) blocksSequence(tc TaskConfig, status jobstore.Status) bool {
@@ -134,14 +128,15 @@ func (s *Stack) SkipBlocked(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %s", ErrNotBlocked, id)
 	}
 	s.event(ctx, keys, Event{Event: "sequence_skipped", Detail: "an operator let its key's next job run"})
-	s.releaseAdmitted(ctx, s.wfClient, tc, entries)
+	s.deliverAdmitted(ctx, s.wfClient, tc, entries)
 	return nil
 }
 
 // SweepFair is the admission layer's backstop, for each fairly dispatched type: an admitted job
-// still waiting (its dispatcher died before releasing it) is released, an admitted job that ended
-// or is gone without freeing its admission (its process died, it was cancelled or expired) is
-// freed, and what the capacity allows is admitted. It returns how many admissions it repaired.
+// not started is delivered again (asynq refuses a delivery it holds: only one that a dispatcher
+// that died did not send goes in), an admitted job that ended or is gone without freeing its
+// admission (its process died, it was cancelled or expired) is freed, and what the capacity allows
+// is admitted. It returns how many admissions it repaired (freed, or delivered again).
 // Run calls it in every worker process, every RescueInterval.
 func (s *Stack) SweepFair(ctx context.Context) (int, error) {
 	repaired := 0
@@ -150,36 +145,36 @@ func (s *Stack) SweepFair(ctx context.Context) (int, error) {
 		if err != nil {
 			return repaired, fmt.Errorf("engine: %w", err)
 		}
-		ids := make([]string, 0, len(admitted))
-		for id := range admitted {
-			ids = append(ids, id)
+		ids := make([]string, len(admitted))
+		for i, e := range admitted {
+			ids[i] = e.JobID
 		}
 		statuses, err := s.store.FairStatuses(ctx, ids)
 		if err != nil {
 			return repaired, fmt.Errorf("engine: %w", err)
 		}
-		var release []jobstore.FairEntry
-		for i, id := range ids {
+		var again, deliver []jobstore.FairEntry
+		for i, e := range admitted {
 			st := statuses[i]
 			switch {
 			case st == jobstore.StatusWaiting:
-				release = append(release, jobstore.FairEntry{JobID: id, Key: admitted[id]})
+				// Admitted and not started: delivered again (asynq refuses it if it holds it).
+				again = append(again, e)
 			case (st == "" || st.Terminal()) && !s.blocksSequence(tc, st):
-				more, err := s.fairFree(ctx, tc, id)
+				more, err := s.fairFree(ctx, tc, e.JobID)
 				if err != nil {
 					return repaired, fmt.Errorf("engine: %w", err)
 				}
-				release = append(release, more...)
-			default:
-				continue
+				deliver = append(deliver, more...)
+				repaired++
 			}
-			repaired++
 		}
 		more, err := s.store.FairPump(ctx, tc.Type, s.fairPolicy(tc))
 		if err != nil {
 			return repaired, fmt.Errorf("engine: %w", err)
 		}
-		s.releaseAdmitted(ctx, s.wfClient, tc, append(release, more...))
+		repaired += s.deliverAdmitted(ctx, s.wfClient, tc, again)
+		s.deliverAdmitted(ctx, s.wfClient, tc, append(deliver, more...))
 	}
 	return repaired, nil
 }

@@ -43,7 +43,7 @@ func TestEveryLabelValueIsKnown(t *testing.T) {
 		"dedup":       {mapKeys(dedupResults), allDedupResults()},
 		"reconciled":  {repairKinds},
 		"expired":     {expiredReasons},
-		"staleWrites": {}, "invalid": {}, "staleDeliveries": {}, "deadLettered": {}, "alreadyApplied": {}, "queueWait": {}, "undecryptable": {},
+		"staleWrites": {}, "invalid": {}, "staleDeliveries": {}, "deadLettered": {}, "alreadyApplied": {}, "queueWait": {}, "undecryptable": {}, "fairAdmitted": {},
 	}
 	// indirect are label arguments that are not literals, and the list their source is checked against.
 	indirect := map[string][]string{

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -18,11 +17,10 @@ import (
 // The scripts compose fair_admit.lua (the stride scheduler) with their own body. They need none
 // of the job prelude: they touch no job record.
 var (
-	fairAdmit         = readScript("fair_admit.lua")
-	fairWaitScript    = redis.NewScript(fairAdmit + "\n" + readScript("fair_wait.lua"))
-	fairDoneScript    = redis.NewScript(fairAdmit + "\n" + readScript("fair_done.lua"))
-	fairPumpScript    = redis.NewScript(fairAdmit + "\n" + readScript("fair_pump.lua"))
-	fairReleaseScript = script("fair_release.lua")
+	fairAdmit      = readScript("fair_admit.lua")
+	fairWaitScript = redis.NewScript(fairAdmit + "\n" + readScript("fair_wait.lua"))
+	fairDoneScript = redis.NewScript(fairAdmit + "\n" + readScript("fair_done.lua"))
+	fairPumpScript = redis.NewScript(fairAdmit + "\n" + readScript("fair_pump.lua"))
 )
 
 // FairKeys are the admission keys of one task type, all in one slot.
@@ -32,8 +30,8 @@ type FairKeys struct {
 	// Backlog and Running: sorted sets of each key's waiting and admitted-not-ended counts (the
 	// top keys for metrics and the API); a key at zero is removed.
 	Backlog, Running string
-	// Admitted: hash of the admitted jobs that have not ended (job id -> key); its length is what
-	// the type's capacity bounds.
+	// Admitted: hash of the admitted jobs that have not ended (job id -> key, \x1f, delivery
+	// data); its length is what the type's capacity bounds.
 	Admitted string
 	// Weight: hash of the keys' weights other than 1; Pass: hash of each key's next pass; both
 	// forget a key once it is idle.
@@ -140,13 +138,18 @@ func fairEntries(script string, res any, from int) ([]FairEntry, error) {
 	return out, nil
 }
 
-// FairAdmittedJobs lists the type's admitted jobs that have not ended (job id -> key).
-func (s *Store) FairAdmittedJobs(ctx context.Context, typ string) (map[string]string, error) {
+// FairAdmittedJobs lists the type's admitted jobs that have not ended.
+func (s *Store) FairAdmittedJobs(ctx context.Context, typ string) ([]FairEntry, error) {
 	m, err := s.rdb.HGetAll(ctx, s.FairKeys(typ).Admitted).Result()
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: fair admitted %s: %w", typ, err)
 	}
-	return m, nil
+	out := make([]FairEntry, 0, len(m))
+	for id, held := range m {
+		key, data, _ := strings.Cut(held, entrySep)
+		out = append(out, FairEntry{JobID: id, Key: key, Data: data})
+	}
+	return out, nil
 }
 
 // FairKeyCount is one key's waiting (Backlog) and admitted-not-ended (Running) jobs.
@@ -213,40 +216,6 @@ func (s *Store) FairCounts(ctx context.Context, typ string, top int) (FairTop, e
 		out.TopKeys[i].Backlog, out.TopKeys[i].Running = int64(backlogs[i].Val()), int64(runnings[i].Val())
 	}
 	return out, nil
-}
-
-// FairReleased is what fair_release found: Released when this call made the job queued; else
-// its status ("" when the record is gone). Delivery, OpKey and Dedup are the record's.
-type FairReleased struct {
-	Released               bool
-	Status                 Status
-	Delivery, OpKey, Dedup string
-}
-
-// FairRelease makes waiting job id queued (scripts/fair_release.lua), once.
-func (s *Store) FairRelease(ctx context.Context, id, key string, now time.Time) (FairReleased, error) {
-	k, err := s.Keys(id, "")
-	if err != nil {
-		return FairReleased{}, err
-	}
-	res, err := fairReleaseScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline}, now.UnixMilli(), ms(s.cfg.Retention),
-		s.cfg.TimelineCap, s.cfg.WorkerID, key).Result()
-	if err != nil {
-		return FairReleased{}, fmt.Errorf("jobstore: fair release %s: %w", id, err)
-	}
-	r, err := replyStrings("fair_release", res, 1)
-	if err != nil {
-		return FairReleased{}, err
-	}
-	switch {
-	case r[0] == "gone":
-		return FairReleased{}, nil
-	case r[0] == "released" && len(r) == 4:
-		return FairReleased{Released: true, Status: StatusQueued, Delivery: r[1], OpKey: r[2], Dedup: r[3]}, nil
-	case r[0] == "not_waiting" && len(r) == 5:
-		return FairReleased{Status: Status(r[1]), Delivery: r[2], OpKey: r[3], Dedup: r[4]}, nil
-	}
-	return FairReleased{}, replyError("fair_release", res)
 }
 
 // FairStatuses reads the statuses of jobs ids ("" for a record that is gone, or an id that names

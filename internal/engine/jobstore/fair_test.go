@@ -3,7 +3,6 @@ package jobstore
 import (
 	"fmt"
 	"testing"
-	"time"
 )
 
 // fairBundle drives one type's admission scripts on a fresh database.
@@ -151,19 +150,24 @@ func TestFairCountsTopKeys(t *testing.T) {
 	}
 }
 
-// fair_release makes a waiting job queued once, with an admitted event.
-func TestFairReleaseOnce(t *testing.T) {
+// An admitted job's delivery starts it from waiting (its delivery exists only once admitted).
+func TestFairWaitingJobStarts(t *testing.T) {
 	t.Parallel()
 	j := newScriptJob(t, "waiting", 0)
-	r, err := j.s.FairRelease(bg, j.id, "k", time.Now())
-	if err != nil || !r.Released || r.Delivery != DeliveryID(j.id, 1) {
-		t.Fatalf("first release %+v %v", r, err)
-	}
-	r, err = j.s.FairRelease(bg, j.id, "k", time.Now())
-	if err != nil || r.Released || r.Status != StatusQueued {
-		t.Fatalf("second release %+v %v, want not released, queued", r, err)
-	}
 	if st := j.start("o1"); st != "run" {
-		t.Fatalf("start after the release: %s", st)
+		t.Fatalf("start of an admitted waiting job: %s, want run", st)
+	}
+}
+
+// The admitted hash keeps each admitted job's key and delivery data, for the sweep.
+func TestFairAdmittedKeepsDeliveryData(t *testing.T) {
+	t.Parallel()
+	b := newFairBundle(t, FairPolicy{Capacity: 2, Batch: 10})
+	if _, err := b.s.FairWait(bg, b.typ, "k", "j1", `{"h":{"x":"y"}}`, 1, b.p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.s.FairAdmittedJobs(bg, b.typ)
+	if err != nil || len(got) != 1 || got[0] != (FairEntry{JobID: "j1", Key: "k", Data: `{"h":{"x":"y"}}`}) {
+		t.Fatalf("admitted %+v %v", got, err)
 	}
 }

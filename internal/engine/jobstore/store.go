@@ -57,7 +57,7 @@ var (
 	allScripts = []*redis.Script{createScript, confirmScript, pendingScript, abandonScript, replaceScript,
 		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript, cancelScript, listScript,
 		timelineScript, expireScript, resealScript, wfConfirmScript, wfEndedScript, wfReleaseScript, wfSkipScript,
-		wfCancelScript, fairWaitScript, fairDoneScript, fairPumpScript, fairReleaseScript}
+		wfCancelScript, fairWaitScript, fairDoneScript, fairPumpScript}
 )
 
 const defaultTimeline = 100

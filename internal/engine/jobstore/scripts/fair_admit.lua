@@ -34,7 +34,8 @@ end
 
 -- fair_admit admits up to n waiting jobs while fewer than capacity (0: no bound) are admitted and
 -- not ended; it returns {entry, key, entry, key, ...} in admission order. An entry is the job id,
--- then (after a \31) what its delivery carries, opaque here.
+-- then (after a \31) what its delivery carries, opaque here; the admitted hash keeps the key and
+-- that, so the sweep can deliver again what a dispatcher that died did not.
 local function fair_admit(FK, capacity, limit, n, ttl)
   local out = {}
   local admitted = redis.call('HLEN', FK.admitted)
@@ -45,8 +46,8 @@ local function fair_admit(FK, capacity, limit, n, ttl)
     redis.call('ZREM', FK.ready, key)
     local entry = redis.call('LPOP', FK.wait .. key)
     if entry then
-      local id = string.match(entry, '^[^\31]*')
-      redis.call('HSET', FK.admitted, id, key)
+      local id, data = string.match(entry, '^([^\31]*)(.*)$')
+      redis.call('HSET', FK.admitted, id, key .. data)
       admitted = admitted + 1
       redis.call('ZINCRBY', FK.running, 1, key)
       if tonumber(redis.call('ZINCRBY', FK.backlog, -1, key)) <= 0 then redis.call('ZREM', FK.backlog, key) end

@@ -7,9 +7,10 @@
 -- returns {freed (1 or 0), entry, key, ...}: the jobs admitted, in order (see fair_admit)
 local FK = fair_keys(KEYS, ARGV[1])
 local limit = tonumber(ARGV[4])
-local key = redis.call('HGET', FK.admitted, ARGV[2])
+local held = redis.call('HGET', FK.admitted, ARGV[2])
 local freed = 0
-if key then
+if held then
+  local key = string.match(held, '^[^\31]*')
   redis.call('HDEL', FK.admitted, ARGV[2])
   if tonumber(redis.call('ZINCRBY', FK.running, -1, key)) <= 0 then redis.call('ZREM', FK.running, key) end
   fair_ready(FK, key, limit)

@@ -20,8 +20,7 @@
 --         whose record has not taken it yet: nothing written, try again shortly;
 --         {"unconfirmed"}: the job's enqueue is not confirmed yet (it may still be refused, and
 --         then the record runs out): nothing written, try again shortly;
---         {"held"}: a workflow's node delivered before its release made it queued (or a job waiting
---         for its key's admission, scripts/fair_release.lua): nothing
+--         {"held"}: a workflow's node delivered before its release made it queued: nothing
 --         written, try again shortly.
 local now = ARGV[4]
 -- Every field of the run's path in one read (the id is the key's); others when a rarer path needs them.
@@ -63,11 +62,12 @@ end
 if rec.delivery ~= ARGV[1] then return {'stale', rec.delivery or ''} end
 if rec.confirmed == '0' then return {'unconfirmed'} end
 -- A workflow's node is delivered before its release makes it queued (wf_release.lua): a delivery
--- that comes first waits; a release whose process died is done again by the sweeper.
-if rec.status == 'held' or rec.status == 'waiting' then return {'held'} end
+-- that comes first waits; a release whose process died is done again by the sweeper. A job that
+-- waited for its key's admission (fair dispatch) has its delivery only once admitted: it starts.
+if rec.status == 'held' then return {'held'} end
 -- Deadline: a waiting job past its start_by ends expired instead of starting late (a processing
 -- one started in time: a retried call, or asynq's redelivery of a lost run).
-if (rec.status == 'queued' or rec.status == 'retrying') and tonumber(rec.start_by or '0') > 0 and
+if (rec.status == 'queued' or rec.status == 'retrying' or rec.status == 'waiting') and tonumber(rec.start_by or '0') > 0 and
   tonumber(now) > tonumber(rec.start_by) then
   job_expire(KEYS[1], KEYS[4], KEYS[6], rec, now, 'start_by', 'not started by its start_by', ARGV[6], ARGV[8], ARGV[5])
   return {'expired'}

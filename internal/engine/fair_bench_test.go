@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
+)
+
+// The fair admission layer's figures (make bench-fair; docs/FAIRNESS.md): start shares under
+// weights, dispatch throughput with many keys against the same jobs without fair dispatch, and
+// the Redis bytes each waiting job costs. They assert nothing about speed or size.
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// fairRig is a stack whose asynq servers start when asked, so a backlog can be enqueued first.
+type fairRig struct {
+	b      *testing.B
+	db     redistest.DB
+	stacks []*Stack
+	client *asynq.Client
+	srvs   []*asynq.Server
+}
+
+// newFairRig registers tc with h on servers stacks of 4 handlers each (not started).
+func newFairRig(b *testing.B, servers int, tc TaskConfig, h Handler) *fairRig {
+	db := redistest.NewDB(b)
+	r := &fairRig{b: b, db: db, client: asynq.NewClientFromRedisClient(db.Client)}
+	for i := range servers {
+		s := New(db.Client, Config{Concurrency: 4, WorkerID: fmt.Sprintf("w%d", i), LeaseTTL: 5 * time.Second})
+		s.Register(tc, h)
+		r.stacks = append(r.stacks, s)
+	}
+	b.Cleanup(r.stop)
+	return r
+}
+
+func (r *fairRig) start() {
+	for _, s := range r.stacks {
+		cfg := s.ServerConfig(asynq.Config{Concurrency: 4, Queues: map[string]int{"default": 1}, ShutdownTimeout: 2 * time.Second,
+			Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel, TaskCheckInterval: 20 * time.Millisecond})
+		srv := asynq.NewServerFromRedisClient(r.db.Client, cfg)
+		if err := srv.Start(s.Mux()); err != nil {
+			r.b.Fatal(err)
+		}
+		r.srvs = append(r.srvs, srv)
+	}
+}
+
+func (r *fairRig) stop() {
+	for i, srv := range r.srvs {
+		r.stacks[i].BeginShutdown()
+		srv.Shutdown()
+	}
+	r.srvs = nil
+	for _, s := range r.stacks {
+		s.Close()
+	}
+}
+
+// enqueueAll enqueues specs with 8 goroutines.
+func (r *fairRig) enqueueAll(specs []Spec) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(len(specs)); i = next.Add(1) - 1 {
+				if _, err := r.stacks[0].Enqueue(bg, r.client, specs[i]); err != nil {
+					r.b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (r *fairRig) succeeded() int64 {
+	var n int64
+	for _, s := range r.stacks {
+		n += s.Stats.Succeeded.Load()
+	}
+	return n
+}
+
+// BenchmarkFairWeights: keys heavy (weight 5) and light (weight 1) both keep a backlog; the starts
+// of each over JOBGUARD_FAIR_WEIGHT_SECONDS (default 5) are counted, and before them the most
+// handlers a lone key kept busy (work-conserving: all 8).
+func BenchmarkFairWeights(b *testing.B) {
+	window := time.Duration(envInt("JOBGUARD_FAIR_WEIGHT_SECONDS", 5)) * time.Second
+	var mu sync.Mutex
+	starts := map[string]int{}
+	var counting atomic.Bool
+	var running, peak atomic.Int64
+	tc := TaskConfig{Type: "weighted", Fair: &Fair{Capacity: 8, Weights: map[string]int{"heavy": 5}}}
+	r := newFairRig(b, 2, tc, func(ctx context.Context, j *Job) error {
+		n := running.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		if counting.Load() {
+			mu.Lock()
+			starts[string(j.Payload)]++
+			mu.Unlock()
+		}
+		time.Sleep(20 * time.Millisecond)
+		running.Add(-1)
+		return nil
+	})
+	r.start()
+	// A lone key: 200 jobs, 8 handlers.
+	lone := make([]Spec, 200)
+	for i := range lone {
+		lone[i] = Spec{Type: "weighted", Tenant: "lone", Payload: []byte("lone")}
+	}
+	r.enqueueAll(lone)
+	for r.succeeded() < int64(len(lone)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	lonePeak := peak.Load()
+	// Both keys saturated: enough backlog for the window at 8 handlers of 20 ms.
+	perSecond := 8 * 50
+	heavy, light := perSecond*int(window/time.Second), perSecond*int(window/time.Second)/3
+	var specs []Spec
+	for i := range heavy {
+		specs = append(specs, Spec{Type: "weighted", Tenant: "heavy", Payload: []byte("heavy")})
+		if i < light {
+			specs = append(specs, Spec{Type: "weighted", Tenant: "light", Payload: []byte("light")})
+		}
+	}
+	r.enqueueAll(specs)
+	counting.Store(true)
+	time.Sleep(window)
+	counting.Store(false)
+	mu.Lock()
+	h, l := starts["heavy"], starts["light"]
+	mu.Unlock()
+	b.ReportMetric(float64(lonePeak), "lone-key-handlers")
+	b.ReportMetric(float64(h)/float64(max(l, 1)), "heavy/light-starts")
+	b.Logf("lone key: at most %d of 8 handlers busy; weights 5:1 over %s: heavy %d starts, light %d (%.2f:1)",
+		lonePeak, window, h, l, float64(h)/float64(max(l, 1)))
+}
+
+// BenchmarkFairManyKeys: JOBGUARD_FAIR_KEYS keys (default 5000) with 2 jobs each are enqueued
+// before the servers start, then drained by 8 no-op handlers, with and without fair dispatch:
+// the drain's throughput, and the Redis bytes per waiting job (used_memory growth over the
+// enqueue; with fair dispatch also the admission keys' own MEMORY USAGE).
+func BenchmarkFairManyKeys(b *testing.B) {
+	keys := envInt("JOBGUARD_FAIR_KEYS", 5000)
+	var specs []Spec
+	for i := range keys {
+		for range 2 {
+			specs = append(specs, Spec{Type: "many", Tenant: "k" + strconv.Itoa(i)})
+		}
+	}
+	rate := map[bool]float64{}
+	for _, fair := range []bool{false, true} {
+		tc := TaskConfig{Type: "many"}
+		if fair {
+			tc.Fair = &Fair{Capacity: envInt("JOBGUARD_FAIR_CAPACITY", 16)}
+		}
+		r := newFairRig(b, 2, tc, func(ctx context.Context, j *Job) error { return nil })
+		before := usedMemory(b, r.db.Client)
+		r.enqueueAll(specs)
+		grown := usedMemory(b, r.db.Client) - before
+		admission := int64(0)
+		if fair {
+			k := r.stacks[0].store.FairKeys("many")
+			for _, key := range r.db.Client.Keys(bg, k.WaitPrefix+"*").Val() {
+				admission += r.db.Client.MemoryUsage(bg, key, 0).Val()
+			}
+			for _, key := range []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime} {
+				admission += r.db.Client.MemoryUsage(bg, key, 0).Val()
+			}
+		}
+		begin := time.Now()
+		r.start()
+		for r.succeeded() < int64(len(specs)) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		took := time.Since(begin)
+		r.stop()
+		rate[fair] = float64(len(specs)) / took.Seconds()
+		name := map[bool]string{false: "plain", true: "fair"}[fair]
+		b.ReportMetric(rate[fair], name+"-jobs/s")
+		b.ReportMetric(float64(grown)/float64(len(specs)), name+"-B/waiting-job")
+		if fair {
+			b.ReportMetric(float64(admission)/float64(len(specs)), "admission-B/waiting-job")
+		}
+		b.Logf("%s: %d keys x 2 jobs drained in %s (%.0f jobs/s); used_memory grew %d B per waiting job%s", name, keys,
+			took.Round(time.Millisecond), rate[fair], grown/int64(len(specs)),
+			map[bool]string{false: "", true: fmt.Sprintf(", of which the admission keys %d B", admission/int64(len(specs)))}[fair])
+	}
+	b.ReportMetric(rate[true]/rate[false], "fair/plain-throughput")
+	b.Logf("throughput fair/plain %.2f", rate[true]/rate[false])
+}
