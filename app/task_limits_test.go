@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -57,6 +58,40 @@ func TestTaskLimitsReachTheWorkers(t *testing.T) {
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// TASK_LIMITS turns on fair dispatch per type (capacity, weights per key, sequences), on a copy:
+// the registry keeps its FIFO types; a bad fair part names the variable.
+func TestTaskLimitsTurnOnFairDispatch(t *testing.T) {
+	t.Parallel()
+	c, err := FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": "rebuild-cache=fair:on,capacity:16,weight:gold=5,weight:silver=2;" +
+		"reserve-stock=sequence:on,on_failure:block"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fair := map[string]string{}
+	for _, task := range c.Tasks {
+		if f := task.Config.Fair; f != nil {
+			fair[task.Type] = fmt.Sprintf("cap %d weights %v seq %v block %v", f.Capacity, f.Weights, f.Sequence, f.BlockOnFailure)
+		}
+	}
+	if fair["rebuild-cache"] != "cap 16 weights map[gold:5 silver:2] seq false block false" ||
+		fair["reserve-stock"] != "cap 0 weights map[] seq true block true" {
+		t.Fatalf("fair %v", fair)
+	}
+	for _, task := range tasks.All() {
+		if task.Config.Fair != nil {
+			t.Fatalf("the registry changed: %s is fair", task.Type)
+		}
+	}
+	for _, bad := range []string{"rebuild-cache=weight:gold", "rebuild-cache=weight:gold=0", "rebuild-cache=capacity:-1",
+		"rebuild-cache=sequence:yes", "rebuild-cache=on_failure:retry"} {
+		_, err := FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": bad}))
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Var != "TASK_LIMITS" {
+			t.Errorf("TASK_LIMITS=%q: %v", bad, err)
 		}
 	}
 }
