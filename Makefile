@@ -2,7 +2,7 @@
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: run test deps vet staticcheck deploy-check compose-check actionlint unit release bench bench-peers bench-scripts bench-recovery chaos chaos-long chaos-failover chaos-failover-short chaos-limits chaos-workflows schedule-soak
+.PHONY: run test deps vet staticcheck deploy-check compose-check actionlint unit release bench bench-fair bench-peers bench-scripts bench-recovery chaos chaos-long chaos-failover chaos-failover-short chaos-limits chaos-workflows schedule-soak
 
 run:
 	$(GO) run ./cmd/jobguard
@@ -75,6 +75,14 @@ bench: deps
 	@printf '\nSummary (commit %s, %s; medians and min-max over the interleaved rounds)\n' "$$(git rev-parse --short HEAD 2>/dev/null)" "$$(date -u +%F)"
 	@printf '| benchmark | measure | baseline | jobguard | jobguard / baseline |\n|---|---|---|---|---|\n'
 	@cat $(BENCH_TABLE)
+
+## bench-fair: fair dispatch against today's bounce-based cap and asynq's FIFO (docs/FAIRNESS.md, about 3
+## minutes): tenant A enqueues 10,000 jobs, then tenant B 20 one after another (start latency p50/p99,
+## bounces per job); weights 5:1 (start shares) and a lone key's handlers; 50,000 keys x 2 jobs drained
+## with and without fair dispatch (throughput ratio, Redis bytes per waiting job).
+bench-fair: deps
+	JOBGUARD_FAIRNESS_BACKLOG=10000 JOBGUARD_FAIRNESS_PROBES=20 $(GO) test -count=1 -run 'TestFairnessBetweenTenants' -v -timeout 30m ./internal/engine/
+	JOBGUARD_FAIR_KEYS=50000 $(GO) test -count=1 -run '^$$' -bench 'FairWeights|FairManyKeys' -benchtime 1x -timeout 30m ./internal/engine/
 
 ## bench-peers: jobguard against bare asynq, BullMQ (Node, installed with npm into a temporary
 ## directory; skipped without node) and River (PostgreSQL the run starts; skipped without it), the
