@@ -50,6 +50,8 @@ func (a *api) routes(f *fiber.App) {
 	f.Get("/jobs/:id/events", guard, limit, a.events)
 	f.Post("/jobs/:id/retry", guard, limit, a.retry)
 	f.Post("/jobs/:id/cancel", guard, limit, a.cancel)
+	f.Post("/jobs/:id/skip", guard, limit, a.skipBlocked)
+	f.Get("/fairness/:type", guard, limit, a.fairness)
 	a.workflowRoutes(f)
 	for _, t := range a.tasks {
 		for _, r := range t.Routes {

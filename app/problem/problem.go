@@ -84,6 +84,8 @@ func ErrorHandler(log zerolog.Logger) fiber.ErrorHandler {
 			p.Status, p.Detail, p.Code = http.StatusConflict, "only a failed job can be retried: "+err.Error(), CodeJobNotFailed
 		case errors.Is(err, engine.ErrEnded):
 			p.Status, p.Detail, p.Code = http.StatusConflict, "the job has ended; only a queued, scheduled, retrying or running job can be cancelled: "+err.Error(), CodeJobEnded
+		case errors.Is(err, engine.ErrNotBlocked):
+			p.Status, p.Detail, p.Code = http.StatusConflict, "the job does not block its sequence: "+err.Error(), CodeJobNotBlocking
 		case errors.Is(err, engine.ErrUnrunnable):
 			p.Status, p.Detail = http.StatusGone, err.Error()
 		case errors.As(err, &fe):
