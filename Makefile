@@ -2,7 +2,7 @@
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: run test deps vet staticcheck deploy-check compose-check actionlint unit release bench bench-fair bench-peers bench-scripts bench-recovery chaos chaos-long chaos-failover chaos-failover-short chaos-limits chaos-workflows schedule-soak
+.PHONY: run test deps vet staticcheck deploy-check compose-check actionlint unit release bench bench-fair bench-peers bench-scripts bench-recovery chaos chaos-long chaos-failover chaos-failover-short chaos-limits chaos-workflows chaos-fair schedule-soak
 
 run:
 	$(GO) run ./cmd/jobguard
@@ -135,6 +135,12 @@ chaos-failover-short: deps
 ## never before its parents finished.
 chaos-workflows: deps
 	CHAOS=workflows $(GO) test -count=1 -v -run '^TestChaosWorkflows$$' -timeout 10m ./chaos/
+
+## chaos-fair: fair sequences per tenant under worker kills (-9), pauses past the lease and Redis
+## restarts from its AOF (CHAOS_FAIR_KEYS x CHAOS_FAIR_JOBS, default 20 x 10, a few minutes): every job
+## done, and per key no job started before its predecessor's done.
+chaos-fair: deps
+	CHAOS=fair $(GO) test -count=1 -v -run '^TestChaosFair$$' -timeout 15m ./chaos/
 
 ## chaos-limits: the limits per key across worker processes (about 3 minutes): concurrency 3 per key
 ## on five workers while holders are killed (-9), paused and cut off past the lease, then a rate of
