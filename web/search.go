@@ -130,8 +130,8 @@ type counts struct {
 	Truncated       bool
 }
 
-// allStatuses are the job statuses, in the engine's order, shown even at zero.
-var allStatuses = []string{"queued", "processing", "retrying", "done", "failed", "revoked", "cancelled", "expired"}
+// allStatuses are the job statuses, in the engine's order (waiting, of fair dispatch, first), shown even at zero.
+var allStatuses = []string{"waiting", "queued", "processing", "retrying", "done", "failed", "revoked", "cancelled", "expired"}
 
 // countJobs reads the search's jobs page by page, up to countPages pages; its links go to the
 // jobs page under root.
