@@ -119,11 +119,14 @@ func TestChaosFair(t *testing.T) {
 		faults.Wait()
 	}
 
-	inversions, overlaps := 0, 0
+	inversions, overlaps, checked := 0, 0, 0
 	for k, list := range ids {
 		for j := 1; j < len(list); j++ {
 			prev, cur := views[list[j-1]], views[list[j]]
 			prevDone, curStart, prevStart := eventAt(prev, "done", true), eventAt(cur, "lease_acquired", false), eventAt(prev, "lease_acquired", false)
+			if curStart > 0 && prevDone > 0 && prevStart > 0 {
+				checked++
+			}
 			if curStart > 0 && prevStart > 0 && curStart < prevStart {
 				inversions++
 				t.Errorf("k%d: job %d started before job %d", k, j, j-1)
@@ -133,6 +136,9 @@ func TestChaosFair(t *testing.T) {
 				t.Errorf("k%d: job %d started at %d, before job %d's done at %d", k, j, curStart, j-1, prevDone)
 			}
 		}
+	}
+	if want := keys * (perKey - 1); checked != want {
+		t.Errorf("checked %d pairs of consecutive jobs, want %d (a timeline without its start or done)", checked, want)
 	}
 	t.Logf("%d keys x %d jobs; %d kills, %d pauses past the lease, %d Redis restarts (AOF); %d order inversions, %d overlaps",
 		keys, perKey, r.kills.Load(), r.pauses.Load(), r.restarts.Load(), inversions, overlaps)
