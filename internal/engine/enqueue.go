@@ -151,6 +151,8 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 	}
 	for try := 0; ; try++ {
 		j := s.newRecord(ctx, id, tc, stored, dedup, now)
+		// A fair type's job waits for its key's admission (bulk and workflow nodes go straight to asynq).
+		j.Waiting = tc.Fair != nil
 		var state jobstore.CreateState
 		var existing string
 		if try == 0 && spec.Alongside != nil {
@@ -393,7 +395,7 @@ func (s *Stack) newRecord(ctx context.Context, id string, tc TaskConfig, spec Sp
 	j := jobstore.NewJob{
 		ID: id, Type: spec.Type, Queue: tc.Queue, Tenant: spec.Tenant, Resource: spec.Resource, MaxAttempts: tc.MaxAttempts,
 		Payload: spec.Payload, OpKey: spec.OpKey, Dedup: dedup, Now: now, StartBy: spec.StartBy, Tags: spec.Tags,
-		Deadline: s.store.WriteDeadline(ctx), ClaimTTL: claim, MarkerTTL: claim, Waiting: tc.Fair != nil,
+		Deadline: s.store.WriteDeadline(ctx), ClaimTTL: claim, MarkerTTL: claim,
 	}
 	if d := spec.Dedup; d != nil {
 		j.Policy = string(d.Policy)
