@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/jobguard/jobguard/app/problem"
+
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/jobguard/jobguard/internal/engine"
@@ -38,7 +40,7 @@ func (a *api) fairness(c *fiber.Ctx) error {
 	typ := strings.Clone(c.Params("type")) // Fiber reuses the buffer
 	counts, err := a.stack.FairCounts(c.UserContext(), typ, fairTop)
 	if errors.Is(err, engine.ErrUnknownType) {
-		return &HTTPError{Status: http.StatusNotFound, Detail: "no fairly dispatched task type " + typ}
+		return &problem.HTTPError{Status: http.StatusNotFound, Detail: "no fairly dispatched task type " + typ}
 	}
 	if err != nil {
 		return err

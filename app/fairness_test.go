@@ -3,6 +3,8 @@ package app
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/jobguard/jobguard/app/problem"
 )
 
 // GET /fairness/{type} shows a fairly dispatched type's admission layer, a tenant its own key
@@ -42,7 +44,7 @@ func TestFairnessRoutes(t *testing.T) {
 		t.Fatalf("a type not dispatched fairly: %d %s, want 404", resp.StatusCode, body)
 	}
 	resp, body = post(t, r, "/jobs/"+ids[1]+"/skip", "", bearer(tokenA)...)
-	if p := decodeProblem(t, resp, body); resp.StatusCode != 409 || p.Code != CodeJobNotBlocking {
-		t.Fatalf("skip of a waiting job: %d %s, want 409 %s", resp.StatusCode, body, CodeJobNotBlocking)
+	if p := decodeProblem(t, resp, body); resp.StatusCode != 409 || p.Code != problem.CodeJobNotBlocking {
+		t.Fatalf("skip of a waiting job: %d %s, want 409 %s", resp.StatusCode, body, problem.CodeJobNotBlocking)
 	}
 }

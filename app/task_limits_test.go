@@ -66,8 +66,8 @@ func TestTaskLimitsReachTheWorkers(t *testing.T) {
 // the registry keeps its FIFO types; a bad fair part names the variable.
 func TestTaskLimitsTurnOnFairDispatch(t *testing.T) {
 	t.Parallel()
-	c, err := FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": "rebuild-cache=fair:on,capacity:16,weight:gold=5,weight:silver=2;" +
-		"reserve-stock=sequence:on,on_failure:block"}))
+	c, err := config.FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": "rebuild-cache=fair:on,capacity:16,weight:gold=5,weight:silver=2;" +
+		"reserve-stock=sequence:on,on_failure:block"}), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,15 +81,15 @@ func TestTaskLimitsTurnOnFairDispatch(t *testing.T) {
 		fair["reserve-stock"] != "cap 0 weights map[] seq true block true" {
 		t.Fatalf("fair %v", fair)
 	}
-	for _, task := range tasks.All() {
+	for _, task := range registry.All() {
 		if task.Config.Fair != nil {
 			t.Fatalf("the registry changed: %s is fair", task.Type)
 		}
 	}
 	for _, bad := range []string{"rebuild-cache=weight:gold", "rebuild-cache=weight:gold=0", "rebuild-cache=capacity:-1",
 		"rebuild-cache=sequence:yes", "rebuild-cache=on_failure:retry"} {
-		_, err := FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": bad}))
-		var ce *ConfigError
+		_, err := config.FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": bad}), registry.All())
+		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Var != "TASK_LIMITS" {
 			t.Errorf("TASK_LIMITS=%q: %v", bad, err)
 		}
