@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -200,4 +201,32 @@ func TestFairTypeInAWorkflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitStatus(c.Jobs["b"], "done", 10*time.Second)
+}
+
+// A replay of the job that blocks its sequence runs in its place: done, it lets the key go on.
+func TestFairReplayOfBlockingJobUnblocks(t *testing.T) {
+	t.Parallel()
+	var fail atomic.Bool
+	fail.Store(true)
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "seq-replay", MaxAttempts: 1, Fair: &Fair{Sequence: true, BlockOnFailure: true, Capacity: 4}},
+			func(ctx context.Context, j *Job) error {
+				if string(j.Payload) == "first" && fail.Load() {
+					return Permanent(errors.New("not yet"))
+				}
+				return nil
+			})
+	})
+	first := h.enqueue(Spec{Type: "seq-replay", Tenant: "k", Payload: []byte("first")})
+	next := h.enqueue(Spec{Type: "seq-replay", Tenant: "k", Payload: []byte("next")})
+	h.waitStatus(first, "failed", 5*time.Second)
+	if v, _ := h.stack.Get(bg, next); v.Raw["status"] != "waiting" {
+		t.Fatalf("the blocked key's next job is %s, want waiting", v.Raw["status"])
+	}
+	fail.Store(false)
+	if err := h.stack.Replay(bg, h.client, first); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(first, "done", 5*time.Second)
+	h.waitStatus(next, "done", 5*time.Second)
 }
