@@ -39,6 +39,10 @@
 // limits per key, with the lease level's guarantees. A job-level task enqueued with a plain asynq
 // client runs at lease level, logged and counted (jobguard_unadopted_total): never archived for it.
 //
+// Job.Fair dispatches a job-level type fairly: its jobs wait per key in Redis (status waiting) and
+// are admitted into asynq in weighted round-robin as its Capacity frees, with limits per key that
+// wait instead of bouncing and sequences (one job per key at a time, in order). See Fair.
+//
 // # What it does not guarantee
 //
 // A lease is not proof of exclusivity: a paused process, or a Redis failover with asynchronous
