@@ -60,6 +60,7 @@ func TestEveryErrorKindHasItsCodeAndType(t *testing.T) {
 		{&problem.HTTPError{Status: http.StatusConflict, Code: problem.CodeIdempotencyInFlight, Detail: "in flight"}, 409, problem.CodeIdempotencyInFlight},
 		{fmt.Errorf("replay: %w", engine.ErrNotFailed), 409, problem.CodeJobNotFailed},
 		{fmt.Errorf("cancel: %w", engine.ErrEnded), 409, problem.CodeJobEnded},
+		{fmt.Errorf("skip: %w", engine.ErrNotBlocked), 409, problem.CodeJobNotBlocking},
 		{&problem.HTTPError{Status: http.StatusConflict, Code: problem.CodeWorkflowEnded, Detail: "the workflow has ended"}, 409, problem.CodeWorkflowEnded},
 		{&problem.HTTPError{Status: http.StatusFailedDependency, Code: problem.CodeBulkAborted, Detail: "another item was refused"}, 424, problem.CodeBulkAborted},
 		{&problem.HTTPError{Status: http.StatusConflict, Code: problem.CodeOrderConflict, Field: "order_id", Detail: "submitted before"}, 409, problem.CodeOrderConflict},
