@@ -140,7 +140,7 @@ chaos-workflows: deps
 ## restarts from its AOF, 100 tenants x 50 jobs (about 3 minutes): every job done, and per key no job
 ## started before its predecessor's done.
 chaos-fair: deps
-	CHAOS=fair CHAOS_FAIR_KEYS=100 CHAOS_FAIR_JOBS=50 $(GO) test -count=1 -v -run '^TestChaosFair$$' -timeout 15m ./chaos/
+	CHAOS=fair $(GO) test -count=1 -v -run '^TestChaosFair$$' -timeout 15m ./chaos/
 
 ## chaos-limits: the limits per key across worker processes (about 3 minutes): concurrency 3 per key
 ## on five workers while holders are killed (-9), paused and cut off past the lease, then a rate of

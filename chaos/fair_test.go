@@ -17,8 +17,8 @@ import (
 
 // Sequences under faults (make chaos-fair, CHAOS=fair): jobguard's own binary, an API and three
 // workers on a Redis with AOF (appendfsync always); rebuild-cache is a fair sequence per tenant
-// (TASK_LIMITS=rebuild-cache=sequence:on). CHAOS_FAIR_KEYS tenants (default 20) each submit
-// CHAOS_FAIR_JOBS jobs (default 10) in order while, every 0.5-1.5 s, a worker running a job is
+// (TASK_LIMITS=rebuild-cache=sequence:on). CHAOS_FAIR_KEYS tenants (default 100) each submit
+// CHAOS_FAIR_JOBS jobs (default 50) in order while, every 0.5-1.5 s, a worker running a job is
 // killed (-9) or paused past the lease (SIGSTOP), or Redis is killed and restarted from its AOF.
 // Checked once every job has ended: every accepted job done (0 lost, 0 stuck), and per key each
 // job's first run started after its predecessor's done (0 order inversions, 0 overlaps).
@@ -26,7 +26,7 @@ func TestChaosFair(t *testing.T) {
 	if os.Getenv("CHAOS") != "fair" {
 		t.Skip("set CHAOS=fair (make chaos-fair)")
 	}
-	keys, perKey := envCount("CHAOS_FAIR_KEYS", 20), envCount("CHAOS_FAIR_JOBS", 10)
+	keys, perKey := envCount("CHAOS_FAIR_KEYS", 100), envCount("CHAOS_FAIR_JOBS", 50)
 	bin := filepath.Join(t.TempDir(), "jobguard")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/jobguard").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -136,6 +136,10 @@ func TestChaosFair(t *testing.T) {
 				t.Errorf("k%d: job %d started at %d, before job %d's done at %d", k, j, curStart, j-1, prevDone)
 			}
 		}
+	}
+	if r.kills.Load() == 0 || r.pauses.Load() == 0 || r.restarts.Load() == 0 {
+		t.Errorf("the run ended before one fault of each kind (kills %d, pauses %d, restarts %d): more jobs (CHAOS_FAIR_JOBS)",
+			r.kills.Load(), r.pauses.Load(), r.restarts.Load())
 	}
 	if want := keys * (perKey - 1); checked != want {
 		t.Errorf("checked %d pairs of consecutive jobs, want %d (a timeline without its start or done)", checked, want)
