@@ -103,3 +103,38 @@ func ExampleLeaseLimit() {
 	fmt.Println("ran holding a slot of example.com:", <-tokens > 0)
 	// Output: ran holding a slot of example.com: true
 }
+
+// A job-level type dispatched fairly: each tenant's jobs run one at a time, in the order they
+// were enqueued (a sequence), whatever the other tenants queue.
+func ExampleFair() {
+	opt, _ := redis.ParseURL(os.Getenv("REDIS_URL"))
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+
+	guard := middleware.New(rdb, middleware.Config{Prefix: "ledger"})
+	defer guard.Close()
+	guard.ProtectJob("ledger:post", middleware.Job{Queue: "ledger", Fair: &middleware.Fair{Sequence: true, Capacity: 4}})
+
+	posted := make(chan string, 3)
+	mux := asynq.NewServeMux()
+	mux.Use(guard.Middleware())
+	mux.HandleFunc("ledger:post", func(ctx context.Context, t *asynq.Task) error {
+		posted <- string(t.Payload())
+		return nil
+	})
+	srv := asynq.NewServerFromRedisClient(rdb, guard.ServerConfig(asynq.Config{Concurrency: 4, LogLevel: asynq.FatalLevel,
+		Queues: map[string]int{"ledger": 1}}))
+	if err := srv.Start(mux); err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+
+	for _, entry := range []string{"open", "credit", "close"} {
+		o := middleware.EnqueueOptions{Tenant: "acme"} // the fair key: the tenant
+		if _, err := guard.Enqueue(context.Background(), asynq.NewTask("ledger:post", []byte(entry)), o); err != nil {
+			panic(err)
+		}
+	}
+	fmt.Println(<-posted, <-posted, <-posted)
+	// Output: open credit close
+}
