@@ -73,7 +73,7 @@ var Kinds = []Kind{
 	{CodeIdempotencyInFlight, http.StatusConflict, "a request with this Idempotency-Key is still being processed", "retry later with the same key to get its answer"},
 	{CodeJobNotFailed, http.StatusConflict, "only a failed job can be retried", "do not retry; read the job's status"},
 	{CodeJobEnded, http.StatusConflict, "the job has ended (done, failed, cancelled, revoked or expired) and cannot be cancelled", "do not retry"},
-	{CodeJobNotBlocking, http.StatusConflict, "the job does not block its sequence (only a failed job of a sequence that blocks on failure does)", "do not retry; read the job's status"},
+	{CodeJobNotBlocking, http.StatusConflict, "the job does not block a fair sequence", "do not retry; read the job's status"},
 	{CodeWorkflowEnded, http.StatusConflict, "the workflow has ended (done, failed or cancelled) and cannot be cancelled", "do not retry"},
 	{CodeBulkAborted, http.StatusFailedDependency, "an item of an atomic bulk enqueue was not created because another item was refused (in the bulk's answer only)", "fix the refused items and send the bulk again"},
 	{CodeOrderConflict, http.StatusConflict, "the order named by `field` was submitted before with different content", "send it unchanged, or use a new id"},
