@@ -230,3 +230,46 @@ func TestFairReplayOfBlockingJobUnblocks(t *testing.T) {
 	h.waitStatus(first, "done", 5*time.Second)
 	h.waitStatus(next, "done", 5*time.Second)
 }
+
+// A fair type's Limit.Concurrency is held in the admission layer: a key never runs more than its
+// limit, another key takes the free handlers meanwhile, and nothing bounces.
+func TestFairLimitWithoutBounces(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	running, peak := map[string]int{}, map[string]int{}
+	h := newHarness(t, Config{Concurrency: 6}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "fair-limit", Limit: Limit{Concurrency: 2, Key: func(s Spec) string { return s.Tenant }},
+			Fair: &Fair{Capacity: 6}}, func(ctx context.Context, j *Job) error {
+			key := string(j.Payload)
+			mu.Lock()
+			running[key]++
+			peak[key] = max(peak[key], running[key])
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+			mu.Lock()
+			running[key]--
+			mu.Unlock()
+			return nil
+		})
+	})
+	var last []string
+	for i := range 20 {
+		for _, key := range []string{"a", "b"} {
+			id := h.enqueue(Spec{Type: "fair-limit", Tenant: key, Payload: []byte(key)})
+			if i == 19 {
+				last = append(last, id)
+			}
+		}
+	}
+	for _, id := range last {
+		h.waitStatus(id, "done", 20*time.Second)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak["a"] > 2 || peak["b"] > 2 || peak["a"] < 2 {
+		t.Errorf("peak running per key %v, want 2 (the limit, reached)", peak)
+	}
+	if n := h.stack.Stats.Bounces.Load(); n != 0 {
+		t.Errorf("%d bounces, want none", n)
+	}
+}
