@@ -127,6 +127,7 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 		ReconcileInterval: cfg.ReconcileInterval,
 		DurableReplicas:   cfg.DurableReplicas,
 		DurableTimeout:    cfg.DurableTimeout,
+		FairMetricKeys:    cfg.FairMetricKeys,
 		Keys:              cfg.EncryptionKeys,
 		Logger:            &a.log,
 		OnRescuePass: func(err error) {

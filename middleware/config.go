@@ -54,6 +54,10 @@ type Config struct {
 	// Keys encrypts the data of the job-level types marked Job.Encrypt and decrypts what any of
 	// its keys encrypted (default none: protecting an encrypted type panics).
 	Keys *KeyRing
+	// FairMetricKeys is how many keys per fairly dispatched type the jobguard_fair_key_* gauges
+	// name in a label, the top by backlog and by running jobs (default 0: none). A key is often a
+	// tenant id: turn it on only where the metrics are read by operators, never by tenants.
+	FairMetricKeys int
 }
 
 func (c Config) withDefaults() Config {

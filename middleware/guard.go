@@ -43,6 +43,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Guard {
 		Prefix: cfg.Prefix, WorkerID: cfg.WorkerID, Concurrency: cfg.Concurrency, LeaseTTL: cfg.LeaseTTL,
 		Retention: cfg.Retention, Logger: cfg.Logger, Clock: cfg.Clock, Keys: cfg.Keys.ring(),
 		DurableReplicas: cfg.DurableReplicas, DurableTimeout: cfg.DurableTimeout,
+		FairMetricKeys: cfg.FairMetricKeys,
 	})
 	locks := stack.Locks()
 	g := &Guard{

@@ -123,6 +123,10 @@ type Config struct {
 	DurableReplicas int
 	// DurableTimeout (DURABLE_TIMEOUT) bounds each wait for the replicas. Default 1s.
 	DurableTimeout time.Duration
+	// FairMetricKeys (FAIR_METRIC_KEYS) is how many tenants per fairly dispatched type the
+	// jobguard_fair_key_* gauges name (the top by backlog and by running jobs). Default 0: none,
+	// since /metrics on HTTP_ADDR is readable with any tenant's token; serve it on ADMIN_ADDR first.
+	FairMetricKeys int
 	// RateLimit (RATE_LIMIT) is how many API requests per second each tenant may send, on average,
 	// across every API process (GCRA in Redis). Default 100; 0 turns the limit off.
 	RateLimit int
@@ -194,6 +198,7 @@ var Variables = []Variable{
 	{Name: "DATABASE_MIGRATE", Default: "false", Help: "apply pending PostgreSQL schema steps at start-up; false: start-up fails until `jobguard migrate` ran"},
 	{Name: "DURABLE_REPLICAS", Default: "0", Help: "durable mode: replicas that must hold an enqueue's confirmation, a run's start, a done job's finish and an applied record before they count (Redis WAIT in their round trip; 0-16, 0 off); short of them within DURABLE_TIMEOUT an enqueue is 503 not_durable"},
 	{Name: "DURABLE_TIMEOUT", Default: "1s", Help: "how long durable mode waits for the replicas per write (10ms-2s)"},
+	{Name: "FAIR_METRIC_KEYS", Default: "0", Help: "tenants per fairly dispatched type named by the jobguard_fair_key_* gauges (0-100; 0: none, as any tenant's token reads /metrics on HTTP_ADDR)"},
 	{Name: "RATE_LIMIT", Default: "100", Help: "API requests per second each tenant may send on average, across all API processes (0 turns it off)"},
 	{Name: "RATE_LIMIT_BURST", Default: "200", Help: "requests an idle tenant may send at once (1-1000000)"},
 	{Name: "EVENT_STREAMS_PER_TENANT", Default: "20", Help: "GET /jobs/{id}/events streams and ?wait= long-polls a tenant may have open on one API process (1-100000); more is 429"},
@@ -281,6 +286,7 @@ func FromLookup(lookup func(string) (string, bool), list []tasks.Task) (Config, 
 	p.fn("DATABASE_MIGRATE", func(v string) (err error) { c.DatabaseMigrate, err = strconv.ParseBool(v); return err })
 	p.integer("DURABLE_REPLICAS", &c.DurableReplicas)
 	p.duration("DURABLE_TIMEOUT", &c.DurableTimeout)
+	p.integer("FAIR_METRIC_KEYS", &c.FairMetricKeys)
 	p.integer("RATE_LIMIT", &c.RateLimit)
 	p.integer("RATE_LIMIT_BURST", &c.RateLimitBurst)
 	p.integer("EVENT_STREAMS_PER_TENANT", &c.EventStreamsPerTenant)
@@ -403,6 +409,9 @@ func (c Config) Validate() error {
 		return bad("DURABLE_REPLICAS", "needs REDIS_URL: the embedded Redis has no replicas")
 	}
 	// Below the 3 s socket read timeout, which would cut a WAIT's answer off.
+	if c.FairMetricKeys < 0 || c.FairMetricKeys > 100 {
+		return bad("FAIR_METRIC_KEYS", "%d is not between 0 (no tenant named) and 100", c.FairMetricKeys)
+	}
 	if c.DurableTimeout < 10*time.Millisecond || c.DurableTimeout > 2*time.Second {
 		return bad("DURABLE_TIMEOUT", "%s is not between 10ms and 2s", c.DurableTimeout)
 	}

@@ -60,6 +60,10 @@ type Config struct {
 	// seals, every key opens) and opens what any key of it sealed (default none: a type marked
 	// Encrypt is refused by Register, and a sealed value does not open).
 	Keys *seal.Ring
+	// FairMetricKeys is how many keys per fairly dispatched type the admission gauges name in a
+	// label, the top by backlog and by running jobs (default 0: none). Keys are tenant ids in the
+	// template: turn it on only where /metrics is read by operators, never by tenants.
+	FairMetricKeys int
 }
 
 func (c Config) withDefaults() Config {

@@ -7,11 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// fairTopKeys is how many keys per type the admission gauges name: the top by backlog and the top
-// by running jobs. Key labels are the one exception to "no tenant id in a label": bounded by this,
-// whatever the number of keys, and asked for by operators who must see who waits.
-const fairTopKeys = 10
-
 // fairScrapeTimeout bounds the Redis reads of one scrape.
 const fairScrapeTimeout = 2 * time.Second
 
@@ -45,7 +40,9 @@ func (c *fairCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), fairScrapeTimeout)
 	defer cancel()
 	for _, tc := range c.s.fairTypes() {
-		counts, err := c.s.store.FairCounts(ctx, tc.Type, fairTopKeys)
+		// Key labels are the one exception to "no tenant id in a label": opt-in
+		// (Config.FairMetricKeys), bounded whatever the number of keys.
+		counts, err := c.s.store.FairCounts(ctx, tc.Type, c.s.cfg.FairMetricKeys)
 		if err != nil {
 			continue // a scrape shows what it could read
 		}

@@ -178,6 +178,13 @@ func (s *Store) FairCounts(ctx context.Context, typ string, top int) (FairTop, e
 	admitted := pipe.HLen(ctx, k.Admitted)
 	ready := pipe.ZCard(ctx, k.Ready)
 	running := pipe.ZCard(ctx, k.Running)
+	if top <= 0 {
+		// No key named: ZREVRANGE 0 -1 would name them all.
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return FairTop{}, fmt.Errorf("jobstore: fair counts %s: %w", typ, err)
+		}
+		return FairTop{WaitingKeys: keys.Val(), Admitted: admitted.Val(), ReadyKeys: ready.Val(), RunningKeys: running.Val()}, nil
+	}
 	byBacklog := pipe.ZRevRangeWithScores(ctx, k.Backlog, 0, int64(top-1))
 	byRunning := pipe.ZRevRangeWithScores(ctx, k.Running, 0, int64(top-1))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
