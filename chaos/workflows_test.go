@@ -4,156 +4,141 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jobguard/jobguard/internal/redistest"
 )
 
-// Workflows under worker kills (make chaos-workflows, CHAOS=workflows): jobguard's own binary, an
-// API and three workers on a real Redis; workflows of rebuild-cache nodes (a diamond, a chain
-// behind it and a clean-up with all_ended) are created over HTTP while a worker running a job is
-// killed (-9) every second and a new one started. A kill lands between a node's end and its
-// children's release as often as anywhere else (200 workflows over about 40 s, some 40 kills); the sweeper and the reconciler must finish what
-// the dead worker left. Checked once every workflow has ended: every workflow is done, every node
-// done, every held node released exactly once (one `released` event on its timeline), and no
-// node released before every parent had finished.
+// Workflows and batches under faults (make chaos-workflows, CHAOS=workflows): jobguard's own
+// binary, an API and three workers on a real Redis with AOF on (appendfsync always: a restart
+// then loses no acknowledged write, so what the suite finds is the engine's, not the fsync
+// window's). 200 workflows of four shapes (a diamond; a fan-out of 20 and its fan-in; a chain of
+// 10; a diamond, a chain behind it and an all_ended clean-up) and 50 batches of six jobs with
+// on_success and on_complete callbacks (one batch in five has a job that fails, so its on_success
+// is skipped) are created over HTTP for about 50 s while, one fault every 0.5 to 1.5 s, a worker
+// running a job is killed (-9), a worker is paused (SIGSTOP) mid-run for longer than LEASE_TTL and
+// resumed, or Redis is killed and restarted on its AOF.
+//
+// Every node is a reserve-stock order of its own, so the sku's ledger counts the node's applied
+// effects. Checked once every workflow and batch has ended (within 2 minutes of the last fault):
+//   - every node's effect landed once: one ledger entry per done order, none for a skipped one;
+//   - no node started before its parents ended: each run's lease_acquired is no earlier than
+//     every parent's end (timeline timestamps, one machine's clock);
+//   - no node started twice, where a double start is two runs of one node whose effects both
+//     landed (two ledger entries), two runs that both ended it (two done events), or two
+//     lease_acquired under one fencing token (two valid leases at once). A node run again after
+//     its worker was killed or paused is a restart, not a double start: the paused run's late
+//     writes are refused (stale_write_rejected) and counted;
+//   - every held node released exactly once;
+//   - no workflow or batch left running;
+//   - each batch has exactly one job per callback kind; on_complete's effect landed once,
+//     on_success's once when every job was done and never (the callback skipped) otherwise.
 func TestChaosWorkflows(t *testing.T) {
 	if os.Getenv("CHAOS") != "workflows" {
 		t.Skip("set CHAOS=workflows (make chaos-workflows)")
 	}
+	wall := time.Now()
 	bin := filepath.Join(t.TempDir(), "jobguard")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/jobguard").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	srv := redistest.Start(t)
-	r := newRun(&run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), env: []string{"RATE_LIMIT=0"}})
+	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	// The rebuild source: a failing batch's rebuild-cache job gets a 404 (permanent), others a value.
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasPrefix(req.URL.Query().Get("resource_id"), "fail-") {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		fmt.Fprint(w, "v")
+	}))
+	defer up.Close()
+	r := newRun(&run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), up: up, env: []string{"RATE_LIMIT=0"}})
 	r.api = r.start("api", srv.Addr)
 	for range 3 {
 		r.startWorker()
 	}
 
-	const workflows = 200
+	var faults wfFaults
 	stop := make(chan struct{})
-	var faults sync.WaitGroup
-	faults.Add(1)
-	go func() {
-		defer faults.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Duration(500+rand.IntN(1000)) * time.Millisecond):
-			}
-			w, _ := r.busyWorker(true)
-			_ = w.cmd.Process.Signal(syscall.SIGKILL)
-			r.kills.Add(1)
-			r.startWorker()
-		}
-	}()
+	faultsDone := make(chan struct{})
+	go func() { defer close(faultsDone); r.injectWorkflowFaults(&faults, stop) }()
 
-	ids := make([]string, 0, workflows)
-	for i := range workflows {
-		node := func(id string, parents ...string) string {
-			ps, _ := json.Marshal(parents)
-			if parents == nil {
-				ps = []byte("[]")
-			}
-			return fmt.Sprintf(`{"id":%q,"type":"rebuild-cache","payload":{"tenant_id":"t1","resource_id":"w%d-%s"},"parents":%s}`, id, i, id, ps)
+	const workflows, batches = 200, 50
+	var subjects []*wfSubject
+	for i := range workflows + batches {
+		s := &wfSubject{}
+		if i%5 == 4 {
+			s.label, s.kind, s.failing = fmt.Sprint("b", i), "batch", (i/5)%5 == 0 // 10 of the 50 fail
+			s.id = postCreate(t, r.api.addr, "/batches", batchBody(s.label, s.failing), "wfc-"+s.label)
+		} else {
+			shape := wfShapes[(i-i/5)%len(wfShapes)] // i-i/5: the workflows before this one
+			s.label, s.kind, s.shape = fmt.Sprint("w", i), "workflow", shape.name
+			s.id = postCreate(t, r.api.addr, "/workflows", workflowBody(s.label, shape.nodes()), "wfc-"+s.label)
 		}
-		cleanup := strings.TrimSuffix(node("cleanup", "d", "e"), "}") + `,"policy":"all_ended"}`
-		body := `{"tenant_id":"t1","nodes":[` + strings.Join([]string{node("a"), node("b", "a"), node("c", "a"),
-			node("d", "b", "c"), node("e", "d"), cleanup}, ",") + `]}`
-		id := postWorkflow(t, r.api.addr, body, fmt.Sprintf("wf-%d", i))
-		ids = append(ids, id)
-		time.Sleep(200 * time.Millisecond) // about 40 s of submissions, under the kills
-	}
-
-	views := map[string]wfView{}
-	deadline := time.Now().Add(3 * time.Minute)
-	for len(views) < len(ids) && time.Now().Before(deadline) {
-		for _, id := range ids {
-			if _, ok := views[id]; ok {
-				continue
-			}
-			var v wfView
-			if getJSON(r.api.addr, "/workflows/"+id, &v) == 200 && v.Status != "running" {
-				views[id] = v
-			}
-		}
-		time.Sleep(250 * time.Millisecond)
+		subjects = append(subjects, s)
+		time.Sleep(200 * time.Millisecond) // about 50 s of submissions, under the faults
 	}
 	close(stop)
-	faults.Wait()
-	t.Logf("%d workflows, %d worker kills; %d ended within the deadline", len(ids), r.kills.Load(), len(views))
-	if len(views) < len(ids) {
-		for _, id := range ids {
-			if _, ok := views[id]; ok {
+	<-faultsDone
+	lastFault := time.Unix(0, faults.last.Load())
+
+	stuck := r.awaitEnded(subjects, lastFault.Add(2*time.Minute))
+	f := r.checkWorkflows(subjects)
+	f.stuck = len(stuck)
+	for _, s := range stuck {
+		r.explainStuck(s)
+	}
+	f.print(subjects, &faults, lastFault, time.Since(wall))
+	f.assert(t)
+}
+
+// wfSubject is a workflow or a batch the run created.
+type wfSubject struct {
+	id, label, kind, shape string
+	failing                bool // a batch with a job that fails
+	status                 string
+}
+
+// awaitEnded polls the workflows and batches until each has ended or the deadline passes; it
+// returns those still running.
+func (r *run) awaitEnded(subjects []*wfSubject, deadline time.Time) []*wfSubject {
+	for {
+		var running []*wfSubject
+		for _, s := range subjects {
+			if s.status != "" {
 				continue
 			}
 			var v wfView
-			getJSON(r.api.addr, "/workflows/"+id, &v)
-			hash := r.rdb.HGetAll(t.Context(), "jobguard:{wf:"+id+"}:wf").Val()
-			t.Logf("workflow %s still running: hash %v", id, hash)
-			for _, n := range v.Nodes {
-				rec := r.rdb.HGetAll(t.Context(), "jobguard:{"+n.JobID[:16]+"}:job:"+n.JobID).Val()
-				t.Logf("  node %s %s: status %s delivery %s updated_at %s confirmed %s", n.ID, n.JobID, rec["status"], rec["delivery"], rec["updated_at"], rec["confirmed"])
+			if getJSON(r.api.addr, "/workflows/"+s.id, &v) == http.StatusOK && v.Status != "running" {
+				s.status = v.Status
+				continue
 			}
+			running = append(running, s)
 		}
-		t.Fatalf("%d workflows still running after 3 minutes", len(ids)-len(views))
+		if len(running) == 0 || time.Now().After(deadline) {
+			return running
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
-	released := 0
-	for id, v := range views {
-		if v.Status != "done" {
-			t.Errorf("workflow %s ended %s: %+v", id, v.Status, v.Nodes)
-			continue
-		}
-		finished := map[string]int64{}
-		timelines := map[string][]jobEvent{}
-		for _, n := range v.Nodes {
-			var j jobView
-			if getJSON(r.api.addr, "/jobs/"+n.JobID, &j) != 200 || j.Status != "done" {
-				t.Errorf("workflow %s node %s: job %s is %q", id, n.ID, n.JobID, j.Status)
-				continue
-			}
-			timelines[n.ID] = j.Timeline
-			for _, e := range j.Timeline {
-				if e.Event == "done" || e.Event == "already_applied" {
-					finished[n.ID] = e.At
-				}
-			}
-		}
-		for _, n := range v.Nodes {
-			if len(n.Parents) == 0 {
-				continue
-			}
-			var at []int64
-			for _, e := range timelines[n.ID] {
-				if e.Event == "released" {
-					at = append(at, e.At)
-				}
-			}
-			if len(at) != 1 {
-				t.Errorf("workflow %s node %s released %d times", id, n.ID, len(at))
-				continue
-			}
-			released++
-			for _, p := range n.Parents {
-				if f, ok := finished[p]; !ok || f > at[0] {
-					t.Errorf("workflow %s node %s released at %d, before its parent %s finished (%d)", id, n.ID, at[0], p, f)
-				}
-			}
-		}
+}
+
+// explainStuck logs a workflow still running: its hash and its nodes' records.
+func (r *run) explainStuck(s *wfSubject) {
+	var v wfView
+	getJSON(r.api.addr, "/workflows/"+s.id, &v)
+	hash := r.rdb.HGetAll(r.t.Context(), "jobguard:{wf:"+s.id+"}:wf").Val()
+	r.t.Logf("%s %s (%s) still running: hash %v", s.kind, s.id, s.label, hash)
+	for _, n := range v.Nodes {
+		rec := r.rdb.HGetAll(r.t.Context(), "jobguard:{"+n.JobID[:16]+"}:job:"+n.JobID).Val()
+		r.t.Logf("  node %s %s: status %s delivery %s updated_at %s confirmed %s", n.ID, n.JobID, rec["status"], rec["delivery"], rec["updated_at"], rec["confirmed"])
 	}
-	t.Logf("%d held nodes released once each, none before its parents", released)
 }
 
 type wfView struct {
@@ -169,6 +154,7 @@ type wfView struct {
 type jobEvent struct {
 	At    int64  `json:"at"`
 	Event string `json:"event"`
+	Token int64  `json:"token"`
 }
 
 type jobView struct {
@@ -176,13 +162,13 @@ type jobView struct {
 	Timeline []jobEvent `json:"timeline"`
 }
 
-// postWorkflow creates a workflow as a careful client does: connection errors, 5xx and a 409 of
-// its Idempotency-Key in flight are retried with the same key (the same workflow comes back).
-func postWorkflow(t *testing.T, addr, body, key string) string {
+// postCreate creates a workflow or a batch as a careful client does: connection errors, 5xx and a
+// 409 of its Idempotency-Key in flight are retried with the same key (the same one comes back).
+func postCreate(t *testing.T, addr, path, body, key string) string {
 	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second}
-	for try := 0; try < 40; try++ {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/workflows", strings.NewReader(body))
+	for try := 0; try < 60; try++ {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", `"`+key+`"`)
 		resp, err := client.Do(req)
@@ -191,17 +177,18 @@ func postWorkflow(t *testing.T, addr, body, key string) string {
 			resp.Body.Close()
 			var a struct {
 				WorkflowID string `json:"workflow_id"`
+				BatchID    string `json:"batch_id"`
 			}
 			if resp.StatusCode == http.StatusAccepted && json.Unmarshal(b, &a) == nil {
-				return a.WorkflowID
+				return a.WorkflowID + a.BatchID
 			}
 			if resp.StatusCode < 500 && resp.StatusCode != http.StatusConflict {
-				t.Fatalf("POST /workflows: %d %s", resp.StatusCode, b)
+				t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatal("POST /workflows: no answer")
+	t.Fatalf("POST %s: no answer", path)
 	return ""
 }
 
