@@ -18,7 +18,7 @@ type wfFigures struct {
 	// invariants (each must be 0)
 	doubleEffects, lostEffects, earlyStarts, doubleStarts, releasedWrong, wrongStatus, callbackJobsWrong, stuck int
 	// figures
-	restarts, refused, rescues                 int
+	restarts, refused, lost, rescues           int
 	onSuccessRan, onSuccessSkipped, onComplete int
 	endAt                                      []int64 // each ended workflow's or batch's end (unix ms)
 	problems                                   []string
@@ -32,11 +32,11 @@ func (f *wfFigures) problem(format string, args ...any) {
 
 // wfNodeRun is one node as its timeline tells it.
 type wfNodeRun struct {
-	id, status                        string
-	parents                           []string
-	starts                            []jobEvent // lease_acquired
-	endAt                             int64      // its first end event (done, failed, skipped, cancelled, expired); 0: none
-	dones, released, refused, rescued int
+	id, status                              string
+	parents                                 []string
+	starts                                  []jobEvent // lease_acquired
+	endAt                                   int64      // its first end event (done, failed, skipped, cancelled, expired); 0: none
+	dones, released, refused, lost, rescued int
 }
 
 func readNodeRun(addr, id, jobID, status string, parents []string) wfNodeRun {
@@ -51,15 +51,17 @@ func readNodeRun(addr, id, jobID, status string, parents []string) wfNodeRun {
 			n.released++
 		case "stale_write_rejected":
 			n.refused++
+		case "lease_lost", "lease_renew_failed":
+			n.lost++
 		case "rescued":
 			n.rescued++
 		}
 		switch e.Event {
-		case "done", "failed", "skipped", "cancelled", "expired":
+		case "done", "already_applied", "failed", "skipped", "cancelled", "expired":
 			if n.endAt == 0 {
 				n.endAt = e.At
 			}
-			if e.Event == "done" {
+			if e.Event == "done" || e.Event == "already_applied" {
 				n.dones++
 			}
 		}
@@ -186,6 +188,7 @@ func (r *run) checkWorkflows(subjects []*wfSubject) *wfFigures {
 		for _, n := range runs {
 			f.restarts += max(len(n.starts)-1, 0)
 			f.refused += n.refused
+			f.lost += n.lost
 			f.rescues += n.rescued
 			if len(n.parents) == 0 {
 				continue
@@ -259,7 +262,7 @@ workflow chaos figures (%s)
 | worker pauses (SIGSTOP past the lease) / jobs running in them | %d / %d |
 | Redis restarts (AOF, appendfsync always) | %d |
 | rescues (timeline) / runs after a node's first (restarts) | %d / %d |
-| refused late writes (stale_write_rejected) | %d |
+| late runs: stopped by their lapsed lease / writes refused by the fence (timelines; worker logs) | %d / %d (%d / %d) |
 | node effects applied twice / missing | %d / %d |
 | nodes started before all their parents ended | %d |
 | nodes started twice | %d |
@@ -270,7 +273,8 @@ workflow chaos figures (%s)
 | time to finish after the last fault, p50 / max | %s / %s (%d ended after it) |
 | wall time | %s |
 `, os.Getenv("CHAOS"), len(subjects)-batches, strings.Join(shapes, ", "), f.nodes, batches, failing, f.batchJobs,
-		faults.kills.Load(), faults.pauses.Load(), faults.caught.Load(), faults.restarts.Load(), f.rescues, f.restarts, f.refused,
+		faults.kills.Load(), faults.pauses.Load(), faults.caught.Load(), faults.restarts.Load(), f.rescues, f.restarts,
+		f.lost, f.refused, faults.logged[0].Load()+faults.logged[1].Load(), faults.logged[2].Load(),
 		f.doubleEffects, f.lostEffects, f.earlyStarts, f.doubleStarts, f.releasedWrong, f.wrongStatus, f.stuck,
 		f.onSuccessRan, f.onSuccessSkipped, f.onComplete, f.callbackJobsWrong, p50, worst, n, wall.Round(time.Second))
 }

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +15,8 @@ type wfFaults struct {
 	caught atomic.Int64
 	// last is when the last fault ended (unix ns).
 	last atomic.Int64
+	// logged counts lateEvents in the processes' logs.
+	logged [3]atomic.Int64
 }
 
 // wfFaultCycle is one round of faults: mostly kills, a pause past the lease and a Redis restart.
@@ -45,20 +48,32 @@ func (r *run) killBusy(f *wfFaults) {
 	r.startWorker()
 }
 
-// pauseMidRun stops a worker (SIGSTOP) for twice the lease TTL and a second, then resumes it. Its
-// Redis traffic is slowed first (300 ms a chunk, through its own proxy) so that the jobs it runs
-// are inside their handlers when it stops, not between two: once resumed, their next writes (the
-// effect, the finish) come from runs whose leases lapsed and were rescued elsewhere, and the fence
-// must refuse them.
+// pauseMidRun stops a worker running a job (SIGSTOP) for twice the lease TTL and a second, then
+// resumes it. Its Redis traffic is held back for longer than a lease (through its own proxy) from
+// just before it stops until it resumes: a write its handlers sent in their last moments lands
+// after their leases lapsed and the jobs were rescued elsewhere, and the fence must refuse it;
+// what they try once resumed must be stopped by the lapsed lease or refused by the fence.
 func (r *run) pauseMidRun(f *wfFaults) {
 	w, _ := r.busyWorker(false)
-	w.proxy.SetLatency(300 * time.Millisecond)
-	time.Sleep(time.Second)
+	w.proxy.SetLatency(leaseTTL + time.Second)
+	time.Sleep(100 * time.Millisecond)
 	_ = w.cmd.Process.Signal(syscall.SIGSTOP)
 	f.caught.Add(int64(len(r.heldBy(w))))
 	time.Sleep(2*leaseTTL + time.Second)
 	_ = w.cmd.Process.Signal(syscall.SIGCONT)
-	time.Sleep(time.Second) // its late writes go out at the slow pace, then the proxy is fast again
+	time.Sleep(time.Second) // what it sends once resumed is late too
 	w.proxy.SetLatency(0)
 	f.pauses.Add(1)
+}
+
+// lateEvents are the worker log events that say a late run was stopped or refused.
+var lateEvents = []string{"lease_lost", "lease_renew_failed", "stale_write_rejected"}
+
+// countLateEvents counts lateEvents in every process's log.
+func (f *wfFaults) countLateEvents(_ *proc, line []byte) {
+	for i, ev := range lateEvents {
+		if bytes.Contains(line, []byte(`"event":"`+ev+`"`)) {
+			f.logged[i].Add(1)
+		}
+	}
 }

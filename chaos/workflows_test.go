@@ -59,13 +59,13 @@ func TestChaosWorkflows(t *testing.T) {
 		fmt.Fprint(w, "v")
 	}))
 	defer up.Close()
-	r := newRun(&run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), up: up, env: []string{"RATE_LIMIT=0"}})
+	var faults wfFaults
+	r := newRun(&run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), up: up, env: []string{"RATE_LIMIT=0"}, onLine: faults.countLateEvents})
 	r.api = r.start("api", srv.Addr)
 	for range 3 {
 		r.startWorker()
 	}
 
-	var faults wfFaults
 	stop := make(chan struct{})
 	faultsDone := make(chan struct{})
 	go func() { defer close(faultsDone); r.injectWorkflowFaults(&faults, stop) }()
