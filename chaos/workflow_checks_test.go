@@ -182,9 +182,8 @@ func (r *run) checkWorkflows(subjects []*wfSubject) *wfFigures {
 				}
 			}
 		}
-		if s.status != "running" {
-			f.endAt = append(f.endAt, end)
-		}
+		s.endAt = end
+		f.endAt = append(f.endAt, end)
 		for _, n := range runs {
 			f.restarts += max(len(n.starts)-1, 0)
 			f.refused += n.refused
@@ -294,4 +293,35 @@ func (f *wfFigures) assert(t *testing.T) {
 			t.Errorf("invariant: %d %s", n, name)
 		}
 	}
+}
+
+// explainSlowest logs the timelines of the workflow or batch that ended last, when that was more
+// than 20 s after the last fault: the figure then names its cause.
+func (r *run) explainSlowest(subjects []*wfSubject, lastFault time.Time) {
+	var slowest *wfSubject
+	for _, s := range subjects {
+		if s.endAt > 0 && (slowest == nil || s.endAt > slowest.endAt) {
+			slowest = s
+		}
+	}
+	if slowest == nil || time.UnixMilli(slowest.endAt).Sub(lastFault) < 20*time.Second {
+		return
+	}
+	var v wfView
+	getJSON(r.api.addr, "/workflows/"+slowest.id, &v)
+	var lines []string
+	for _, n := range v.Nodes {
+		var j struct {
+			Timeline []struct {
+				At                      int64
+				Event, Detail, Delivery string
+			}
+		}
+		getJSON(r.api.addr, "/jobs/"+n.JobID, &j)
+		for _, e := range j.Timeline {
+			lines = append(lines, fmt.Sprintf("%s %+.1fs %s %s %s", n.ID, time.UnixMilli(e.At).Sub(lastFault).Seconds(), e.Event, e.Delivery, e.Detail))
+		}
+	}
+	r.t.Logf("%s %s (%s) ended %s after the last fault; its nodes' events (time from the last fault):\n  %s", slowest.kind, slowest.label,
+		slowest.shape, time.UnixMilli(slowest.endAt).Sub(lastFault).Round(10*time.Millisecond), strings.Join(lines, "\n  "))
 }

@@ -95,6 +95,7 @@ func TestChaosWorkflows(t *testing.T) {
 	for _, s := range stuck {
 		r.explainStuck(s)
 	}
+	r.explainSlowest(subjects, lastFault)
 	f.print(subjects, &faults, lastFault, time.Since(wall))
 	f.assert(t)
 }
@@ -104,6 +105,7 @@ type wfSubject struct {
 	id, label, kind, shape string
 	failing                bool // a batch with a job that fails
 	status                 string
+	endAt                  int64 // its last node's end (unix ms)
 }
 
 // awaitEnded polls the workflows and batches until each has ended or the deadline passes; it
