@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -26,6 +27,10 @@ type Rescuer struct {
 	client   *asynq.Client
 	interval time.Duration
 	served   func() []string
+	// unstarted is when this rescuer first saw each active delivery that no live server lists
+	// (rescue_unstarted.go); a pass keeps only the deliveries it saw.
+	unstarted map[string]time.Time
+	passing   sync.Mutex // one pass at a time: unstarted is the last pass's
 }
 
 // NewRescuer returns a rescuer for the stack's task types; interval 0 means DefaultRescueInterval.
@@ -55,16 +60,24 @@ func (r *Rescuer) Run(ctx context.Context) {
 // Pass looks at every active delivery once and returns how many jobs it rescued (or failed); then
 // it runs the deadline sweep (Stack.ExpireDue), whose errors it returns too.
 func (r *Rescuer) Pass(ctx context.Context) (int, error) {
+	r.passing.Lock()
+	defer r.passing.Unlock()
 	var served []string
 	if r.served != nil {
 		served = r.served()
 	}
 	rescued := 0
+	listed, lerr := r.listedByLiveServers()
+	seen := map[string]time.Time{}
 	err := WalkActive(ctx, r.s.rdb, r.insp, served, func(t *asynq.TaskInfo) {
-		if r.rescue(ctx, t) {
+		switch {
+		case r.rescue(ctx, t):
+			rescued++
+		case lerr == nil && !listed[t.ID] && r.rescueUnstarted(ctx, t, seen):
 			rescued++
 		}
 	})
+	r.unstarted = seen
 	if err != nil {
 		return rescued, fmt.Errorf("engine: rescue: %w", err)
 	}

@@ -43,10 +43,12 @@ var (
 	replayScript   = script("replay.lua")
 	rescueScript   = script("rescue.lua")
 	unrescueScript = script("unrescue.lua")
-	cancelScript   = script("cancel.lua")
-	listScript     = script("list.lua")
-	timelineScript = script("timeline.lua")
-	expireScript   = script("expire.lua")
+	// rescueUnstartedScript: see rescue_unstarted.go.
+	rescueUnstartedScript = script("rescue_unstarted.lua")
+	cancelScript          = script("cancel.lua")
+	listScript            = script("list.lua")
+	timelineScript        = script("timeline.lua")
+	expireScript          = script("expire.lua")
 	// A workflow's scripts (workflow.go).
 	wfConfirmScript = script("wf_confirm.lua")
 	wfEndedScript   = script("wf_ended.lua")
@@ -55,9 +57,9 @@ var (
 	wfCancelScript  = script("wf_cancel.lua")
 	// allScripts are loaded by the test that checks every script compiles in a real Redis.
 	allScripts = []*redis.Script{createScript, confirmScript, pendingScript, abandonScript, replaceScript,
-		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript, cancelScript, listScript,
-		timelineScript, expireScript, resealScript, wfConfirmScript, wfEndedScript, wfReleaseScript, wfSkipScript,
-		wfCancelScript, fairWaitScript, fairDoneScript, fairPumpScript}
+		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript, rescueUnstartedScript,
+		cancelScript, listScript, timelineScript, expireScript, resealScript, wfConfirmScript, wfEndedScript,
+		wfReleaseScript, wfSkipScript, wfCancelScript, fairWaitScript, fairDoneScript, fairPumpScript}
 )
 
 const defaultTimeline = 100

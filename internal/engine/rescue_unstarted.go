@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
+)
+
+// A worker killed between asynq's dequeue and the start script leaves its job queued (or
+// retrying) with the delivery in asynq's active list: no lease lapses, so the rescue of a lost run
+// never sees it, and the reconciler finds the delivery present. Only asynq's recoverer brought it
+// back, 60-120 s later (make chaos-workflows found a fan-in waiting 61 s on one such leaf). The
+// rescuer now gives such a delivery a new one once it has seen it active for unstartedGrace while
+// no live asynq server lists it among its workers (Inspector.Servers).
+
+// unstartedGrace is how long a delivery must have been seen active, and listed by no live server,
+// before it is taken for one whose worker died before its start: two of asynq's 5 s heartbeats,
+// so that a live server that took it has listed it. A live worker that starts it later still is
+// refused at the start (its delivery is no longer the job's): nothing runs twice.
+const unstartedGrace = 10 * time.Second
+
+// listedByLiveServers is the set of task ids the live asynq servers say they are working on.
+func (r *Rescuer) listedByLiveServers() (map[string]bool, error) {
+	servers, err := r.insp.Servers()
+	if err != nil {
+		return nil, err
+	}
+	listed := map[string]bool{}
+	for _, srv := range servers {
+		for _, w := range srv.ActiveWorkers {
+			listed[w.TaskID] = true
+		}
+	}
+	return listed, nil
+}
+
+// rescueUnstarted gives active delivery t, which no live server lists, a new delivery when this
+// rescuer has seen it so for unstartedGrace and its job never started it; seen collects the
+// deliveries of this pass with when they were first seen.
+func (r *Rescuer) rescueUnstarted(ctx context.Context, t *asynq.TaskInfo, seen map[string]time.Time) bool {
+	now := r.s.now()
+	first, ok := r.unstarted[t.ID]
+	if !ok {
+		first = now
+	}
+	seen[t.ID] = first
+	if now.Sub(first) < unstartedGrace {
+		return false
+	}
+	jobID := t.Headers[HeaderJobID]
+	tc, known := r.s.TaskConfig(t.Type)
+	keys, err := r.s.keysFor(jobID, "", t.Headers[HeaderDedup])
+	if err != nil || !known {
+		return false
+	}
+	res, err := r.s.store.RescueUnstarted(ctx, keys, t.ID, now)
+	if err != nil {
+		r.s.log.Warn().Err(err).Str("job_id", jobID).Msg("rescue script failed")
+		return false
+	}
+	if res.State != jobstore.Rescued {
+		return false
+	}
+	log := r.s.log.With().Str("job_id", jobID).Str("delivery", t.ID).Str("worker_id", r.s.cfg.WorkerID).Logger()
+	headers := map[string]string{}
+	for k, v := range t.Headers {
+		headers[k] = v
+	}
+	if err := r.s.deliver(ctx, r.client, tc, jobID, res.Delivery, headers[HeaderOpKey], headers[HeaderDedup], headers, 0); err != nil {
+		// The record names a delivery asynq does not have: the reconciler enqueues it after its grace.
+		log.Warn().Err(err).Str("new_delivery", res.Delivery).Msg("rescue delivery not enqueued; left to the reconciler")
+		return false
+	}
+	r.s.Stats.Rescued.Add(1)
+	r.s.m.rescues.WithLabelValues(t.Type, "rescued").Inc()
+	log.Info().Str("event", "rescued").Str("new_delivery", res.Delivery).Dur("since_seen", now.Sub(first)).Msg("job taken by a worker that never started it redelivered")
+	return true
+}

@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
+)
+
+// takenByADeadWorker does to delivery id of queue what asynq's dequeue does (pending to active,
+// leased for 30 s) on behalf of a worker that then dies before the start script: no server lists it.
+func takenByADeadWorker(t *testing.T, rdb *redis.Client, queue, id string) {
+	t.Helper()
+	q := "asynq:{" + queue + "}:"
+	if n := rdb.LRem(bg, q+"pending", 0, id).Val(); n != 1 {
+		t.Fatalf("delivery %s is not pending in %s", id, queue)
+	}
+	rdb.LPush(bg, q+"active", id)
+	rdb.HSet(bg, q+"t:"+id, "state", "active")
+	rdb.HDel(bg, q+"t:"+id, "pending_since")
+	rdb.ZAdd(bg, q+"lease", redis.Z{Score: float64(time.Now().Add(30 * time.Second).Unix()), Member: id})
+}
+
+// A worker killed between asynq's dequeue and the start script left its job queued, and only
+// asynq's recoverer (60-120 s) brought the delivery back (make chaos-workflows: a fan-in waited
+// 61 s on one such leaf). The rescuer gives it a new delivery once it has seen it unstarted, and
+// listed by no live server, for unstartedGrace; the job's attempt is not spent. Before the fix no
+// pass ever rescued it.
+func TestRescueRedeliversADeliveryTakenByAWorkerThatDiedBeforeItsStart(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	clock := newFakeClock()
+	s := New(db.Client, Config{LeaseTTL: 2 * time.Second, Clock: clock, WorkerID: "rescuer"})
+	s.Register(TaskConfig{Type: "work", MaxAttempts: 3}, func(context.Context, *Job) error { return nil })
+	defer s.Close()
+	client, insp := asynq.NewClientFromRedisClient(db.Client), asynq.NewInspectorFromRedisClient(db.Client)
+	created, err := s.Enqueue(bg, client, Spec{Type: "work", Tenant: "a", Resource: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.JobID
+	takenByADeadWorker(t, db.Client, "default", DeliveryID(id, 1))
+
+	r := s.NewRescuer(insp, client, 0)
+	if n, err := r.Pass(bg); err != nil || n != 0 {
+		t.Fatalf("first pass: %d rescued, %v; want 0 (just seen)", n, err)
+	}
+	clock.Advance(unstartedGrace - time.Second)
+	if n, _ := r.Pass(bg); n != 0 {
+		t.Fatalf("a pass within the grace rescued %d", n)
+	}
+	clock.Advance(2 * time.Second)
+	if n, err := r.Pass(bg); err != nil || n != 1 {
+		t.Fatalf("pass after the grace: %d rescued, %v; want 1", n, err)
+	}
+	v, _ := s.Get(bg, id)
+	if v.Raw["status"] != "queued" || v.Raw["delivery"] != DeliveryID(id, 2) || v.Raw["attempt"] != "0" || !has(v, "rescued") {
+		t.Fatalf("after the rescue: %v %v", v.Record, events(v))
+	}
+	if info, err := insp.GetTaskInfo("default", DeliveryID(id, 2)); err != nil || info.State != asynq.TaskStatePending {
+		t.Fatalf("new delivery in asynq: %+v %v", info, err)
+	}
+	// The next pass finds the old delivery no longer the job's.
+	clock.Advance(unstartedGrace)
+	if n, _ := r.Pass(bg); n != 0 {
+		t.Fatalf("a later pass rescued %d more", n)
+	}
+}
+
+// A delivery a live server is working on (here a handler that has not reached the start script)
+// is listed by it and left alone, however long it has been active.
+func TestRescueLeavesAnUnstartedDeliveryOfALiveServerAlone(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	clock := newFakeClock()
+	s := New(db.Client, Config{LeaseTTL: 2 * time.Second, Clock: clock, WorkerID: "rescuer"})
+	s.Register(TaskConfig{Type: "work", MaxAttempts: 3}, func(context.Context, *Job) error { return nil })
+	defer s.Close()
+	client, insp := asynq.NewClientFromRedisClient(db.Client), asynq.NewInspectorFromRedisClient(db.Client)
+	created, err := s.Enqueue(bg, client, Spec{Type: "work", Tenant: "a", Resource: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1 := DeliveryID(created.JobID, 1)
+	hold := make(chan struct{})
+	srv := asynq.NewServerFromRedisClient(db.Client, asynq.Config{Concurrency: 1, Queues: map[string]int{"default": 1},
+		Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel, TaskCheckInterval: 50 * time.Millisecond, ShutdownTimeout: time.Second})
+	if err := srv.Start(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		select { // a worker slow to reach the start script
+		case <-hold:
+		case <-ctx.Done():
+		}
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	defer close(hold)
+	// asynq lists a server's workers at its next heartbeat (every 5 s).
+	testsupport.Eventually(t, 15*time.Second, "the server lists the delivery", func() bool {
+		listed, _ := s.NewRescuer(insp, client, 0).listedByLiveServers()
+		return listed[d1]
+	})
+	r := s.NewRescuer(insp, client, 0)
+	for range 3 {
+		if n, err := r.Pass(bg); err != nil || n != 0 {
+			t.Fatalf("a pass rescued %d, %v: the delivery's server is alive", n, err)
+		}
+		clock.Advance(unstartedGrace)
+	}
+	if v, _ := s.Get(bg, created.JobID); v.Raw["delivery"] != d1 || has(v, "rescued") {
+		t.Fatalf("the job was rescued: %v %v", v.Record, events(v))
+	}
+}
