@@ -261,7 +261,7 @@ workflow chaos figures (%s)
 | worker pauses (SIGSTOP past the lease) / jobs running in them | %d / %d |
 | Redis restarts (AOF, appendfsync always) | %d |
 | rescues (timeline) / runs after a node's first (restarts) | %d / %d |
-| late runs: stopped by their lapsed lease / writes refused by the fence (timelines; worker logs) | %d / %d (%d / %d) |
+| late runs: stopped by their lapsed lease / finishes refused by the fence (timelines; worker logs) / effects refused by the fence (worker logs) | %d / %d (%d / %d) / %d |
 | node effects applied twice / missing | %d / %d |
 | nodes started before all their parents ended | %d |
 | nodes started twice | %d |
@@ -273,7 +273,7 @@ workflow chaos figures (%s)
 | wall time | %s |
 `, os.Getenv("CHAOS"), len(subjects)-batches, strings.Join(shapes, ", "), f.nodes, batches, failing, f.batchJobs,
 		faults.kills.Load(), faults.pauses.Load(), faults.caught.Load(), faults.restarts.Load(), f.rescues, f.restarts,
-		f.lost, f.refused, faults.logged[0].Load()+faults.logged[1].Load(), faults.logged[2].Load(),
+		f.lost, f.refused, faults.logged[0].Load()+faults.logged[1].Load(), faults.logged[2].Load(), faults.staleTokens.Load(),
 		f.doubleEffects, f.lostEffects, f.earlyStarts, f.doubleStarts, f.releasedWrong, f.wrongStatus, f.stuck,
 		f.onSuccessRan, f.onSuccessSkipped, f.onComplete, f.callbackJobsWrong, p50, worst, n, wall.Round(time.Second))
 }

@@ -15,8 +15,10 @@ type wfFaults struct {
 	caught atomic.Int64
 	// last is when the last fault ended (unix ns).
 	last atomic.Int64
-	// logged counts lateEvents in the processes' logs.
-	logged [3]atomic.Int64
+	// logged counts lateEvents in the processes' logs; staleTokens the log lines of a handler's
+	// write refused by the fence (locking.StaleError, as the reserve-stock effect returns it).
+	logged      [3]atomic.Int64
+	staleTokens atomic.Int64
 }
 
 // wfFaultCycle is one round of faults: mostly kills, a pause past the lease and a Redis restart.
@@ -55,7 +57,7 @@ func (r *run) killBusy(f *wfFaults) {
 // what they try once resumed must be stopped by the lapsed lease or refused by the fence.
 func (r *run) pauseMidRun(f *wfFaults) {
 	w, _ := r.busyWorker(false)
-	w.proxy.SetLatency(leaseTTL + time.Second)
+	w.proxy.SetLatency(2*leaseTTL + time.Second) // what it sent lands after its jobs were rescued and run again
 	time.Sleep(100 * time.Millisecond)
 	_ = w.cmd.Process.Signal(syscall.SIGSTOP)
 	f.caught.Add(int64(len(r.heldBy(w))))
@@ -75,5 +77,8 @@ func (f *wfFaults) countLateEvents(_ *proc, line []byte) {
 		if bytes.Contains(line, []byte(`"event":"`+ev+`"`)) {
 			f.logged[i].Add(1)
 		}
+	}
+	if bytes.Contains(line, []byte("stale fencing token")) {
+		f.staleTokens.Add(1)
 	}
 }
