@@ -51,7 +51,7 @@ func readNodeRun(addr, id, jobID, status string, parents []string) wfNodeRun {
 			n.released++
 		case "stale_write_rejected":
 			n.refused++
-		case "lease_lost", "lease_renew_failed":
+		case "lease_lost": // a renewal that failed writes lease_renew_failed too: one run, counted once
 			n.lost++
 		case "rescued":
 			n.rescued++
@@ -273,7 +273,7 @@ workflow chaos figures (%s)
 | wall time | %s |
 `, os.Getenv("CHAOS"), len(subjects)-batches, strings.Join(shapes, ", "), f.nodes, batches, failing, f.batchJobs,
 		faults.kills.Load(), faults.pauses.Load(), faults.caught.Load(), faults.restarts.Load(), f.rescues, f.restarts,
-		f.lost, f.refused, faults.logged[0].Load()+faults.logged[1].Load(), faults.logged[2].Load(), faults.staleTokens.Load(),
+		f.lost, f.refused, faults.logged[0].Load(), faults.logged[1].Load(), faults.staleTokens.Load(),
 		f.doubleEffects, f.lostEffects, f.earlyStarts, f.doubleStarts, f.releasedWrong, f.wrongStatus, f.stuck,
 		f.onSuccessRan, f.onSuccessSkipped, f.onComplete, f.callbackJobsWrong, p50, worst, n, wall.Round(time.Second))
 }

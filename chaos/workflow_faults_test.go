@@ -17,7 +17,7 @@ type wfFaults struct {
 	last atomic.Int64
 	// logged counts lateEvents in the processes' logs; staleTokens the log lines of a handler's
 	// write refused by the fence (locking.StaleError, as the reserve-stock effect returns it).
-	logged      [3]atomic.Int64
+	logged      [2]atomic.Int64
 	staleTokens atomic.Int64
 }
 
@@ -68,8 +68,9 @@ func (r *run) pauseMidRun(f *wfFaults) {
 	f.pauses.Add(1)
 }
 
-// lateEvents are the worker log events that say a late run was stopped or refused.
-var lateEvents = []string{"lease_lost", "lease_renew_failed", "stale_write_rejected"}
+// lateEvents are the worker log events that say a late run was stopped (lease_lost: a run that
+// also failed a renewal logs lease_renew_failed besides) or its finish refused.
+var lateEvents = []string{"lease_lost", "stale_write_rejected"}
 
 // countLateEvents counts lateEvents in every process's log.
 func (f *wfFaults) countLateEvents(_ *proc, line []byte) {
