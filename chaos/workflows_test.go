@@ -22,7 +22,7 @@ import (
 // window's). 200 workflows of four shapes (a diamond; a fan-out of 20 and its fan-in; a chain of
 // 10; a diamond, a chain behind it and an all_ended clean-up) and 50 batches of six jobs with
 // on_success and on_complete callbacks (one batch in five has a job that fails, so its on_success
-// is skipped) are created over HTTP for about 50 s while, one fault every 0.5 to 1.5 s, a worker
+// is skipped) are created over HTTP for about 70 s while, one fault every 0.5 to 1.5 s, a worker
 // running a job is killed (-9), a worker is paused (SIGSTOP) mid-run for longer than LEASE_TTL and
 // resumed, or Redis is killed and restarted on its AOF.
 //
@@ -83,7 +83,7 @@ func TestChaosWorkflows(t *testing.T) {
 			s.id = postCreate(t, r.api.addr, "/workflows", workflowBody(s.label, shape.nodes()), "wfc-"+s.label)
 		}
 		subjects = append(subjects, s)
-		time.Sleep(200 * time.Millisecond) // about 50 s of submissions, under the faults
+		time.Sleep(280 * time.Millisecond) // about 70 s of submissions, under the faults
 	}
 	close(stop)
 	<-faultsDone
