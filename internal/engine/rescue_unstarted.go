@@ -2,11 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/hibiken/asynq"
-
-	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
 // A worker killed between asynq's dequeue and the start script leaves its job queued (or
@@ -56,12 +55,11 @@ func (r *Rescuer) rescueUnstarted(ctx context.Context, t *asynq.TaskInfo, seen m
 	if err != nil || !known {
 		return false
 	}
-	res, err := r.s.store.RescueUnstarted(ctx, keys, t.ID, now)
-	if err != nil {
-		r.s.log.Warn().Err(err).Str("job_id", jobID).Msg("rescue script failed")
-		return false
-	}
-	if res.State != jobstore.Rescued {
+	// The next delivery is enqueued before the record names it: a rescuer that dies in between
+	// leaves a delivery that is stale at its start, not a record whose delivery asynq lacks, which
+	// waits for the reconciler's grace (a chaos run saw such a record wait 125 s).
+	next, err := r.s.store.NextUnstartedDelivery(ctx, keys, jobID, t.ID)
+	if err != nil || next == "" {
 		return false
 	}
 	log := r.s.log.With().Str("job_id", jobID).Str("delivery", t.ID).Str("worker_id", r.s.cfg.WorkerID).Logger()
@@ -69,13 +67,21 @@ func (r *Rescuer) rescueUnstarted(ctx context.Context, t *asynq.TaskInfo, seen m
 	for k, v := range t.Headers {
 		headers[k] = v
 	}
-	if err := r.s.deliver(ctx, r.client, tc, jobID, res.Delivery, headers[HeaderOpKey], headers[HeaderDedup], headers, 0); err != nil {
-		// The record names a delivery asynq does not have: the reconciler enqueues it after its grace.
-		log.Warn().Err(err).Str("new_delivery", res.Delivery).Msg("rescue delivery not enqueued; left to the reconciler")
+	err = r.s.deliver(ctx, r.client, tc, jobID, next, headers[HeaderOpKey], headers[HeaderDedup], headers, 0)
+	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) { // a conflict: enqueued by an earlier try
+		log.Warn().Err(err).Str("new_delivery", next).Msg("rescue delivery not enqueued; next pass")
+		return false
+	}
+	rescued, err := r.s.store.RescueUnstarted(ctx, keys, t.ID, next, now)
+	if err != nil {
+		log.Warn().Err(err).Msg("rescue script failed")
+		return false
+	}
+	if !rescued {
 		return false
 	}
 	r.s.Stats.Rescued.Add(1)
 	r.s.m.rescues.WithLabelValues(t.Type, "rescued").Inc()
-	log.Info().Str("event", "rescued").Str("new_delivery", res.Delivery).Dur("since_seen", now.Sub(first)).Msg("job taken by a worker that never started it redelivered")
+	log.Info().Str("event", "rescued").Str("new_delivery", next).Dur("since_seen", now.Sub(first)).Msg("job taken by a worker that never started it redelivered")
 	return true
 }

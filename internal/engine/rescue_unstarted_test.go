@@ -117,3 +117,42 @@ func TestRescueLeavesAnUnstartedDeliveryOfALiveServerAlone(t *testing.T) {
 		t.Fatalf("the job was rescued: %v %v", v.Record, events(v))
 	}
 }
+
+// The next delivery is enqueued before the record names it: a rescue whose enqueue fails leaves
+// the job as it was, and the next pass rescues it. Before, the record named a delivery asynq did
+// not have, and only the reconciler (30 s grace) repaired it; a chaos run saw one wait 125 s.
+func TestRescueOfAnUnstartedDeliveryWhoseEnqueueFailsChangesNothing(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	clock := newFakeClock()
+	s := New(db.Client, Config{LeaseTTL: 2 * time.Second, Clock: clock, WorkerID: "rescuer"})
+	s.Register(TaskConfig{Type: "work", MaxAttempts: 3}, func(context.Context, *Job) error { return nil })
+	defer s.Close()
+	client, insp := asynq.NewClientFromRedisClient(db.Client), asynq.NewInspectorFromRedisClient(db.Client)
+	created, err := s.Enqueue(bg, client, Spec{Type: "work", Tenant: "a", Resource: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.JobID
+	takenByADeadWorker(t, db.Client, "default", DeliveryID(id, 1))
+	unreachable := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer unreachable.Close()
+	broken := s.NewRescuer(insp, asynq.NewClientFromRedisClient(unreachable), 0)
+	_, _ = broken.Pass(bg)
+	clock.Advance(unstartedGrace + time.Second)
+	if n, _ := broken.Pass(bg); n != 0 {
+		t.Fatalf("a rescue whose enqueue failed counted %d", n)
+	}
+	if v, _ := s.Get(bg, id); v.Raw["delivery"] != DeliveryID(id, 1) || v.Raw["deliveries"] != "1" || has(v, "rescued") {
+		t.Fatalf("the record moved without its delivery: %v %v", v.Record, events(v))
+	}
+	r := s.NewRescuer(insp, client, 0)
+	_, _ = r.Pass(bg)
+	clock.Advance(unstartedGrace + time.Second)
+	if n, err := r.Pass(bg); err != nil || n != 1 {
+		t.Fatalf("the next rescuer's pass: %d rescued, %v; want 1", n, err)
+	}
+	if info, err := insp.GetTaskInfo("default", DeliveryID(id, 2)); err != nil || info.State != asynq.TaskStatePending {
+		t.Fatalf("new delivery in asynq: %+v %v", info, err)
+	}
+}

@@ -3,28 +3,40 @@ package jobstore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 )
 
-// RescueUnstarted gives a job whose active delivery was taken by a worker that never started it
-// (queued or retrying, that delivery still current) a new delivery, leaving its status and
-// attempt: Rescued with the delivery to enqueue, or Skip when the job started, ended or moved on.
-func (s *Store) RescueUnstarted(ctx context.Context, k Keys, active string, now time.Time) (Rescue, error) {
+// NextUnstartedDelivery names the delivery that job id would get if its active delivery was
+// taken by a worker that never started it: "" unless the job is queued or retrying, confirmed,
+// with active as its current delivery. The caller enqueues it, then RescueUnstarted adopts it.
+func (s *Store) NextUnstartedDelivery(ctx context.Context, k Keys, id, active string) (string, error) {
+	f, err := s.rdb.HMGet(ctx, k.Record, FieldStatus, FieldDelivery, FieldDeliveries, FieldConfirmed).Result()
+	if err != nil {
+		return "", fmt.Errorf("jobstore: read delivery: %w", err)
+	}
+	str := func(i int) string { v, _ := f[i].(string); return v }
+	if st := Status(str(0)); (st != StatusQueued && st != StatusRetrying) || str(1) != active || str(3) == "0" {
+		return "", nil
+	}
+	n, _ := strconv.Atoi(str(2))
+	return DeliveryID(id, n+1), nil
+}
+
+// RescueUnstarted makes next, already enqueued, the delivery of a job whose active delivery was
+// taken by a worker that never started it, leaving its status and attempt; false when the job
+// started, ended or moved on since NextUnstartedDelivery (next is then stale at its start).
+func (s *Store) RescueUnstarted(ctx context.Context, k Keys, active, next string, now time.Time) (bool, error) {
 	res, err := rescueUnstartedScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline},
-		active, now.UnixMilli(), ms(s.cfg.Retention), s.cfg.TimelineCap, s.cfg.WorkerID).Result()
+		active, next, now.UnixMilli(), ms(s.cfg.Retention), s.cfg.TimelineCap, s.cfg.WorkerID).Text()
 	if err != nil {
-		return Rescue{}, fmt.Errorf("jobstore: rescue unstarted: %w", err)
+		return false, fmt.Errorf("jobstore: rescue unstarted: %w", err)
 	}
-	state, rest, err := replyList("rescue_unstarted", res)
-	if err != nil {
-		return Rescue{}, err
+	switch res {
+	case "rescued":
+		return true, nil
+	case "skip":
+		return false, nil
 	}
-	switch r := (Rescue{State: RescueState(state)}); r.State {
-	case Rescued:
-		r.Delivery, err = stringAt("rescue_unstarted", rest, 0)
-		return r, err
-	case Skip:
-		return r, nil
-	}
-	return Rescue{}, replyError("rescue_unstarted", res)
+	return false, replyError("rescue_unstarted", res)
 }
