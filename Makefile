@@ -133,8 +133,8 @@ chaos-failover-short: deps
 ## chaos-workflows: 200 workflows (diamonds, fan-out 20/fan-in, chains of 10, diamond+chain+clean-up)
 ## and 50 batches with on_success/on_complete, under worker kills (-9), pauses past the lease and
 ## Redis restarts (AOF always), about 2 minutes: every node's effect once, none started before its
-## parents ended or twice, none stuck, each callback once (two runs: 0 of each; 17 kills, 4 pauses,
-## 3 Redis restarts; the last workflow ended 5.0 s and 12.4 s after the last fault).
+## parents ended or twice, none stuck, each callback once (two runs: 0 of each; 22-23 kills, 5 pauses,
+## 4 Redis restarts; the last workflow ended 12.6 s and 8.7 s after the last fault).
 chaos-workflows: deps
 	CHAOS=workflows $(GO) test -count=1 -v -run '^TestChaosWorkflows$$' -timeout 10m ./chaos/
 
