@@ -32,10 +32,12 @@ import (
 //   - no node started before its parents ended: each run's lease_acquired is no earlier than
 //     every parent's end (timeline timestamps, one machine's clock);
 //   - no node started twice, where a double start is two runs of one node whose effects both
-//     landed (two ledger entries), two runs that both ended it (two done events), or two
+//     landed (two ledger entries), two runs that both ended it (two done or already_applied
+//     events), or two
 //     lease_acquired under one fencing token (two valid leases at once). A node run again after
 //     its worker was killed or paused is a restart, not a double start: the paused run's late
-//     writes are refused (stale_write_rejected) and counted;
+//     writes are stopped by its lapsed lease (lease_lost) or refused by the fence
+//     (stale_write_rejected, or a stale-token error in the logs), and counted;
 //   - every held node released exactly once;
 //   - no workflow or batch left running;
 //   - each batch has exactly one job per callback kind; on_complete's effect landed once,
