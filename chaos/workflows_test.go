@@ -33,9 +33,9 @@ import (
 //     every parent's end (timeline timestamps, one machine's clock);
 //   - no node started twice, where a double start is two runs of one node whose effects both
 //     landed (two ledger entries), two runs that both ended it (two done or already_applied
-//     events), or two
-//     lease_acquired under one fencing token (two valid leases at once). A node run again after
-//     its worker was killed or paused is a restart, not a double start: the paused run's late
+//     events), or two lease_acquired under one fencing token (two valid leases at once). A node
+//     run again after its worker was killed or paused is a restart, not a double start: the paused
+//     run's late
 //     writes are stopped by its lapsed lease (lease_lost) or refused by the fence
 //     (stale_write_rejected, or a stale-token error in the logs), and counted;
 //   - every held node released exactly once;
