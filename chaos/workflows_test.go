@@ -35,8 +35,7 @@ import (
 //     landed (two ledger entries), two runs that both ended it (two done or already_applied
 //     events), or two lease_acquired under one fencing token (two valid leases at once). A node
 //     run again after its worker was killed or paused is a restart, not a double start: the paused
-//     run's late
-//     writes are stopped by its lapsed lease (lease_lost) or refused by the fence
+//     run's late writes are stopped by its lapsed lease (lease_lost) or refused by the fence
 //     (stale_write_rejected, or a stale-token error in the logs), and counted;
 //   - every held node released exactly once;
 //   - no workflow or batch left running;
