@@ -21,7 +21,7 @@ func (s *Stack) deliver(ctx context.Context, client *asynq.Client, tc TaskConfig
 	for k, v := range extra {
 		headers[k] = v
 	}
-	opts := []asynq.Option{asynq.TaskID(delivery), asynq.Queue(tc.Queue), asynq.MaxRetry(asynqRetryAllowance)}
+	opts := []asynq.Option{asynq.TaskID(delivery), asynq.Queue(s.queueOf(tc.Queue, id)), asynq.MaxRetry(asynqRetryAllowance)}
 	if tc.Timeout > 0 {
 		opts = append(opts, asynq.Timeout(tc.Timeout))
 	}

@@ -86,7 +86,7 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 		if refused {
 			// The record will never take it: removed, so that it is not left waiting in asynq
 			// (it would be acknowledged without running). Best effort, as a cancel's.
-			_ = asynq.NewInspectorFromRedisClient(s.rdb).DeleteTask(tc.Queue, delivery)
+			_ = asynq.NewInspectorFromRedisClient(s.rdb).DeleteTask(s.queueOf(tc.Queue, id), delivery)
 		}
 		return err
 	}

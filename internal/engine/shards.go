@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"strconv"
+	"sync"
+)
+
+// A sharded queue is a logical queue spread over several asynq queues (its shards), each under
+// its own hash tag so that a Redis Cluster can put them on different masters. A job's shard
+// follows from its resource tag, which its id carries: one resource's deliveries, rescues and
+// replays all go to one shard, and any process finds a job's shard from its id alone.
+
+// shardTable maps a logical queue to the shard queues its jobs are spread over.
+type shardTable struct {
+	mu     sync.RWMutex
+	shards map[string][]string
+}
+
+// ShardQueue spreads the deliveries of every type whose queue is queue over names (the shard
+// queues, in a fixed order every process shares); fewer than two names undo it.
+func (s *Stack) ShardQueue(queue string, names []string) {
+	t := &s.shards
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.shards == nil {
+		t.shards = map[string][]string{}
+	}
+	if len(names) < 2 {
+		delete(t.shards, queue)
+		return
+	}
+	t.shards[queue] = append([]string(nil), names...)
+}
+
+// queueOf is the asynq queue of job id's deliveries: its shard of queue when queue is sharded.
+func (s *Stack) queueOf(queue, id string) string {
+	t := &s.shards
+	t.mu.RLock()
+	names := t.shards[queue]
+	t.mu.RUnlock()
+	if len(names) == 0 {
+		return queue
+	}
+	tag, err := TagOf(id)
+	if err != nil {
+		return queue
+	}
+	return names[ShardIndex(tag, len(names))]
+}
+
+// ShardIndex is which of n shards the jobs of resource tag tag (16 hex digits, ResourceTag) go
+// to: the tag's first 8 hex digits modulo n, so resources spread evenly and never move while n
+// stays.
+func ShardIndex(tag string, n int) int {
+	if n <= 1 || len(tag) < 8 {
+		return 0
+	}
+	v, err := strconv.ParseUint(tag[:8], 16, 32)
+	if err != nil {
+		return 0
+	}
+	return int(v % uint64(n))
+}
