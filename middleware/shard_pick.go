@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/keyslot"
 )
 
 // master is one master of the cluster's slot map: the slot ranges it serves.
@@ -28,7 +30,7 @@ func (m master) owns(slot int) bool {
 // single Redis, or a failover client, is one master that serves every slot.
 func slotMap(ctx context.Context, rdb redis.UniversalClient) ([]master, error) {
 	if _, cluster := rdb.(*redis.ClusterClient); !cluster {
-		return []master{{id: "single", ranges: [][2]int{{0, clusterSlots - 1}}}}, nil
+		return []master{{id: "single", ranges: [][2]int{{0, keyslot.Slots - 1}}}}, nil
 	}
 	slots, err := rdb.ClusterSlots(ctx).Result()
 	if err != nil {
@@ -67,7 +69,7 @@ func pickShards(queue string, recorded []string, n int, masters []master) []stri
 	load := make([]int, len(masters))
 	place := func(name string) {
 		taken[name] = true
-		slot := asynqQueueSlot(name)
+		slot := keyslot.Of("asynq:{" + name + "}:pending")
 		for i, m := range masters {
 			if m.owns(slot) {
 				load[i]++
@@ -93,7 +95,7 @@ func pickShards(queue string, recorded []string, n int, masters []master) []stri
 		}
 		for ; ; k++ {
 			name := queue + "~" + strconv.Itoa(k)
-			if !taken[name] && masters[target].owns(asynqQueueSlot(name)) {
+			if !taken[name] && masters[target].owns(keyslot.Of("asynq:{"+name+"}:pending")) {
 				place(name)
 				out = append(out, name)
 				break

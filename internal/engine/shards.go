@@ -1,8 +1,9 @@
 package engine
 
 import (
-	"strconv"
 	"sync"
+
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
 // A sharded queue is a logical queue spread over several asynq queues (its shards), each under
@@ -49,15 +50,6 @@ func (s *Stack) queueOf(queue, id string) string {
 }
 
 // ShardIndex is which of n shards the jobs of resource tag tag (16 hex digits, ResourceTag) go
-// to: the tag's first 8 hex digits modulo n, so resources spread evenly and never move while n
-// stays.
-func ShardIndex(tag string, n int) int {
-	if n <= 1 || len(tag) < 8 {
-		return 0
-	}
-	v, err := strconv.ParseUint(tag[:8], 16, 32)
-	if err != nil {
-		return 0
-	}
-	return int(v % uint64(n))
-}
+// to: the tag's first 8 hex digits modulo n (jobstore.StripeOf, as the indexes' stripes), so
+// resources spread evenly and never move while n stays.
+func ShardIndex(tag string, n int) int { return jobstore.StripeOf(tag, n) }
