@@ -127,11 +127,13 @@ func spreadRun(b *testing.B, masters, nShards, jobs int) {
 	idleFrom := usage(b, cl)
 	time.Sleep(idleWindow)
 	before := usage(b, cl)
+	selfBefore := processCPU(b, os.Getpid())
 	start := time.Now()
 	enqueue(warm, warm+jobs)
 	waitDone(int64(warm + jobs))
 	elapsed := time.Since(start)
 	after := usage(b, cl)
+	self := processCPU(b, os.Getpid()) - selfBefore
 
 	var totalCPU, idleCPU time.Duration
 	var totalCmds int64
@@ -164,7 +166,9 @@ func spreadRun(b *testing.B, masters, nShards, jobs int) {
 	b.ReportMetric(hotCPU/mean, "hottest-cpu/mean")
 	b.ReportMetric(hotCmds/mean, "hottest-cmds/mean")
 	b.ReportMetric(float64(totalCPU.Microseconds())/float64(jobs), "redis-cpu-µs/job")
+	fmt.Printf("producers and workers (this process): %.1f µs of CPU per job\n", float64(self.Microseconds())/float64(jobs))
 	b.ReportMetric(marginal, "redis-marginal-cpu-µs/job")
+	b.ReportMetric(float64(self.Microseconds())/float64(jobs), "client-cpu-µs/job")
 }
 
 // usage reads each master's CPU time and command count so far.
