@@ -19,21 +19,11 @@ import (
 // masterOf is the address of the master that serves asynq's keys of queue, as the cluster says.
 func masterOf(t *testing.T, c *redis.ClusterClient, queue string) string {
 	t.Helper()
-	slot, err := c.ClusterKeySlot(ctx, "asynq:{"+queue+"}:pending").Result()
+	m, err := c.MasterForKey(ctx, "asynq:{"+queue+"}:pending")
 	if err != nil {
 		t.Fatal(err)
 	}
-	slots, err := c.ClusterSlots(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range slots {
-		if int64(s.Start) <= slot && slot <= int64(s.End) {
-			return s.Nodes[0].Addr
-		}
-	}
-	t.Fatalf("no master serves slot %d", slot)
-	return ""
+	return m.Options().Addr
 }
 
 // On a cluster of three masters, three shards land one on each master; a restarted process
