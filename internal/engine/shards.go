@@ -49,6 +49,17 @@ func (s *Stack) queueOf(queue, id string) string {
 	return names[ShardIndex(tag, len(names))]
 }
 
+// recordQueue is the asynq queue of job id's later deliveries (rescues, replays, repairs, a
+// workflow node's release): the one its record names, so a job stays in the shard it was created
+// in even after the shard count changed, and Cancel, the sweep and the reconciler find its delivery
+// where the record says; the job's shard of queue when the record names none.
+func (s *Stack) recordQueue(queue, id, recorded string) string {
+	if recorded != "" {
+		return recorded
+	}
+	return s.queueOf(queue, id)
+}
+
 // ShardIndex is which of n shards the jobs of resource tag tag (16 hex digits, ResourceTag) go
 // to: the tag's first 8 hex digits modulo n (jobstore.StripeOf, as the indexes' stripes), so
 // resources spread evenly and never move while n stays.
