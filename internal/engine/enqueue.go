@@ -226,7 +226,7 @@ func (s *Stack) enqueueFair(ctx context.Context, client *asynq.Client, tc TaskCo
 	}
 	defer s.deliverAdmitted(ctx, client, tc, admitted)
 	waiting := Event{Event: "waiting", Detail: "for its turn on key " + tc.Fair.keyOf(spec)}
-	if err := s.confirm(ctx, keys, id, tc.Queue, spec, waiting); err != nil {
+	if err := s.confirm(ctx, keys, id, s.queueOf(tc.Queue, id), spec, waiting); err != nil {
 		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
 	}
