@@ -2,7 +2,7 @@
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: run test deps vet staticcheck deploy-check compose-check actionlint unit release bench bench-fair bench-peers bench-scripts bench-recovery chaos chaos-long chaos-failover chaos-failover-short chaos-limits chaos-workflows chaos-fair schedule-soak
+.PHONY: run test deps vet staticcheck deploy-check compose-check actionlint unit release bench bench-fair bench-peers bench-scripts bench-recovery bench-cluster chaos chaos-long chaos-failover chaos-failover-short chaos-limits chaos-workflows chaos-fair schedule-soak
 
 run:
 	$(GO) run ./cmd/jobguard
@@ -95,6 +95,12 @@ bench-peers: deps
 ## (a count, not a time: the same on a loaded machine; about 40 s).
 bench-scripts: deps
 	$(GO) test -run '^$$' -bench 'ScriptInstructions' -benchtime 1x ./internal/engine/jobstore/
+
+## bench-cluster: a sharded queue's load on local clusters of 3 and 6 masters: each master's share of
+## Redis CPU and commands, the hottest against the mean, Redis CPU per job (BENCH_CLUSTER_MASTERS,
+## BENCH_CLUSTER_JOBS; docs/SCALING.md).
+bench-cluster: deps
+	$(GO) test -run '^$$' -bench ClusterSpread -benchtime 1x -timeout 30m ./middleware/
 
 ## bench-recovery: kill -9 recovery, bare asynq against jobguard (about 5 minutes).
 bench-recovery: deps

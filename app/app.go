@@ -140,6 +140,11 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 	if err := a.stack.SyncClock(ctx); err != nil {
 		return nil, err
 	}
+	// Before any enqueue or worker: every role routes a sharded queue's jobs alike.
+	shards, err := shardQueues(ctx, a.guard, cfg)
+	if err != nil {
+		return nil, err
+	}
 	if off := a.stack.ClockOffset(); off > time.Second || off < -time.Second {
 		a.log.Warn().Dur("offset", off).Msg("Redis's clock is more than 1s from this host's; enqueue deadlines use the measured offset")
 	}
@@ -216,7 +221,7 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 		// DelayedTaskCheckInterval to 1 s: the floor of every bounce and retry delay.
 		a.server = asynq.NewServerFromRedisClient(a.rdb, a.guard.ServerConfig(asynq.Config{
 			Concurrency:     cfg.WorkerConcurrency,
-			Queues:          cfg.Queues,
+			Queues:          middleware.ServerQueues(cfg.Queues, false, shards...),
 			ShutdownTimeout: cfg.ShutdownTimeout,
 			Logger:          observe.AsynqLogger(a.log),
 			LogLevel:        observe.AsynqLevel(cfg.LogLevel),

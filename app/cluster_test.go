@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -71,5 +72,34 @@ func TestOnRedisCluster(t *testing.T) {
 	}
 	if after := jobKeys(); !slices.Equal(after, before) {
 		t.Fatalf("the refused request left keys on the cluster: before %v, after %v", before, after)
+	}
+}
+
+// With QUEUE_SHARDS=3 on a 3-master cluster the app's queues are sharded: orders of different SKUs
+// go through a worker on several shards of their queue (each job's view names its shard), and every
+// one ends done.
+func TestOnRedisClusterWithQueueShards(t *testing.T) {
+	// Not parallel: the apps of TestOnRedisCluster and this test would serve the same asynq queues
+	// of the shared cluster (asynq's keys carry no prefix), each taking the other's deliveries.
+	cl := redistest.NewCluster(t)
+	r := startApp(t, RoleAll, map[string]string{"REDIS_URL": cl.Cluster.URL(), "REDIS_MODE": "cluster", "KEY_PREFIX": cl.Prefix,
+		"QUEUE_SHARDS": "3"})
+	var ids []string
+	for i := range 12 {
+		order := fmt.Sprintf(`{"tenant_id":"t1","order_id":"o-%d","sku":"sku-%d","quantity":1}`, i, i)
+		resp, body := post(t, r, "/jobs/reserve-stock", order, "Idempotency-Key", fmt.Sprintf(`"s-%d"`, i))
+		var a jobAnswer
+		_ = json.Unmarshal([]byte(body), &a)
+		if resp.StatusCode != 202 {
+			t.Fatal(resp.StatusCode, body)
+		}
+		ids = append(ids, a.JobID)
+	}
+	shards := map[string]bool{}
+	for _, id := range ids {
+		shards[waitJob(t, r, id, "done").Queue] = true
+	}
+	if len(shards) < 2 {
+		t.Fatalf("12 orders of 12 SKUs ran on the queues %v, want several shards", shards)
 	}
 }

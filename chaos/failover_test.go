@@ -159,7 +159,8 @@ func failoverRun(t *testing.T, bin, mode string, fm failoverMode, faults []strin
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
 		defer c.Close()
 		topo = topology{
-			env:    []string{"REDIS_MODE=cluster", "REDIS_URL=" + cl.URL()},
+			// Sharded queues: one shard per master, so a master's failover takes a shard's work.
+			env:    []string{"REDIS_MODE=cluster", "REDIS_URL=" + cl.URL(), "QUEUE_SHARDS=3"},
 			client: c,
 			failover: func(ctx context.Context, rejoin time.Duration) (time.Duration, error) {
 				old, at, err := cl.KillMaster()

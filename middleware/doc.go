@@ -43,6 +43,20 @@
 // are admitted into asynq in weighted round-robin as its Capacity frees, with limits per key that
 // wait instead of bouncing and sequences (one job per key at a time, in order). See Fair.
 //
+// # Sharded queues (Redis Cluster)
+//
+// asynq keeps every key of a queue under one hash tag, so on Redis Cluster one queue is dequeued and
+// completed on one master however many there are. Guard.ShardQueue spreads a logical queue over n
+// shard queues whose hash tags sit on different masters (picked from the cluster's slot map, recorded
+// in Redis so that every process and restart agrees; the first shard is the queue itself). A
+// job-level type's jobs go to their resource's shard (a resource's jobs stay on one shard, and its
+// scripts in its own slot); a lease-level producer sends to Shards.For(resource). Workers serve every
+// shard with asynq.Config.Queues from ServerQueues, which keeps the shares (or the strict order)
+// between logical queues. Status, Cancel and the lists find a job by its id whatever its shard.
+//
+//	shards, err := guard.ShardQueue(ctx, "default", 6)
+//	cfg.Queues = middleware.ServerQueues(map[string]int{"critical": 6, "default": 3}, cfg.StrictPriority, shards)
+//
 // # What it does not guarantee
 //
 // A lease is not proof of exclusivity: a paused process, or a Redis failover with asynchronous

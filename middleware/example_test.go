@@ -138,3 +138,44 @@ func ExampleFair() {
 	fmt.Println(<-posted, <-posted, <-posted)
 	// Output: open credit close
 }
+
+// A logical queue spread over three shard queues: on Redis Cluster their hash tags sit on three
+// masters (one Redis here, which they share). A job goes to its resource's shard; the server
+// serves every shard, the shares between logical queues kept.
+func ExampleGuard_ShardQueue() {
+	ctx := context.Background()
+	opt, _ := redis.ParseURL(os.Getenv("REDIS_URL")) // a *redis.ClusterClient in production
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+
+	guard := middleware.New(rdb, middleware.Config{Prefix: "fleet"})
+	defer guard.Close()
+	guard.ProtectJob("parcel:ship", middleware.Job{Queue: "parcels"})
+	shards, err := guard.ShardQueue(ctx, "parcels", 3) // same names in every process, every restart
+	if err != nil {
+		panic(err)
+	}
+
+	done := make(chan string, 1)
+	mux := asynq.NewServeMux()
+	mux.Use(guard.Middleware())
+	mux.HandleFunc("parcel:ship", func(ctx context.Context, t *asynq.Task) error {
+		queue, _ := asynq.GetQueueName(ctx)
+		done <- queue
+		return nil
+	})
+	srv := asynq.NewServerFromRedisClient(rdb, guard.ServerConfig(asynq.Config{
+		Concurrency: 2, LogLevel: asynq.FatalLevel,
+		Queues: middleware.ServerQueues(map[string]int{"parcels": 3, "mail": 1}, false, shards),
+	}))
+	if err := srv.Start(mux); err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+
+	if _, err := guard.Enqueue(ctx, asynq.NewTask("parcel:ship", nil), middleware.EnqueueOptions{Resource: "parcel:7"}); err != nil {
+		panic(err)
+	}
+	fmt.Println("shards:", len(shards.Names), "ran on its resource's shard:", <-done == shards.For("parcel:7"))
+	// Output: shards: 3 ran on its resource's shard: true
+}

@@ -23,8 +23,9 @@ var (
 	leaseStartScript  = mustScript("lease_start.lua")
 	leaseFinishScript = mustScript("lease_finish.lua")
 	leaseRescueScript = mustScript("lease_rescue.lua")
+	shardsGrowScript  = mustScript("shards_grow.lua")
 	// allScripts are loaded by the test that checks every script compiles in a real Redis.
-	allScripts = []*redis.Script{leaseStartScript, leaseFinishScript, leaseRescueScript}
+	allScripts = []*redis.Script{leaseStartScript, leaseFinishScript, leaseRescueScript, shardsGrowScript}
 )
 
 // runMarkerTTL bounds how long a lease-level run's marker outlives a worker that died with no

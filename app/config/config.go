@@ -60,6 +60,10 @@ type Config struct {
 	// Queues (QUEUES, e.g. "critical=6,default=3,low=1") are the queues a worker serves and their
 	// weights. Default critical=6,default=3,low=1.
 	Queues map[string]int
+	// QueueShards (QUEUE_SHARDS) spreads each queue of Queues over this many asynq queues whose hash
+	// tags sit on different Redis Cluster masters (middleware.Guard.ShardQueue): the number of masters
+	// on a cluster. Default 1 (unsharded); 1-64.
+	QueueShards int
 	// LeaseTTL (LEASE_TTL) is the TTL of resource leases and so the time after which the job of a
 	// dead worker is rescued. Default 30s; at least 2s.
 	LeaseTTL time.Duration
@@ -178,6 +182,7 @@ var Variables = []Variable{
 	{Name: "ADMIN_ADDR", Help: "listen address of /metrics, /healthz and /readyz apart from the API (e.g. 0.0.0.0:9090); empty: they are on HTTP_ADDR. A worker with it does not listen on HTTP_ADDR"},
 	{Name: "WORKER_CONCURRENCY", Default: "10", Help: "most handlers one worker runs at once, zombies included (1-10000)"},
 	{Name: "QUEUES", Default: "critical=6,default=3,low=1", Help: "queues a worker serves, with their weights"},
+	{Name: "QUEUE_SHARDS", Default: "1", Help: "asynq queues each queue of QUEUES is spread over, on different Redis Cluster masters (1-64; 1: unsharded)"},
 	{Name: "LEASE_TTL", Default: "30s", Help: "resource lease TTL; also how soon a dead worker's job is rescued (2s-1h)"},
 	{Name: "SHUTDOWN_TIMEOUT", Default: "25s", Help: "how long handlers may run on after SIGTERM (1s-10m)"},
 	{Name: "KEY_PREFIX", Default: "jobguard", Help: "prefix of every key jobguard writes (1-64 of [A-Za-z0-9._-])"},
@@ -221,6 +226,7 @@ func Defaults() Config {
 		HTTPAddr:              "127.0.0.1:8080",
 		WorkerConcurrency:     10,
 		Queues:                map[string]int{"critical": 6, "default": 3, "low": 1},
+		QueueShards:           1,
 		LeaseTTL:              30 * time.Second,
 		ShutdownTimeout:       25 * time.Second,
 		KeyPrefix:             "jobguard",
@@ -266,6 +272,7 @@ func FromLookup(lookup func(string) (string, bool), list []tasks.Task) (Config, 
 	p.str("ADMIN_ADDR", &c.AdminAddr)
 	p.integer("WORKER_CONCURRENCY", &c.WorkerConcurrency)
 	p.fn("QUEUES", func(v string) (err error) { c.Queues, err = parseQueues(v); return err })
+	p.integer("QUEUE_SHARDS", &c.QueueShards)
 	p.duration("LEASE_TTL", &c.LeaseTTL)
 	p.duration("SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
 	p.str("KEY_PREFIX", &c.KeyPrefix)
@@ -352,6 +359,9 @@ func (c Config) Validate() error {
 		if !queueNameRe.MatchString(name) || w < 1 {
 			return bad("QUEUES", "queue %q: name must be 1-64 of [A-Za-z0-9._-] and weight at least 1", name)
 		}
+	}
+	if c.QueueShards < 1 || c.QueueShards > middleware.MaxShards {
+		return bad("QUEUE_SHARDS", "%d is not between 1 and %d", c.QueueShards, middleware.MaxShards)
 	}
 	if c.LeaseTTL < 2*time.Second || c.LeaseTTL > time.Hour {
 		return bad("LEASE_TTL", "%s is not between 2s and 1h", c.LeaseTTL)

@@ -94,6 +94,8 @@ func TestFromLookupNamesTheBadVariable(t *testing.T) {
 		{map[string]string{"QUEUES": "a"}, "QUEUES"},
 		{map[string]string{"QUEUES": "a=0"}, "QUEUES"},
 		{map[string]string{"QUEUES": "a b=1"}, "QUEUES"},
+		{map[string]string{"QUEUE_SHARDS": "0"}, "QUEUE_SHARDS"},
+		{map[string]string{"QUEUE_SHARDS": "65"}, "QUEUE_SHARDS"},
 		{map[string]string{"LEASE_TTL": "1s"}, "LEASE_TTL"},
 		{map[string]string{"LEASE_TTL": "soon"}, "LEASE_TTL"},
 		{map[string]string{"SHUTDOWN_TIMEOUT": "0s"}, "SHUTDOWN_TIMEOUT"},

@@ -8,9 +8,16 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// deliver enqueues one delivery of job id on asynq, with the headers that name the job. The task's
-// payload is empty: the job record's is authoritative (asynqmon shows the headers).
+// deliver enqueues one delivery of job id on asynq (in its shard of the type's queue), with the
+// headers that name the job. The task's payload is empty: the job record's is authoritative
+// (asynqmon shows the headers).
 func (s *Stack) deliver(ctx context.Context, client *asynq.Client, tc TaskConfig, id, delivery, opKey, dedup string, extra map[string]string, delay time.Duration) error {
+	return s.deliverTo(ctx, client, tc, s.queueOf(tc.Queue, id), id, delivery, opKey, dedup, extra, delay)
+}
+
+// deliverTo is deliver to asynq queue queue: the one the job's record names, for a job that has
+// one (shards.go: recordQueue).
+func (s *Stack) deliverTo(ctx context.Context, client *asynq.Client, tc TaskConfig, queue, id, delivery, opKey, dedup string, extra map[string]string, delay time.Duration) error {
 	headers := map[string]string{HeaderJobID: id}
 	if opKey != "" {
 		headers[HeaderOpKey] = opKey
@@ -21,7 +28,7 @@ func (s *Stack) deliver(ctx context.Context, client *asynq.Client, tc TaskConfig
 	for k, v := range extra {
 		headers[k] = v
 	}
-	opts := []asynq.Option{asynq.TaskID(delivery), asynq.Queue(tc.Queue), asynq.MaxRetry(asynqRetryAllowance)}
+	opts := []asynq.Option{asynq.TaskID(delivery), asynq.Queue(queue), asynq.MaxRetry(asynqRetryAllowance)}
 	if tc.Timeout > 0 {
 		opts = append(opts, asynq.Timeout(tc.Timeout))
 	}

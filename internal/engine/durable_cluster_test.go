@@ -38,15 +38,24 @@ func TestDurableClusterEnqueueWaitsForTheQueuesReplica(t *testing.T) {
 		}
 		return m.Options().Addr
 	}
-	// A queue on a master that none of the confirmation's other keys (the indexes, the expiry
-	// index) is on: their WAITs would cover the delivery by chance.
-	others := map[string]bool{masterOf(s.store.ExpiryKey()): true, masterOf(s.store.IndexKey("")): true}
-	if len(others) == 3 {
-		t.Skip("the confirmation's keys are on every master of this cluster")
+	// A job, and a queue on a master that none of the confirmation's other keys (the record, the
+	// job's stripes of the indexes and of the expiry index) is on: their WAITs would cover the
+	// delivery by chance.
+	var id, resource string
+	var others map[string]bool
+	for n := 0; id == ""; n++ {
+		resource = fmt.Sprint("r", n)
+		cand := NewJobID(resource, time.Now())
+		tag, _ := TagOf(cand)
+		others = map[string]bool{masterOf(s.locks.Key(tag, "job:"+cand)): true,
+			masterOf(s.store.ExpiryKeyOf(cand)): true, masterOf(s.store.IndexKeyOf("", cand)): true}
+		if len(others) < 3 {
+			id = cand
+		}
 	}
 	tenant := ""
 	for n := 0; tenant == ""; n++ {
-		if tn := fmt.Sprint("t", n); others[masterOf(s.store.IndexKey(tn))] {
+		if tn := fmt.Sprint("t", n); others[masterOf(s.store.IndexKeyOf(tn, id))] {
 			tenant = tn
 		}
 	}
@@ -69,20 +78,6 @@ func TestDurableClusterEnqueueWaitsForTheQueuesReplica(t *testing.T) {
 	}
 	if replica == nil {
 		t.Fatalf("no replica of the queue's master %s", queueMaster.Options().Addr)
-	}
-	// A job whose record lives on another master.
-	var id, resource string
-	for n := 0; id == ""; n++ {
-		resource = fmt.Sprint("r", n)
-		cand := NewJobID(resource, time.Now())
-		tag, _ := TagOf(cand)
-		m, err := rdb.MasterForKey(ctx, s.locks.Key(tag, "job:"+cand))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Options().Addr != queueMaster.Options().Addr {
-			id = cand
-		}
 	}
 	if _, err := s.Enqueue(ctx, client, Spec{Type: "ok", Tenant: tenant, Resource: "up", JobID: NewJobID("up", time.Now())}); err != nil {
 		t.Fatalf("with every replica up: %v", err)

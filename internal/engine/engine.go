@@ -47,6 +47,8 @@ type Stack struct {
 	limits *limiter
 	// unindex holds the jobs that ended for good, for the sweep to take out of the expiry index.
 	unindex unindexQueue
+	// shards spreads the deliveries of sharded queues (shards.go).
+	shards shardTable
 	// wfClient delivers the workflows' released nodes (workflow_advance.go); bulkClient a bulk's
 	// and a workflow's roots, its enqueues sent in shared pipelines (jobstore.Store.Batched).
 	wfClient, bulkClient *asynq.Client

@@ -207,7 +207,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
 	}
-	if err := s.confirm(ctx, keys, id, tc.Queue, spec); err != nil {
+	if err := s.confirm(ctx, keys, id, s.queueOf(tc.Queue, id), spec); err != nil {
 		s.abandon(ctx, keys, id) // removes nothing the confirmation confirmed
 		return Enqueued{}, err
 	}
@@ -226,7 +226,7 @@ func (s *Stack) enqueueFair(ctx context.Context, client *asynq.Client, tc TaskCo
 	}
 	defer s.deliverAdmitted(ctx, client, tc, admitted)
 	waiting := Event{Event: "waiting", Detail: "for its turn on key " + tc.Fair.keyOf(spec)}
-	if err := s.confirm(ctx, keys, id, tc.Queue, spec, waiting); err != nil {
+	if err := s.confirm(ctx, keys, id, s.queueOf(tc.Queue, id), spec, waiting); err != nil {
 		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
 	}
@@ -393,7 +393,7 @@ func dedupTTL(d *Dedup) time.Duration {
 func (s *Stack) newRecord(ctx context.Context, id string, tc TaskConfig, spec Spec, dedup string, now time.Time) jobstore.NewJob {
 	claim := jobstore.ClaimTTL(ctx, claimTTL)
 	j := jobstore.NewJob{
-		ID: id, Type: spec.Type, Queue: tc.Queue, Tenant: spec.Tenant, Resource: spec.Resource, MaxAttempts: tc.MaxAttempts,
+		ID: id, Type: spec.Type, Queue: s.queueOf(tc.Queue, id), Tenant: spec.Tenant, Resource: spec.Resource, MaxAttempts: tc.MaxAttempts,
 		Payload: spec.Payload, OpKey: spec.OpKey, Dedup: dedup, Now: now, StartBy: spec.StartBy, Tags: spec.Tags,
 		Deadline: s.store.WriteDeadline(ctx), ClaimTTL: claim, MarkerTTL: claim,
 	}

@@ -203,7 +203,7 @@ func (r *Reconciler) redeliver(ctx context.Context, tc TaskConfig, o jobstore.Op
 		}
 		headers = h
 	}
-	err = r.s.deliver(ctx, r.client, tc, o.JobID, o.Delivery, o.OpKey, o.Dedup, headers, 0)
+	err = r.s.deliverTo(ctx, r.client, tc, r.s.recordQueue(tc.Queue, o.JobID, o.Queue), o.JobID, o.Delivery, o.OpKey, o.Dedup, headers, 0)
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		log.Warn().Err(err).Msg("lost delivery not enqueued again; the next pass after the grace retries")
 		return

@@ -65,7 +65,7 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 			by = min(by, d)
 		}
 		delivery := DeliveryID(id, n)
-		err = s.deliver(ctx, client, tc, id, delivery, info.OpKey, info.Dedup, headers, replayDelay)
+		err = s.deliverTo(ctx, client, tc, s.recordQueue(tc.Queue, id, info.Queue), id, delivery, info.OpKey, info.Dedup, headers, replayDelay)
 		if errors.Is(err, asynq.ErrTaskIDConflict) {
 			// Another replay's delivery (one under way, or one whose take was refused and not yet
 			// removed): when the job is no longer failed another replay or a cancel won; else go
@@ -86,7 +86,7 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 		if refused {
 			// The record will never take it: removed, so that it is not left waiting in asynq
 			// (it would be acknowledged without running). Best effort, as a cancel's.
-			_ = asynq.NewInspectorFromRedisClient(s.rdb).DeleteTask(tc.Queue, delivery)
+			_ = asynq.NewInspectorFromRedisClient(s.rdb).DeleteTask(s.recordQueue(tc.Queue, id, info.Queue), delivery)
 		}
 		return err
 	}

@@ -118,7 +118,7 @@ func (r *Rescuer) rescue(ctx context.Context, t *asynq.TaskInfo) bool {
 	for k, v := range t.Headers {
 		headers[k] = v
 	}
-	if err := r.s.deliver(ctx, r.client, tc, jobID, res.Delivery, headers[HeaderOpKey], headers[HeaderDedup], headers, 0); err != nil {
+	if err := r.s.deliverTo(ctx, r.client, tc, r.s.recordQueue(tc.Queue, jobID, t.Queue), jobID, res.Delivery, headers[HeaderOpKey], headers[HeaderDedup], headers, 0); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unrescueTimeout)
 		defer cancel()
 		_ = r.s.store.Unrescue(cctx, keys, res.Delivery, t.ID)

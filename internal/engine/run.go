@@ -236,7 +236,7 @@ func (s *Stack) notRun(st jobstore.Started, tc TaskConfig, log zerolog.Logger) e
 // newJob is the handler's view of the run the start script granted.
 func (s *Stack) newJob(st jobstore.Started, t *asynq.Task, keys jobstore.Keys, tc TaskConfig, delivery, owner string, sent time.Time) *Job {
 	job := &Job{
-		ID: t.Headers()[HeaderJobID], Type: tc.Type, Queue: tc.Queue, Delivery: delivery, Payload: st.Payload,
+		ID: t.Headers()[HeaderJobID], Type: tc.Type, Queue: s.queueOf(tc.Queue, t.Headers()[HeaderJobID]), Delivery: delivery, Payload: st.Payload,
 		Attempt: st.Attempt, MaxAttempts: tc.MaxAttempts, OpKey: t.Headers()[HeaderOpKey], Headers: t.Headers(),
 		Checkpoint: st.Checkpoint, CreatedAt: st.CreatedAt,
 		locks: s.locks, rdb: s.rdb, durable: s.store.Durability(), clock: s.cfg.Clock, retention: s.cfg.Retention, keys: keys, tc: tc,

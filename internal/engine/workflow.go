@@ -266,7 +266,7 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs[i] = s.deliverNode(ctx, s.bulkClient, n.tc, n.job.ID, n.job.Workflow, n.spec)
+			errs[i] = s.deliverNode(ctx, s.bulkClient, n.tc, n.job.Queue, n.job.ID, n.job.Workflow, n.spec)
 		}()
 	}
 	wg.Wait()
@@ -315,14 +315,14 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 	return created, nil
 }
 
-// deliverNode enqueues a node's first delivery (its asynq task id is the job's first, so a second
+// deliverNode enqueues a node's first delivery to queue, its record's (its asynq task id is the job's first, so a second
 // call for the same node is refused by asynq: ErrTaskIDConflict counts as delivered).
-func (s *Stack) deliverNode(ctx context.Context, client *asynq.Client, tc TaskConfig, id, workflow string, spec Spec) error {
+func (s *Stack) deliverNode(ctx context.Context, client *asynq.Client, tc TaskConfig, queue, id, workflow string, spec Spec) error {
 	headers := map[string]string{HeaderWorkflow: workflow}
 	for k, v := range limitHeaders(tc, spec) {
 		headers[k] = v
 	}
-	err := s.deliver(ctx, client, tc, id, DeliveryID(id, 1), spec.OpKey, "", headers, 0)
+	err := s.deliverTo(ctx, client, tc, queue, id, DeliveryID(id, 1), spec.OpKey, "", headers, 0)
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil
 	}

@@ -115,7 +115,7 @@ func (s *Stack) decide(ctx context.Context, client *asynq.Client, wfID string, d
 		return "", fmt.Errorf("engine: release %s: %w", d.JobID, err)
 	}
 	spec := Spec{Type: info.Type, Tenant: info.Tenant, Resource: info.Resource, Payload: payload, OpKey: info.OpKey}
-	if err := s.deliverNode(ctx, client, tc, d.JobID, wfID+":"+d.Node, spec); err != nil {
+	if err := s.deliverNode(ctx, client, tc, s.recordQueue(tc.Queue, d.JobID, info.Queue), d.JobID, wfID+":"+d.Node, spec); err != nil {
 		return "", err
 	}
 	r, err := s.store.ReleaseNode(ctx, d.JobID, now)

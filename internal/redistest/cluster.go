@@ -12,7 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Cluster is a local Redis Cluster of three masters (no replicas) covering all 16384 slots.
+// Cluster is a local Redis Cluster of masters (no replicas) covering all 16384 slots, split in
+// equal contiguous ranges (as redis-cli --cluster create splits them).
 type Cluster struct {
 	Nodes []*Server
 }
@@ -54,7 +55,7 @@ type ClusterDB struct {
 func NewCluster(tb testing.TB) ClusterDB {
 	tb.Helper()
 	clusterOnce.Do(func() {
-		cluster, clusterErr = startCluster()
+		cluster, clusterErr = StartCluster(3)
 		if clusterErr == nil {
 			onExit(func() {
 				for _, n := range cluster.Nodes {
@@ -82,8 +83,8 @@ func NewCluster(tb testing.TB) ClusterDB {
 	return ClusterDB{Cluster: cluster, Client: c, Prefix: prefix}
 }
 
-func startCluster() (*Cluster, error) {
-	const masters = 3
+// StartCluster starts a cluster of masters masters; the caller stops its nodes (Stop).
+func StartCluster(masters int) (*Cluster, error) {
 	cl := &Cluster{}
 	fail := func(err error) (*Cluster, error) {
 		for _, n := range cl.Nodes {
@@ -131,7 +132,7 @@ func startCluster() (*Cluster, error) {
 	for _, c := range clients {
 		for {
 			info, err := c.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3") {
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(masters)+"\r") {
 				break
 			}
 			if ctx.Err() != nil {
@@ -141,4 +142,11 @@ func startCluster() (*Cluster, error) {
 		}
 	}
 	return cl, nil
+}
+
+// Stop stops every node of the cluster.
+func (c *Cluster) Stop() {
+	for _, n := range c.Nodes {
+		n.Stop()
+	}
 }

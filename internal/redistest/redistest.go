@@ -179,6 +179,16 @@ func (s *Server) launch() error {
 	return nil
 }
 
+// Pid is the server process's id (0 when it is not running): its CPU time is in /proc/<pid>/stat.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Stop kills the server and removes its directory.
 func (s *Server) Stop() {
 	s.Kill()

@@ -1,15 +1,19 @@
 package jobstore
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Every confirmed job is in the expiry index, <prefix>:{expiry} (its own slot; member the job id,
+// Every confirmed job is in the expiry index, <prefix>:{expiry} (its own slot, or on a cluster its
+// stripe's, <prefix>:{expiry~<k>}: stripes.go; member the job id,
 // score when to check it, unix ms): at its start_by, or when its record may have only
 // ExpiryMargin left of its retention. The sweep (engine's Stack.ExpireDue) checks the jobs that
 // are due with scripts/expire.lua: a waiting one past its start_by, or with no more than the margin
@@ -18,8 +22,23 @@ import (
 // Every entry is due within a retention of its write, and each write sets the index's TTL to the
 // retention: the index holds at most a retention's worth of jobs and dies when none is written.
 
-// ExpiryKey is the key of the expiry index.
+// ExpiryKey is the key of the unstriped expiry index (stripes.go): the only one on one Redis.
 func (s *Store) ExpiryKey() string { return s.locks.Tag("expiry") }
+
+// ExpiryKeyOf is the key of the expiry index's stripe that holds job id.
+func (s *Store) ExpiryKeyOf(id string) string {
+	return s.locks.Tag(s.stripeTag("expiry", s.stripeOfID(id)))
+}
+
+// ExpiryKeys are the expiry index's keys a sweep reads: the unstriped one, then every stripe's.
+func (s *Store) ExpiryKeys() []string {
+	tags := s.stripeTags("expiry")
+	keys := make([]string, len(tags))
+	for i, t := range tags {
+		keys[i] = s.locks.Tag(t)
+	}
+	return keys
+}
 
 // ExpiryMargin is how long before its record would run out a waiting job is expired (reason
 // retention): half the retention, at most an hour.
@@ -36,46 +55,86 @@ func (s *Store) ExpiryDue(now, startBy time.Time) time.Time {
 
 // QueueExpiry adds job id to the expiry index in pipe, to be checked at due (within a retention).
 func (s *Store) QueueExpiry(ctx context.Context, pipe redis.Pipeliner, id string, due time.Time) {
-	pipe.ZAdd(ctx, s.ExpiryKey(), redis.Z{Score: float64(due.UnixMilli()), Member: id})
-	pipe.PExpire(ctx, s.ExpiryKey(), s.cfg.Retention)
+	key := s.ExpiryKeyOf(id)
+	pipe.ZAdd(ctx, key, redis.Z{Score: float64(due.UnixMilli()), Member: id})
+	pipe.PExpire(ctx, key, s.cfg.Retention)
 }
 
 // QueueExpiryMany adds jobs to the expiry index in pipe, each at its due (dues[i] for ids[i]), in
-// one ZADD.
+// one ZADD per stripe.
 func (s *Store) QueueExpiryMany(ctx context.Context, pipe redis.Pipeliner, ids []string, dues []time.Time) {
-	if len(ids) == 0 {
-		return
-	}
-	members := make([]redis.Z, len(ids))
+	byKey := map[string][]redis.Z{}
+	var order []string
 	for i, id := range ids {
-		members[i] = redis.Z{Score: float64(dues[i].UnixMilli()), Member: id}
+		key := s.ExpiryKeyOf(id)
+		if byKey[key] == nil {
+			order = append(order, key)
+		}
+		byKey[key] = append(byKey[key], redis.Z{Score: float64(dues[i].UnixMilli()), Member: id})
 	}
-	pipe.ZAdd(ctx, s.ExpiryKey(), members...)
-	pipe.PExpire(ctx, s.ExpiryKey(), s.cfg.Retention)
+	for _, key := range order {
+		pipe.ZAdd(ctx, key, byKey[key]...)
+		pipe.PExpire(ctx, key, s.cfg.Retention)
+	}
 }
 
-// DueForExpiry lists up to limit jobs of the expiry index due by now, the most overdue first.
+// DueForExpiry lists up to limit jobs of the expiry index due by now, the most overdue first: up
+// to limit of each stripe, read in one pipeline, merged.
 func (s *Store) DueForExpiry(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	ids, err := s.rdb.ZRangeByScore(ctx, s.ExpiryKey(), &redis.ZRangeBy{
-		Min: "-inf", Max: strconv.FormatInt(now.UnixMilli(), 10), Count: int64(limit),
-	}).Result()
-	if err != nil {
+	keys := s.ExpiryKeys()
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.ZSliceCmd, len(keys))
+	for i, key := range keys {
+		cmds[i] = pipe.ZRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{
+			Min: "-inf", Max: strconv.FormatInt(now.UnixMilli(), 10), Count: int64(limit),
+		})
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("jobstore: read the expiry index: %w", err)
+	}
+	var due []redis.Z
+	seen := map[string]bool{}
+	for _, c := range cmds {
+		for _, z := range c.Val() {
+			if id, _ := z.Member.(string); !seen[id] {
+				seen[id] = true
+				due = append(due, z)
+			}
+		}
+	}
+	slices.SortStableFunc(due, func(a, b redis.Z) int { return cmp.Compare(a.Score, b.Score) })
+	ids := make([]string, 0, min(limit, len(due)))
+	for _, z := range due[:min(limit, len(due))] {
+		ids = append(ids, z.Member.(string))
 	}
 	return ids, nil
 }
 
-// Unindex removes jobs from the expiry index (they ended, or their records are gone), in one
-// command.
+// Unindex removes jobs from the expiry index (they ended, or their records are gone): one ZREM
+// per stripe, and one of the unstriped key when the index is striped, in one pipeline.
 func (s *Store) Unindex(ctx context.Context, ids ...string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	members := make([]any, len(ids))
-	for i, id := range ids {
-		members[i] = id
+	byKey := map[string][]any{}
+	var order []string
+	add := func(key, id string) {
+		if byKey[key] == nil {
+			order = append(order, key)
+		}
+		byKey[key] = append(byKey[key], id)
 	}
-	if err := s.rdb.ZRem(ctx, s.ExpiryKey(), members...).Err(); err != nil {
+	for _, id := range ids {
+		add(s.ExpiryKeyOf(id), id)
+		if s.stripes > 1 {
+			add(s.ExpiryKey(), id) // an entry from before the striping
+		}
+	}
+	pipe := s.rdb.Pipeline()
+	for _, key := range order {
+		pipe.ZRem(ctx, key, byKey[key]...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("jobstore: expiry index: %w", err)
 	}
 	return nil
@@ -85,6 +144,9 @@ func (s *Store) Unindex(ctx context.Context, ids ...string) error {
 func (s *Store) Reindex(ctx context.Context, id string, due time.Time) error {
 	pipe := s.rdb.Pipeline()
 	s.QueueExpiry(ctx, pipe, id, due)
+	if s.stripes > 1 {
+		pipe.ZRem(ctx, s.ExpiryKey(), id) // an entry from before the striping moves to its stripe
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("jobstore: expiry index: %w", err)
 	}

@@ -22,12 +22,32 @@ import (
 // ErrBadCursor: a list cursor that no list handed out.
 var ErrBadCursor = errors.New("jobstore: invalid list cursor")
 
-// IndexKey is the key of tenant's job index; tenant "" is the index of all jobs.
-func (s *Store) IndexKey(tenant string) string {
-	if tenant == "" {
-		return s.locks.Tag("jobs")
+// IndexKey is the key of tenant's unstriped job index (stripes.go: the only one on one Redis);
+// tenant "" is the index of all jobs.
+func (s *Store) IndexKey(tenant string) string { return s.locks.Tag(indexTag(tenant)) }
+
+// IndexKeyOf is the key of the stripe of tenant's job index that holds job id.
+func (s *Store) IndexKeyOf(tenant, id string) string {
+	return s.locks.Tag(s.stripeTag(indexTag(tenant), s.stripeOfID(id)))
+}
+
+// indexKeys are the keys of tenant's job index a list merges: the unstriped one, then every
+// stripe's.
+func (s *Store) indexKeys(tenant string) []string {
+	tags := s.stripeTags(indexTag(tenant))
+	keys := make([]string, len(tags))
+	for i, t := range tags {
+		keys[i] = s.locks.Tag(t)
 	}
-	return s.locks.Tag("jobs:" + tenant)
+	return keys
+}
+
+// indexTag is the hash tag of tenant's unstriped job index.
+func indexTag(tenant string) string {
+	if tenant == "" {
+		return "jobs"
+	}
+	return "jobs:" + tenant
 }
 
 // CreatedMS is the creation time a job id carries (unix ms), its index score; 0 when id is not a
@@ -57,9 +77,10 @@ func (s *Store) QueueIndex(ctx context.Context, pipe redis.Pipeliner, tenant, id
 	}
 	cut := "(" + strconv.FormatInt(now.Add(-s.cfg.Retention).UnixMilli(), 10)
 	for _, t := range tenants {
-		keys := []string{s.IndexKey(t)}
+		index := s.IndexKeyOf(t, id)
+		keys := []string{index}
 		for _, tag := range tags {
-			keys = append(keys, s.TagIndexKey(t, tag))
+			keys = append(keys, index+tagIndexSuffix+tag)
 		}
 		for _, key := range keys {
 			pipe.ZAdd(ctx, key, redis.Z{Score: float64(createdMS(id)), Member: id})
@@ -78,7 +99,7 @@ const (
 )
 
 // QueueIndexMany is QueueIndex of many jobs of one tenant with the same tags, in one ZADD per
-// index.
+// index stripe.
 func (s *Store) QueueIndexMany(ctx context.Context, pipe redis.Pipeliner, tenant string, ids, tags []string, now time.Time) {
 	if len(ids) == 0 {
 		return
@@ -87,20 +108,27 @@ func (s *Store) QueueIndexMany(ctx context.Context, pipe redis.Pipeliner, tenant
 	if tenant != "" {
 		tenants = append(tenants, tenant)
 	}
-	members := make([]redis.Z, len(ids))
-	for i, id := range ids {
-		members[i] = redis.Z{Score: float64(createdMS(id)), Member: id}
-	}
 	cut := "(" + strconv.FormatInt(now.Add(-s.cfg.Retention).UnixMilli(), 10)
 	for _, t := range tenants {
-		keys := []string{s.IndexKey(t)}
-		for _, tag := range tags {
-			keys = append(keys, s.TagIndexKey(t, tag))
+		byIndex := map[string][]redis.Z{}
+		var order []string
+		for _, id := range ids {
+			index := s.IndexKeyOf(t, id)
+			if byIndex[index] == nil {
+				order = append(order, index)
+			}
+			byIndex[index] = append(byIndex[index], redis.Z{Score: float64(createdMS(id)), Member: id})
 		}
-		for _, key := range keys {
-			pipe.ZAdd(ctx, key, members...)
-			pipe.ZRemRangeByScore(ctx, key, "-inf", cut)
-			pipe.PExpire(ctx, key, s.cfg.Retention)
+		for _, index := range order {
+			keys := []string{index}
+			for _, tag := range tags {
+				keys = append(keys, index+tagIndexSuffix+tag)
+			}
+			for _, key := range keys {
+				pipe.ZAdd(ctx, key, byIndex[index]...)
+				pipe.ZRemRangeByScore(ctx, key, "-inf", cut)
+				pipe.PExpire(ctx, key, s.cfg.Retention)
+			}
 		}
 	}
 }
@@ -179,6 +207,11 @@ func (s *Store) listEntries(ctx context.Context, keys []string, maxScore, after 
 	if err != nil {
 		return nil, nil, fmt.Errorf("jobstore: list: %w", err)
 	}
+	return parseListReply(res)
+}
+
+// parseListReply unpacks scripts/list.lua's reply: the entries, and where to resume (nil none).
+func parseListReply(res any) ([]indexEntry, *indexEntry, error) {
 	parts, ok := res.([]any)
 	if !ok || len(parts) != 3 {
 		return nil, nil, replyError("list", res)
@@ -212,8 +245,8 @@ func (s *Store) listEntries(ctx context.Context, keys []string, maxScore, after 
 }
 
 // List reads a page of the tenant's jobs, newest first, in two round trips: the page of ids
-// (scripts/list.lua, from the tenant's index or its tags'), then their records (HMGET each, one
-// pipeline).
+// (scripts/list.lua, from the tenant's index or its tags', each stripe's in one pipeline, merged),
+// then their records (HMGET each, one pipeline).
 func (s *Store) List(ctx context.Context, q ListQuery) (Page, error) {
 	if q.Limit <= 0 {
 		q.Limit = 50
@@ -236,18 +269,22 @@ func (s *Store) List(ctx context.Context, q ListQuery) (Page, error) {
 			maxScore, after = strconv.FormatInt(score, 10), id
 		}
 	}
-	keys := []string{s.IndexKey(q.Tenant)}
-	if len(q.Tags) > 0 {
-		keys = keys[:0]
-		for _, tag := range q.Tags {
-			keys = append(keys, s.TagIndexKey(q.Tenant, tag))
+	var keysets [][]string
+	for _, index := range s.indexKeys(q.Tenant) {
+		keys := []string{index}
+		if len(q.Tags) > 0 {
+			keys = keys[:0]
+			for _, tag := range q.Tags {
+				keys = append(keys, index+tagIndexSuffix+tag)
+			}
 		}
+		keysets = append(keysets, keys)
 	}
 	match := TagsAny
 	if q.TagsMatch == TagsAll {
 		match = TagsAll
 	}
-	entries, resume, err := s.listEntries(ctx, keys, maxScore, after, q.Limit, minScore, match)
+	entries, resume, err := s.listMerged(ctx, keysets, maxScore, after, q.Limit, minScore, match)
 	if err != nil {
 		return Page{}, err
 	}

@@ -50,7 +50,11 @@ func (s *Store) OpenJobs(ctx context.Context, cursor string, n int) ([]Open, str
 		}
 		maxScore, after = strconv.FormatInt(score, 10), id
 	}
-	entries, _, err := s.listEntries(ctx, []string{s.IndexKey("")}, maxScore, after, n, "-inf", TagsAny)
+	var keysets [][]string
+	for _, index := range s.indexKeys("") {
+		keysets = append(keysets, []string{index})
+	}
+	entries, _, err := s.listMerged(ctx, keysets, maxScore, after, n, "-inf", TagsAny)
 	if err != nil {
 		return nil, "", fmt.Errorf("jobstore: open jobs: %w", err)
 	}

@@ -20,18 +20,20 @@ type ReplayInfo struct {
 	// Tenant, Resource and Payload are the job's, for the limit key of its new delivery.
 	Tenant, Resource string
 	Payload          []byte
+	// Queue is the asynq queue the record names (its shard, when its queue is sharded).
+	Queue string
 }
 
 // ReplayInfo reads the fields a replay needs, in one round trip.
 func (s *Store) ReplayInfo(ctx context.Context, k Keys) (ReplayInfo, error) {
 	v, err := s.rdb.HMGet(ctx, k.Record, FieldType, FieldOpKey, FieldDedup, FieldStatus, FieldDeliveries,
-		FieldTenant, FieldResource, FieldPayload).Result()
+		FieldTenant, FieldResource, FieldPayload, FieldQueue).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return ReplayInfo{}, fmt.Errorf("jobstore: read job: %w", err)
 	}
 	str := func(i int) string { s, _ := v[i].(string); return s }
 	info := ReplayInfo{Type: str(0), OpKey: str(1), Dedup: str(2), Status: Status(str(3)), Deliveries: atoi(str(4)),
-		Tenant: str(5), Resource: str(6), Payload: []byte(str(7))}
+		Tenant: str(5), Resource: str(6), Payload: []byte(str(7)), Queue: str(8)}
 	if info.Type == "" {
 		return ReplayInfo{}, ErrNotFound
 	}

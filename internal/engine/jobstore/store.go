@@ -74,6 +74,9 @@ type Config struct {
 	WorkerID string
 	// Durability is durable mode (zero: off): the promises' writes wait for replicas.
 	Durability Durability
+	// IndexStripes splits the indexes every job is written to into this many keys (stripes.go);
+	// default 48 on a cluster client, 1 (unstriped) otherwise.
+	IndexStripes int
 }
 
 func (c Config) withDefaults() Config {
@@ -97,11 +100,14 @@ type Store struct {
 	batch *batcher
 	// bulkLoaded: LoadBulkScripts loaded the bulk's scripts.
 	bulkLoaded atomic.Bool
+	// stripes is how many stripes the indexes have (stripes.go).
+	stripes int
 }
 
 // New returns a store on rdb whose keys are locks' (same prefix and hash tags).
 func New(rdb redis.UniversalClient, locks *locking.Client, cfg Config) *Store {
-	return &Store{rdb: rdb, locks: locks, cfg: cfg.withDefaults(), batch: newBatcher(rdb, cfg.Durability)}
+	return &Store{rdb: rdb, locks: locks, cfg: cfg.withDefaults(), batch: newBatcher(rdb, cfg.Durability),
+		stripes: resolveStripes(rdb, cfg.IndexStripes)}
 }
 
 // Redis is the store's client.

@@ -76,4 +76,10 @@ func SplitTags(field string) []string { return splitTags(field) }
 
 // TagIndexKey is the key of tenant's index of the jobs tagged tag (tenant "": of every tenant's).
 // It shares the slot of the tenant's job index (IndexKey), so one script reads both.
-func (s *Store) TagIndexKey(tenant, tag string) string { return s.IndexKey(tenant) + ":tag:" + tag }
+// On a cluster each stripe of the tenant's index has its own (IndexKeyOf(tenant, id) + ":tag:" + tag).
+func (s *Store) TagIndexKey(tenant, tag string) string {
+	return s.IndexKey(tenant) + tagIndexSuffix + tag
+}
+
+// tagIndexSuffix makes a tag's index key of its tenant index's key (or stripe's).
+const tagIndexSuffix = ":tag:"

@@ -235,6 +235,8 @@ type ReleaseInfo struct {
 	Status                        Status
 	Type, Tenant, Resource, OpKey string
 	Payload                       []byte
+	// Queue is the asynq queue the record names (its shard, when its queue is sharded).
+	Queue string
 }
 
 // ReleaseInfo reads node job id's record for its release, in one round trip.
@@ -243,12 +245,12 @@ func (s *Store) ReleaseInfo(ctx context.Context, id string) (ReleaseInfo, error)
 	if err != nil {
 		return ReleaseInfo{}, err
 	}
-	v, err := s.rdb.HMGet(ctx, k.Record, FieldStatus, FieldType, FieldTenant, FieldResource, FieldOpKey, FieldPayload).Result()
+	v, err := s.rdb.HMGet(ctx, k.Record, FieldStatus, FieldType, FieldTenant, FieldResource, FieldOpKey, FieldPayload, FieldQueue).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return ReleaseInfo{}, fmt.Errorf("jobstore: read node %s: %w", id, err)
 	}
 	str := func(i int) string { s, _ := v[i].(string); return s }
-	return ReleaseInfo{Status: Status(str(0)), Type: str(1), Tenant: str(2), Resource: str(3), OpKey: str(4), Payload: []byte(str(5))}, nil
+	return ReleaseInfo{Status: Status(str(0)), Type: str(1), Tenant: str(2), Resource: str(3), OpKey: str(4), Payload: []byte(str(5)), Queue: str(6)}, nil
 }
 
 // ReleaseNode makes held node job id queued (scripts/wf_release.lua), once.
