@@ -20,26 +20,10 @@ type Cluster struct {
 var nextPrefix atomic.Int64
 
 // Addrs lists the masters' addresses.
-func (c *Cluster) Addrs() []string {
-	addrs := make([]string, len(c.Nodes))
-	for i, n := range c.Nodes {
-		addrs[i] = n.Addr
-	}
-	return addrs
-}
+func (c *Cluster) Addrs() []string { return addrsOf(c.Nodes) }
 
 // URL is a redis:// cluster URL (for REDIS_MODE=cluster) naming every master.
-func (c *Cluster) URL() string {
-	u := "redis://" + c.Nodes[0].Addr
-	for i, n := range c.Nodes[1:] {
-		if i == 0 {
-			u += "?addr=" + n.Addr
-		} else {
-			u += "&addr=" + n.Addr
-		}
-	}
-	return u
-}
+func (c *Cluster) URL() string { return redisURL(c.Addrs()) }
 
 // ClusterDB is one test's share of the package's cluster: a client and a key prefix of its own.
 type ClusterDB struct {

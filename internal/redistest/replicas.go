@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/localserver"
 )
 
 // Replicated is a master with two replicas (--replicaof) and three sentinels (quorum 2) watching it
@@ -41,13 +43,7 @@ func (r *Replicated) SentinelAddrs() []string {
 }
 
 // URL is a redis:// URL for REDIS_MODE=sentinel naming every sentinel.
-func (r *Replicated) URL() string {
-	u := "redis://" + r.Sentinels[0].Addr + "?master_name=mymaster"
-	for _, s := range r.Sentinels[1:] {
-		u += "&addr=" + s.Addr
-	}
-	return u
-}
+func (r *Replicated) URL() string { return redisURL(r.SentinelAddrs(), "master_name=mymaster") }
 
 // ReplicaLink says where replicas and sentinels reach the first master: addresses of proxies to
 // it, or "" for its own address.
@@ -241,11 +237,7 @@ func startSentinel(watch string) (*Sentinel, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "redistest-sentinel-")
-	if err != nil {
-		return nil, err
-	}
-	port, err := FreePort()
+	dir, port, err := localserver.Site("redistest-sentinel-")
 	if err != nil {
 		return nil, err
 	}
@@ -290,26 +282,10 @@ type ReplicatedCluster struct {
 }
 
 // URL is a redis:// cluster URL (REDIS_MODE=cluster) naming every node.
-func (c *ReplicatedCluster) URL() string {
-	u := "redis://" + c.Nodes[0].Addr
-	for i, n := range c.Nodes[1:] {
-		if i == 0 {
-			u += "?addr=" + n.Addr
-		} else {
-			u += "&addr=" + n.Addr
-		}
-	}
-	return u
-}
+func (c *ReplicatedCluster) URL() string { return redisURL(c.Addrs()) }
 
 // Addrs lists every node's address.
-func (c *ReplicatedCluster) Addrs() []string {
-	out := make([]string, len(c.Nodes))
-	for i, n := range c.Nodes {
-		out[i] = n.Addr
-	}
-	return out
-}
+func (c *ReplicatedCluster) Addrs() []string { return addrsOf(c.Nodes) }
 
 // StartReplicatedCluster starts the cluster; it is stopped when the package's tests end.
 func StartReplicatedCluster() (*ReplicatedCluster, error) {
