@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobguard/jobguard/internal/localserver"
 	"github.com/jobguard/jobguard/internal/redistest"
@@ -165,6 +166,17 @@ func NewDB(tb testing.TB) string {
 	}
 	tb.Cleanup(drop)
 	return url
+}
+
+// NewPool is a pool on a fresh database (NewDB), closed when the test ends.
+func NewPool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	pool, err := pgxpool.New(context.Background(), NewDB(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
 }
 
 // NewDatabase creates a fresh database on the package's server (started on first use) and
