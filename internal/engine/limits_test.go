@@ -14,7 +14,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/internal/faultproxy"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 )
@@ -27,11 +26,7 @@ import (
 func TestConcurrencyLimitPerKeyAcrossServers(t *testing.T) {
 	t.Parallel()
 	db := redistest.NewDB(t)
-	px, err := faultproxy.New(db.Server.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(px.Close)
+	px, cutOffOpts := cutOffable(t, db)
 	const ttl = 2 * time.Second
 	p := testsupport.NewPeaks()
 	var paused, cut atomic.Bool
@@ -40,7 +35,7 @@ func TestConcurrencyLimitPerKeyAcrossServers(t *testing.T) {
 	for i := range 5 {
 		opts := &redis.Options{Addr: db.Server.Addr, DB: db.N}
 		if i == 4 {
-			opts = &redis.Options{Addr: px.Addr(), DB: db.N, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1}
+			opts = cutOffOpts
 		}
 		worker := redis.NewClient(opts)
 		t.Cleanup(func() { worker.Close() })
