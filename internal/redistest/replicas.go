@@ -297,42 +297,17 @@ func StartReplicatedCluster() (*ReplicatedCluster, error) {
 		}
 		return nil, fmt.Errorf("redistest: replicated cluster: %w", err)
 	}
-	bus := make([]int, 2*masters)
-	for i := range bus {
-		p, err := FreePort()
-		if err != nil {
-			return fail(err)
-		}
-		bus[i] = p
-		n, err := start("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "1000", "--cluster-port", strconv.Itoa(p),
-			"--cluster-require-full-coverage", "yes", "--cluster-replica-validity-factor", "0")
-		if err != nil {
-			return fail(err)
-		}
-		cl.Nodes = append(cl.Nodes, n)
+	nodes, bus, err := clusterNodes(2*masters, "1000", "--cluster-replica-validity-factor", "0")
+	cl.Nodes = nodes
+	if err != nil {
+		return fail(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	clients := make([]*redis.Client, len(cl.Nodes))
-	for i, n := range cl.Nodes {
-		clients[i] = redis.NewClient(&redis.Options{Addr: n.Addr})
-		defer clients[i].Close()
-	}
-	per := 16384 / masters
-	for i := 0; i < masters; i++ {
-		lo, hi := i*per, (i+1)*per-1
-		if i == masters-1 {
-			hi = 16383
-		}
-		if err := clients[i].Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
-			return fail(err)
-		}
-	}
-	for i := 1; i < len(cl.Nodes); i++ {
-		if err := clients[0].Do(ctx, "CLUSTER", "MEET", "127.0.0.1", cl.Nodes[i].Port, bus[i]).Err(); err != nil {
-			return fail(err)
-		}
+	clients := clientsOf(cl.Nodes)
+	defer closeAll(clients)
+	if err := formCluster(ctx, clients, cl.Nodes, bus, masters); err != nil {
+		return fail(err)
 	}
 	for i := 0; i < masters; i++ {
 		id, err := clients[i].Do(ctx, "CLUSTER", "MYID").Text()
