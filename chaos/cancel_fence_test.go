@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,10 +27,7 @@ func TestCancelledRebuildWritesNothing(t *testing.T) {
 	if os.Getenv("CHAOS") == "" {
 		t.Skip("set CHAOS=short (it builds and runs the binary)")
 	}
-	bin := filepath.Join(t.TempDir(), "jobguard")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/jobguard").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildJobguard(t)
 	srv := redistest.Start(t)
 	asked := make(chan struct{}, 1)
 	release := make(chan struct{})

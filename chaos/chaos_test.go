@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -154,19 +153,24 @@ func (r *run) busyWorker(take bool) (*proc, map[string]string) {
 		for _, w := range ws {
 			if held := r.heldBy(w); len(held) > 0 || time.Now().After(deadline) {
 				if take {
-					r.mu.Lock()
-					for i, x := range r.workers {
-						if x == w {
-							r.workers = append(r.workers[:i], r.workers[i+1:]...)
-							break
-						}
-					}
-					r.mu.Unlock()
+					r.takeWorker(w)
 				}
 				return w, held
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// takeWorker removes w from the pool of workers the faults pick from.
+func (r *run) takeWorker(w *proc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, x := range r.workers {
+		if x == w {
+			r.workers = append(r.workers[:i], r.workers[i+1:]...)
+			return
+		}
 	}
 }
 
@@ -466,10 +470,7 @@ func TestChaos(t *testing.T) {
 		t.Skip("set CHAOS=short or CHAOS=long (make chaos, make chaos-long)")
 	}
 	wall := time.Now()
-	bin := filepath.Join(t.TempDir(), "jobguard")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/jobguard").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildJobguard(t)
 	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	px, err := faultproxy.New(srv.Addr)
 	if err != nil {

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -45,10 +43,7 @@ func TestChaosFailover(t *testing.T) {
 	default:
 		t.Skip("set CHAOS=failover or CHAOS=failover-short (make chaos-failover)")
 	}
-	bin := filepath.Join(t.TempDir(), "jobguard")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/jobguard").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildJobguard(t)
 	for _, m := range failoverModes {
 		t.Run(m.name+"/sentinel", func(t *testing.T) { failoverRun(t, bin, "sentinel", m, faults, minority) })
 		if m.name == "durable" && !minority {

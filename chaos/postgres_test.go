@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,10 +125,7 @@ func TestChaosPostgres(t *testing.T) {
 	}
 	const duration = 60 * time.Second
 	wall := time.Now()
-	bin := filepath.Join(t.TempDir(), "jobguard")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/jobguard").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildJobguard(t)
 	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	px, err := faultproxy.New(srv.Addr)
 	if err != nil {

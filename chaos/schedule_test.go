@@ -72,14 +72,7 @@ func (r *run) waitLeader(take bool) *proc {
 	for time.Now().Before(deadline) {
 		if w := r.leader(); w != nil {
 			if take {
-				r.mu.Lock()
-				for i, x := range r.workers {
-					if x == w {
-						r.workers = append(r.workers[:i], r.workers[i+1:]...)
-						break
-					}
-				}
-				r.mu.Unlock()
+				r.takeWorker(w)
 			}
 			return w
 		}

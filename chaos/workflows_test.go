@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,10 +44,7 @@ func TestChaosWorkflows(t *testing.T) {
 		t.Skip("set CHAOS=workflows (make chaos-workflows)")
 	}
 	wall := time.Now()
-	bin := filepath.Join(t.TempDir(), "jobguard")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/jobguard").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildJobguard(t)
 	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	// The rebuild source: a failing batch's rebuild-cache job gets a 404 (permanent), others a value.
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

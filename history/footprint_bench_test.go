@@ -30,11 +30,7 @@ import (
 func BenchmarkHistoryFootprint(b *testing.B) {
 	n := max(b.N, 2000)
 	srv := redistest.Start(b)
-	pool, err := pgxpool.New(bg, pgtest.NewDB(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
+	pool := pgtest.NewPool(b)
 	if err := Migrate(bg, pool); err != nil {
 		b.Fatal(err)
 	}
@@ -49,7 +45,7 @@ func BenchmarkHistoryFootprint(b *testing.B) {
 	b.ReportMetric(on.recordTimeline/float64(n), "redis-on-record+timeline-B/job")
 
 	var rows, heap, index, total, record, timeline int64
-	err = pool.QueryRow(bg, `SELECT count(*), pg_relation_size('jobguard_job_history'), pg_indexes_size('jobguard_job_history'),
+	err := pool.QueryRow(bg, `SELECT count(*), pg_relation_size('jobguard_job_history'), pg_indexes_size('jobguard_job_history'),
 		pg_total_relation_size('jobguard_job_history'), sum(pg_column_size(record)), sum(pg_column_size(timeline))
 		FROM jobguard_job_history`).Scan(&rows, &heap, &index, &total, &record, &timeline)
 	if err != nil || rows != int64(n) {

@@ -35,11 +35,7 @@ type bundle struct {
 func setup(t *testing.T, register func(s *engine.Stack)) bundle {
 	t.Helper()
 	rdb := redistest.NewDB(t).Client
-	pool, err := pgxpool.New(bg, pgtest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.NewPool(t)
 	if err := Migrate(bg, pool); err != nil {
 		t.Fatal(err)
 	}

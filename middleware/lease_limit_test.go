@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/middleware"
 )
 
@@ -28,27 +29,6 @@ func limitKeyOf(t *asynq.Task) string {
 
 func taskResource(t *asynq.Task) (string, error) { return "task:" + string(t.Payload()), nil }
 
-// peaks counts runs in flight per key and the most seen at once.
-type peaks struct {
-	mu       sync.Mutex
-	now, top map[string]int
-}
-
-func newPeaks() *peaks { return &peaks{now: map[string]int{}, top: map[string]int{}} }
-
-func (p *peaks) enter(key string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.now[key]++
-	p.top[key] = max(p.top[key], p.now[key])
-}
-
-func (p *peaks) leave(key string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.now[key]--
-}
-
 // Two guards (two processes' limiters) each under a server, three keys, 48 tasks on resources of
 // their own, half with no retry: never more than 2 runs of one key at once, and every task done
 // (a delivery over the limit bounced without failing or, with no retry left, waited for a slot).
@@ -60,16 +40,16 @@ func TestLeaseLimitBoundsRunsPerKeyAcrossServers(t *testing.T) {
 	lease := middleware.Lease{Resource: taskResource, Limit: middleware.LeaseLimit{Key: limitKeyOf, Concurrency: 2}}
 	b.guard.ProtectLease("call", lease)
 	other.ProtectLease("call", lease)
-	p := newPeaks()
+	p := testsupport.NewPeaks()
 	var done atomic.Int64
 	h := func(ctx context.Context, task *asynq.Task) error {
 		run, _ := middleware.RunFrom(ctx)
 		if run.LimitToken() == 0 {
 			t.Error("a limited run without a slot's token")
 		}
-		p.enter(limitKeyOf(task))
+		p.Enter(limitKeyOf(task))
 		time.Sleep(100 * time.Millisecond) // long enough for ten workers to overlap runs of one key
-		p.leave(limitKeyOf(task))
+		p.Leave(limitKeyOf(task))
 		done.Add(1)
 		return nil
 	}
@@ -83,14 +63,13 @@ func TestLeaseLimitBoundsRunsPerKeyAcrossServers(t *testing.T) {
 		}
 	}
 	eventually(t, 60*time.Second, "every task done", func() bool { return done.Load() == tasks })
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for key, most := range p.top {
+	peaks := p.All()
+	for key, most := range peaks {
 		if most > 2 {
 			t.Fatalf("%d runs of key %s at once, want at most 2", most, key)
 		}
 	}
-	t.Logf("most runs at once per key: %v", p.top)
+	t.Logf("most runs at once per key: %v", peaks)
 	if n, _ := b.insp.ListArchivedTasks("default"); len(n) != 0 {
 		t.Fatalf("%d tasks archived: a wait for a slot counted as a failure", len(n))
 	}

@@ -183,6 +183,20 @@ func (b *bundle) start(name string, register func(*engine.Stack)) *instance {
 	return in
 }
 
+// serve runs the instance's stack under an asynq server of two handlers on the default queue; the
+// caller shuts it down.
+func (in *instance) serve(t *testing.T) *asynq.Server {
+	t.Helper()
+	srv := asynq.NewServerFromRedisClient(in.rdb, in.stack.ServerConfig(asynq.Config{
+		Concurrency: 2, Queues: map[string]int{"default": 1}, ShutdownTimeout: 2 * time.Second,
+		Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel, TaskCheckInterval: 50 * time.Millisecond,
+	}))
+	if err := srv.Start(in.stack.Mux()); err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
 func (in *instance) stop() {
 	in.once.Do(func() {
 		in.cancel()
@@ -354,14 +368,7 @@ func TestOverlapSkip(t *testing.T) {
 			return nil
 		})
 	})
-	srv := asynq.NewServerFromRedisClient(in.rdb, in.stack.ServerConfig(asynq.Config{
-		Concurrency: 2, Queues: map[string]int{"default": 1}, ShutdownTimeout: 2 * time.Second,
-		Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel, TaskCheckInterval: 50 * time.Millisecond,
-	}))
-	if err := srv.Start(in.stack.Mux()); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	defer in.serve(t).Shutdown()
 	testsupport.Eventually(t, 4*time.Second, "the first job running", func() bool { return runs.Load() == 1 })
 	testsupport.Eventually(t, 5*time.Second, "two ticks skipped", func() bool { return in.sch.Stats.SkippedOverlap.Load() >= 2 })
 	if n := len(b.jobs("slow")); n != 1 {
@@ -471,14 +478,7 @@ func TestOverlapReplace(t *testing.T) {
 			return nil
 		})
 	})
-	srv := asynq.NewServerFromRedisClient(in.rdb, in.stack.ServerConfig(asynq.Config{
-		Concurrency: 2, Queues: map[string]int{"default": 1}, ShutdownTimeout: 2 * time.Second,
-		Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel, TaskCheckInterval: 50 * time.Millisecond,
-	}))
-	if err := srv.Start(in.stack.Mux()); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	defer in.serve(t).Shutdown()
 	testsupport.Eventually(t, 4*time.Second, "the first job running", func() bool { return runs.Load() == 1 })
 	select {
 	case cause := <-causes:

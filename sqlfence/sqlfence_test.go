@@ -19,11 +19,7 @@ var bg = context.Background()
 
 func newPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(bg, pgtest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.NewPool(t)
 	if err := Migrate(bg, pool); err != nil {
 		t.Fatal(err)
 	}

@@ -117,9 +117,9 @@ func (p *pages) get(c *fiber.Ctx, h func(context.Context, *fiber.Ctx) error) err
 	return h(ctx, c)
 }
 
-// change is POST {root}/jobs/{id}/cancel|retry: done, the browser is sent back to the job's page
-// (303); an error is the app's problem answer (404, 409).
-func (p *pages) change(c *fiber.Ctx, id, op string) error {
+// post runs a change for POST only, with the UI's timeout, when the UI is not read-only; done,
+// the browser is sent to back (303), and an error is the app's problem answer.
+func (p *pages) post(c *fiber.Ctx, back string, do func(context.Context) error) error {
 	if p.readOnly {
 		return readOnly(c)
 	}
@@ -128,16 +128,21 @@ func (p *pages) change(c *fiber.Ctx, id, op string) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), p.timeout)
 	defer cancel()
-	var err error
-	if op == "cancel" {
-		err = p.jobs.Cancel(ctx, id, "monitoring UI", "cancel pressed on the jobs page")
-	} else {
-		err = p.jobs.Replay(ctx, id)
-	}
-	if err != nil {
+	if err := do(ctx); err != nil {
 		return err
 	}
-	return c.Redirect(p.root+"/jobs/"+url.PathEscape(id), fiber.StatusSeeOther)
+	return c.Redirect(back, fiber.StatusSeeOther)
+}
+
+// change is POST {root}/jobs/{id}/cancel|retry: done, the browser is sent back to the job's page
+// (303); an error is the app's problem answer (404, 409).
+func (p *pages) change(c *fiber.Ctx, id, op string) error {
+	return p.post(c, p.root+"/jobs/"+url.PathEscape(id), func(ctx context.Context) error {
+		if op == "cancel" {
+			return p.jobs.Cancel(ctx, id, "monitoring UI", "cancel pressed on the jobs page")
+		}
+		return p.jobs.Replay(ctx, id)
+	})
 }
 
 // pauseSchedule is POST {root}/schedules/{name}/pause|resume: done, the browser is sent back to
@@ -148,18 +153,9 @@ func (p *pages) pauseSchedule(c *fiber.Ctx, rest string) error {
 	if err != nil || name == "" || (op != "pause" && op != "resume") {
 		return fiber.ErrNotFound
 	}
-	if p.readOnly {
-		return readOnly(c)
-	}
-	if c.Method() != fiber.MethodPost {
-		return methodNotAllowed(c, allowChange)
-	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), p.timeout)
-	defer cancel()
-	if err := p.jobs.PauseSchedule(ctx, name, op == "pause"); err != nil {
-		return err
-	}
-	return c.Redirect(p.root+"/schedules", fiber.StatusSeeOther)
+	return p.post(c, p.root+"/schedules", func(ctx context.Context) error {
+		return p.jobs.PauseSchedule(ctx, name, op == "pause")
+	})
 }
 
 // list is {root}/jobs: ?id= goes to that job's page; otherwise a page of the jobs of ?tenant= (of

@@ -43,6 +43,24 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
+// pollPage waits, up to within, for the browser's expression expr to be non-empty and returns it;
+// a click that navigates replaces the page the expression runs in, so a poll that loses its page
+// is tried again. It fails the test with the page's text, naming what it waited for.
+func pollPage(t *testing.T, ctx context.Context, within time.Duration, what, expr string) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		v, err := chromedp.Run(ctx, chromedp.Poll[string](expr, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(2*time.Second)))
+		if err == nil {
+			return v
+		}
+		if time.Now().After(deadline) {
+			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string]("document.body.innerText"))
+			t.Fatalf("browser: %s: %v\npage text: %.2000s", what, err, text)
+		}
+	}
+}
+
 // In a browser: the jobs page lists a tenant's job, its page shows the timeline, and pressing
 // Cancel cancels it (a same-origin form POST through the CSRF check) and shows it cancelled.
 func TestBrowserJobsPageCancelsAJob(t *testing.T) {
@@ -50,22 +68,7 @@ func TestBrowserJobsPageCancelsAJob(t *testing.T) {
 	ctx := browser(t)
 	b := startApp(t, nil)
 	id, _ := b.submit(t, "t1", "page-1", time.Hour)
-	// poll waits for expr to be non-empty; a click that navigates replaces the page the
-	// expression runs in, so a poll that loses its page is tried again.
-	poll := func(what, expr string) string {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			v, err := chromedp.Run(ctx, chromedp.Poll[string](expr, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(2*time.Second)))
-			if err == nil {
-				return v
-			}
-			if time.Now().After(deadline) {
-				text, _ := chromedp.Run(ctx, chromedp.Evaluate[string]("document.body.innerText"))
-				t.Fatalf("browser: %s: %v\npage text: %.2000s", what, err, text)
-			}
-		}
-	}
+	poll := func(what, expr string) string { t.Helper(); return pollPage(t, ctx, 20*time.Second, what, expr) }
 	if err := chromedp.Do(ctx, chromedp.Navigate(b.base+"/monitoring/jobs?tenant=t1")); err != nil {
 		t.Fatal(err)
 	}

@@ -194,20 +194,7 @@ func TestBrowserJobsPageLiveCountsAndBulk(t *testing.T) {
 	ctx := browser(t)
 	b := startApp(t, nil)
 	first := b.submitTagged(t, "t1", "live-1", time.Hour, "live")
-	poll := func(what, expr string) string {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			v, err := chromedp.Run(ctx, chromedp.Poll[string](expr, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(2*time.Second)))
-			if err == nil {
-				return v
-			}
-			if time.Now().After(deadline) {
-				text, _ := chromedp.Run(ctx, chromedp.Evaluate[string]("document.body.innerText"))
-				t.Fatalf("browser: %s: %v\npage text: %.2000s", what, err, text)
-			}
-		}
-	}
+	poll := func(what, expr string) string { t.Helper(); return pollPage(t, ctx, 30*time.Second, what, expr) }
 	queued := `(() => { const c = document.querySelector('#counts td[data-status="queued"] a'); return c ? c.textContent : ""; })()`
 	if err := chromedp.Do(ctx, chromedp.Navigate(b.base+"/monitoring/jobs?tenant=t1&tags=live&refresh=1")); err != nil {
 		t.Fatal(err)

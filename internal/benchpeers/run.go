@@ -194,9 +194,10 @@ func (r *runner) enqueue(ctx context.Context, s prepared) (figures, error) {
 	}, p.stop()
 }
 
-// fill enqueues n jobs on st with the system's own producer, unmeasured.
-func (r *runner) fill(s prepared, st store, n int) error {
-	p, err := startPeer(s.Name, s.argv, peer.Flags{URL: st.URL(), Mode: "enqueue", N: n, Concurrency: r.cfg.Concurrency})
+// produce enqueues n jobs on st with the system's own producer, unmeasured, from cfg.Concurrency
+// callers at rate jobs a second (0: as fast as they can).
+func (r *runner) produce(s prepared, st store, n int, rate float64) error {
+	p, err := startPeer(s.Name, s.argv, peer.Flags{URL: st.URL(), Mode: "enqueue", N: n, Concurrency: r.cfg.Concurrency, Rate: rate})
 	if err != nil {
 		return err
 	}
@@ -222,14 +223,14 @@ func (r *runner) drain(ctx context.Context, s prepared, work time.Duration, key 
 	n := r.cfg.Jobs
 	// The datastore's size before any job, once the producer made it what it is (River's
 	// migrations create its tables).
-	if err := r.fill(s, st, 0); err != nil {
+	if err := r.produce(s, st, 0, 0); err != nil {
 		return nil, err
 	}
 	empty, err := st.DataBytes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.fill(s, st, n); err != nil {
+	if err := r.produce(s, st, n, 0); err != nil {
 		return nil, err
 	}
 	p, err := startPeer(s.Name, s.argv, peer.Flags{URL: st.URL(), Mode: "work", N: n, Concurrency: r.cfg.Concurrency, Work: work})
@@ -274,7 +275,7 @@ func (r *runner) latency(ctx context.Context, s prepared) (figures, error) {
 	if err := w.send("go"); err != nil {
 		return nil, err
 	}
-	if err := r.paced(s, st, n); err != nil {
+	if err := r.produce(s, st, n, float64(r.cfg.LatencyRate)); err != nil {
 		return nil, err
 	}
 	res, err := w.result(n, within(n))
@@ -282,20 +283,4 @@ func (r *runner) latency(ctx context.Context, s prepared) (figures, error) {
 		return nil, err
 	}
 	return figures{"latency.p50": res.P50Ms, "latency.p99": res.P99Ms}, w.stop()
-}
-
-// paced enqueues n jobs at cfg.LatencyRate a second from cfg.Concurrency callers.
-func (r *runner) paced(s prepared, st store, n int) error {
-	p, err := startPeer(s.Name, s.argv, peer.Flags{URL: st.URL(), Mode: "enqueue", N: n, Concurrency: r.cfg.Concurrency, Rate: float64(r.cfg.LatencyRate)})
-	if err != nil {
-		return err
-	}
-	defer p.kill()
-	if err := p.send("go"); err != nil {
-		return err
-	}
-	if _, err := p.result(n, within(n)); err != nil {
-		return err
-	}
-	return p.stop()
 }

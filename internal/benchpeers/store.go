@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/localserver"
 )
 
 // StoreKind is the datastore a system runs on.
@@ -64,11 +63,7 @@ func startRedis(ctx context.Context) (*redisStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("benchpeers: redis-server is not installed (make deps installs it): %w", err)
 	}
-	dir, err := os.MkdirTemp("", "benchpeers-redis-")
-	if err != nil {
-		return nil, err
-	}
-	port, err := freePort()
+	dir, port, err := localserver.Site("benchpeers-redis-")
 	if err != nil {
 		return nil, err
 	}
@@ -132,24 +127,10 @@ type pgServer struct {
 	next int
 }
 
-// pgBinDir is PG_BIN_DIR, or where Debian puts its newest installed major version.
-func pgBinDir() (string, error) {
-	if d := os.Getenv("PG_BIN_DIR"); d != "" {
-		return d, nil
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	if len(dirs) == 0 {
-		return "", fmt.Errorf("%w: PostgreSQL is not installed (apt-get install -y postgresql, or set PG_BIN_DIR)", ErrSkip)
-	}
-	major := func(d string) int { n, _ := strconv.Atoi(filepath.Base(filepath.Dir(d))); return n }
-	sort.Slice(dirs, func(i, j int) bool { return major(dirs[i]) > major(dirs[j]) })
-	return dirs[0], nil
-}
-
 func startPostgres(ctx context.Context) (*pgServer, string, error) {
-	bin, err := pgBinDir()
+	bin, err := localserver.PostgresBinDir()
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("%w: %w", ErrSkip, err)
 	}
 	dir, err := os.MkdirTemp("", "benchpeers-pg-")
 	if err != nil {
@@ -168,7 +149,7 @@ func startPostgres(ctx context.Context) (*pgServer, string, error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("benchpeers: initdb: %w: %s", err, out))
 	}
-	if s.port, err = freePort(); err != nil {
+	if s.port, err = localserver.FreePort(); err != nil {
 		return fail(err)
 	}
 	// synchronous_commit off, as the brief of issue 27 asks; fsync and full-page writes off too,
@@ -203,28 +184,14 @@ func startPostgres(ctx context.Context) (*pgServer, string, error) {
 	return s, strings.TrimSpace(version), nil
 }
 
-// asPostgres runs cmd as the postgres user, owner of dir, when this process is root.
+// asPostgres is localserver.RunAsPostgres; a machine without the postgres user skips the
+// PostgreSQL systems rather than failing the run.
 func asPostgres(cmd *exec.Cmd, dir string) error {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if os.Geteuid() != 0 {
-		return nil
+	err := localserver.RunAsPostgres(cmd, dir)
+	if errors.Is(err, localserver.ErrNoPostgresUser) {
+		return fmt.Errorf("%w: %w", ErrSkip, err)
 	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return fmt.Errorf("%w: running as root needs the postgres user (Debian's postgresql package creates it): %v", ErrSkip, err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if err := filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Chown(p, uid, gid)
-	}); err != nil {
-		return err
-	}
-	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	return nil
+	return err
 }
 
 func (s *pgServer) url(db string) string {
@@ -304,14 +271,4 @@ func waitFor(ctx context.Context, within time.Duration, try func(context.Context
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

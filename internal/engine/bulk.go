@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -69,14 +68,7 @@ func (s *Stack) EnqueueMany(ctx context.Context, specs []Spec, atomic bool) []Bu
 			out[i].Err = err
 			continue
 		}
-		id := spec.JobID
-		if id == "" {
-			resource := spec.Resource
-			if resource == "" {
-				resource = "job:" + strconv.FormatInt(now.UnixNano(), 36) + s.locks.NewOwner()
-			}
-			id = NewJobID(resource, now)
-		}
+		id := s.jobIDFor(spec, now)
 		keys, err := s.keysFor(id, spec.OpKey, dedup)
 		if err != nil {
 			out[i].Err = err

@@ -306,17 +306,7 @@ func TestCancelRefusesALateEffect(t *testing.T) {
 	})
 	id := h.enqueue(Spec{Type: "effect", Resource: "acct-9", OpKey: "op-9"})
 	<-started
-	if _, err := h.stack.Cancel(bg, id, CancelRequest{By: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-late:
-		if !errors.Is(err, locking.ErrStaleToken) {
-			t.Fatalf("late effect: %v, want ErrStaleToken", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the handler was not stopped")
-	}
+	h.cancelRunning(id, "late effect", late)
 	keys, _ := h.stack.store.Keys(id, "op-9")
 	if h.rdb.HExists(bg, target, "applied_by").Val() || h.rdb.Exists(bg, keys.Applied).Val() != 0 {
 		t.Fatal("the late effect landed")

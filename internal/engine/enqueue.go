@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -131,14 +130,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 	if spec.StartBy, err = deadlineOf(tc, spec, now); err != nil {
 		return Enqueued{}, err
 	}
-	id := spec.JobID
-	if id == "" {
-		resource := spec.Resource
-		if resource == "" {
-			resource = "job:" + strconv.FormatInt(now.UnixNano(), 36) + s.locks.NewOwner()
-		}
-		id = NewJobID(resource, now)
-	}
+	id := s.jobIDFor(spec, now)
 	keys, err := s.keysFor(id, spec.OpKey, dedup)
 	if err != nil {
 		return Enqueued{}, err

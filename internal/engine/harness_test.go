@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
+	"github.com/jobguard/jobguard/locking"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -85,6 +87,24 @@ func (h *harness) enqueue(spec Spec) string {
 		h.t.Fatal(err)
 	}
 	return id.JobID
+}
+
+// cancelRunning cancels job id while its handler runs, then fails the test unless what the
+// handler writes once its context has ended (what, answered on late) is refused with
+// locking.ErrStaleToken within 5 s.
+func (h *harness) cancelRunning(id, what string, late <-chan error) {
+	h.t.Helper()
+	if _, err := h.stack.Cancel(context.Background(), id, CancelRequest{By: "test"}); err != nil {
+		h.t.Fatal(err)
+	}
+	select {
+	case err := <-late:
+		if !errors.Is(err, locking.ErrStaleToken) {
+			h.t.Fatalf("%s: %v, want ErrStaleToken", what, err)
+		}
+	case <-time.After(5 * time.Second):
+		h.t.Fatal("the handler was not stopped")
+	}
 }
 
 // waitStatus polls the job until it has status, or fails the test after within.

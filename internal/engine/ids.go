@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
@@ -13,6 +14,24 @@ func ResourceTag(resource string) string { return jobstore.ResourceTag(resource)
 
 // NewJobID returns a fresh job id for a job on resource.
 func NewJobID(resource string, now time.Time) string { return jobstore.NewJobID(resource, now) }
+
+// jobIDFor is the id of the job spec asks for: its JobID, or a new one (newJobIDFor).
+func (s *Stack) jobIDFor(spec Spec, now time.Time) string {
+	if spec.JobID != "" {
+		return spec.JobID
+	}
+	return s.newJobIDFor(spec, now)
+}
+
+// newJobIDFor is a fresh id for a job of spec: on its resource, or, without one, on a resource
+// of the job's own (the time and a unique owner, so no two jobs share it).
+func (s *Stack) newJobIDFor(spec Spec, now time.Time) string {
+	resource := spec.Resource
+	if resource == "" {
+		resource = "job:" + strconv.FormatInt(now.UnixNano(), 36) + s.locks.NewOwner()
+	}
+	return NewJobID(resource, now)
+}
 
 // TagOf returns the resource tag a job id carries.
 func TagOf(jobID string) (string, error) { return jobstore.TagOf(jobID) }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/internal/faultproxy"
 	"github.com/jobguard/jobguard/internal/redistest"
 )
 
@@ -29,13 +28,9 @@ type cutOff struct {
 func TestLimitValidForLapsesBeforeRedisFreesTheSlot(t *testing.T) {
 	t.Parallel()
 	db := redistest.NewDB(t)
-	px, err := faultproxy.New(db.Server.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(px.Close)
+	px, cutOffOpts := cutOffable(t, db)
 	const ttl = 2 * time.Second
-	worker := redis.NewClient(&redis.Options{Addr: px.Addr(), DB: db.N, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
+	worker := redis.NewClient(cutOffOpts)
 	t.Cleanup(func() { worker.Close() })
 	started, cutAt, seen, reconnected := make(chan time.Duration, 1), make(chan time.Time, 1), make(chan cutOff, 1), make(chan struct{})
 	var once sync.Once

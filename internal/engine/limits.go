@@ -208,14 +208,18 @@ func (l *limiter) hold(sl *slot, sent time.Time) {
 
 // watch returns ctx cancelled with ErrSlotLost when sl lapses; stop ends the watch.
 func (l *limiter) watch(ctx context.Context, sl *slot) (context.Context, func()) {
-	if sl == nil || sl.extended.IsZero() {
+	if sl == nil {
+		return ctx, func() {}
+	}
+	// extended is written by the renewal loop under mu: read it there too.
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sl.extended.IsZero() {
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	l.mu.Lock()
 	sl.cancel = cancel
 	sl.expiry = time.AfterFunc(validFor(sl, sl.extended), func() { l.lose(sl, "not renewed within its TTL") })
-	l.mu.Unlock()
 	return ctx, func() {
 		l.mu.Lock()
 		sl.cancel = nil

@@ -14,36 +14,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/internal/faultproxy"
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
 )
-
-// peaks counts the handlers running at once per key, across every stack of a test.
-type peaks struct {
-	mu        sync.Mutex
-	now, peak map[string]int
-}
-
-func newPeaks() *peaks { return &peaks{now: map[string]int{}, peak: map[string]int{}} }
-
-func (p *peaks) enter(key string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.now[key]++
-	p.peak[key] = max(p.peak[key], p.now[key])
-}
-
-func (p *peaks) leave(key string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.now[key]--
-}
-
-func (p *peaks) max(key string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.peak[key]
-}
 
 // Concurrency 3 per key across five asynq servers (five Stacks, each on its own Redis client, in
 // this test process): the handlers of one key never run more than 3 at once, while one holder is
@@ -53,20 +26,16 @@ func (p *peaks) max(key string) int {
 func TestConcurrencyLimitPerKeyAcrossServers(t *testing.T) {
 	t.Parallel()
 	db := redistest.NewDB(t)
-	px, err := faultproxy.New(db.Server.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(px.Close)
+	px, cutOffOpts := cutOffable(t, db)
 	const ttl = 2 * time.Second
-	p := newPeaks()
+	p := testsupport.NewPeaks()
 	var paused, cut atomic.Bool
 	cutStarted, cutStopped, reconnected := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var hs []*harness
 	for i := range 5 {
 		opts := &redis.Options{Addr: db.Server.Addr, DB: db.N}
 		if i == 4 {
-			opts = &redis.Options{Addr: px.Addr(), DB: db.N, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1}
+			opts = cutOffOpts
 		}
 		worker := redis.NewClient(opts)
 		t.Cleanup(func() { worker.Close() })
@@ -81,11 +50,11 @@ func TestConcurrencyLimitPerKeyAcrossServers(t *testing.T) {
 			s.Register(TaskConfig{Type: "lim", MaxAttempts: 50, Limit: Limit{Concurrency: 3, Key: func(sp Spec) string { return sp.Tenant }}},
 				func(ctx context.Context, j *Job) error {
 					key := string(j.Payload)
-					p.enter(key)
+					p.Enter(key)
 					left := false
 					defer func() {
 						if !left {
-							p.leave(key)
+							p.Leave(key)
 						}
 					}()
 					switch {
@@ -97,7 +66,7 @@ func TestConcurrencyLimitPerKeyAcrossServers(t *testing.T) {
 					case key == "a" && onCut && cut.CompareAndSwap(false, true):
 						close(cutStarted)
 						<-ctx.Done()
-						p.leave(key) // the work stops here; the answer waits for Redis (asynq's retry needs it)
+						p.Leave(key) // the work stops here; the answer waits for Redis (asynq's retry needs it)
 						left = true
 						close(cutStopped)
 						<-reconnected
@@ -138,16 +107,16 @@ func TestConcurrencyLimitPerKeyAcrossServers(t *testing.T) {
 		v := hs[0].waitStatus(id, "done", 30*time.Second)
 		sawWait = sawWait || has(v, "limit_wait")
 	}
-	if got := p.max("a"); got != 3 {
+	if got := p.Max("a"); got != 3 {
 		t.Errorf("key a ran %d at once, want 3 at most and reached", got)
 	}
-	if got := p.max("b"); got > 3 {
+	if got := p.Max("b"); got > 3 {
 		t.Errorf("key b ran %d at once", got)
 	}
 	if !paused.Load() || !cut.Load() || !sawWait {
 		t.Errorf("paused %v cut %v limit_wait on a timeline %v", paused.Load(), cut.Load(), sawWait)
 	}
-	t.Logf("max at once: key a %d, key b %d", p.max("a"), p.max("b"))
+	t.Logf("max at once: key a %d, key b %d", p.Max("a"), p.Max("b"))
 }
 
 // A rate of 10 starts per second per key (burst 1), on three servers (three Stacks on their own

@@ -101,34 +101,27 @@ func (m *metrics) initSeries(typ string) {
 		c.WithLabelValues(typ)
 	}
 	m.queueWait.WithLabelValues(typ)
-	for _, v := range jobStatuses {
-		m.transitions.WithLabelValues(typ, v)
-	}
 	for _, v := range runOutcomes {
 		m.duration.WithLabelValues(typ, v)
 	}
-	for _, v := range leaseEvents {
-		m.lease.WithLabelValues(typ, v)
-	}
 	for _, v := range classNames {
 		m.retries.WithLabelValues(typ, v)
-	}
-	for _, v := range bounceReasons {
-		m.bounces.WithLabelValues(typ, v)
 	}
 	for p, results := range dedupResults {
 		for _, v := range results {
 			m.dedup.WithLabelValues(typ, string(p), v)
 		}
 	}
-	for _, v := range rescueOutcomes {
-		m.rescues.WithLabelValues(typ, v)
-	}
-	for _, v := range repairKinds {
-		m.reconciled.WithLabelValues(typ, v)
-	}
-	for _, v := range expiredReasons {
-		m.expired.WithLabelValues(typ, v)
+	for _, c := range []struct {
+		vec    *prometheus.CounterVec
+		values []string
+	}{
+		{m.transitions, jobStatuses}, {m.lease, leaseEvents}, {m.bounces, bounceReasons},
+		{m.rescues, rescueOutcomes}, {m.reconciled, repairKinds}, {m.expired, expiredReasons},
+	} {
+		for _, v := range c.values {
+			c.vec.WithLabelValues(typ, v)
+		}
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/freetext"
-	"github.com/jobguard/jobguard/locking"
 )
 
 // Progress shows in the job's record, never goes backwards within a run (refused, nothing
@@ -65,17 +64,7 @@ func TestProgressIsFenced(t *testing.T) {
 	})
 	id := h.enqueue(Spec{Type: "slow"})
 	<-started
-	if _, err := h.stack.Cancel(bg, id, CancelRequest{By: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-late:
-		if !errors.Is(err, locking.ErrStaleToken) {
-			t.Fatalf("late progress: %v, want ErrStaleToken", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the handler was not stopped")
-	}
+	h.cancelRunning(id, "late progress", late)
 	v, _ := h.stack.Get(bg, id)
 	if v.Record.Status != jobstore.StatusCancelled || v.Record.Progress != 20 || v.Record.ProgressNote != "early" {
 		t.Fatalf("after the cancel: %s %d %q", v.Record.Status, v.Record.Progress, v.Record.ProgressNote)

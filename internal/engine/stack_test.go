@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobguard/jobguard/internal/faultproxy"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/locking"
 )
@@ -357,12 +356,8 @@ func TestLeaseLostMidHandler(t *testing.T) {
 func TestLeaseRenewFailureIsOnTheTimeline(t *testing.T) {
 	t.Parallel()
 	db := redistest.NewDB(t)
-	px, err := faultproxy.New(db.Server.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(px.Close)
-	worker := redis.NewClient(&redis.Options{Addr: px.Addr(), DB: db.N, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
+	px, cutOffOpts := cutOffable(t, db)
+	worker := redis.NewClient(cutOffOpts)
 	t.Cleanup(func() { worker.Close() }) // after the harness stopped (cleanups run last first)
 	var cause atomic.Value
 	started, reconnected := make(chan struct{}), make(chan struct{})

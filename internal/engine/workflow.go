@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
 	"sync"
 	"time"
 
@@ -207,11 +206,7 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		tc, _ := s.TaskConfig(n.Spec.Type)
 		spec := n.Spec
 		spec.Tenant, spec.Dedup, spec.ProcessIn, spec.StartBy = w.Tenant, nil, 0, time.Time{}
-		resource := spec.Resource
-		if resource == "" {
-			resource = "job:" + strconv.FormatInt(now.UnixNano(), 36) + s.locks.NewOwner()
-		}
-		id := NewJobID(resource, now)
+		id := s.newJobIDFor(spec, now)
 		keys, err := s.keysFor(id, spec.OpKey, "")
 		if err != nil {
 			return WorkflowCreated{}, &WorkflowError{Node: n.ID, Index: i, Field: "payload", Detail: err.Error()}

@@ -5,14 +5,10 @@ package pgtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,7 +17,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobguard/jobguard/internal/localserver"
 	"github.com/jobguard/jobguard/internal/redistest"
 )
 
@@ -42,52 +40,10 @@ var (
 	nextDB     atomic.Int64
 )
 
-// binDir is where Debian puts the server binaries of its newest installed major version.
-func binDir() (string, error) {
-	if d := os.Getenv("PG_BIN_DIR"); d != "" {
-		return d, nil
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	if len(dirs) == 0 {
-		return "", errors.New("pgtest: PostgreSQL is not installed (make test installs it: apt-get install -y postgresql)")
-	}
-	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
-	return dirs[0], nil
-}
-
-func version(binDir string) int {
-	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
-	return n
-}
-
-// asServer runs cmd as the postgres user when this process is root: PostgreSQL refuses to run
-// as root.
-func asServer(cmd *exec.Cmd, dir string) error {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return fmt.Errorf("pgtest: running as root needs the postgres user (Debian's postgresql package creates it): %w", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if err := filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Chown(p, uid, gid)
-	}); err != nil {
-		return err
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, Pdeathsig: syscall.SIGKILL}
-	return nil
-}
-
 func start(durable bool) (*Server, error) {
-	bin, err := binDir()
+	bin, err := localserver.PostgresBinDir()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pgtest: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
@@ -98,13 +54,13 @@ func start(durable bool) (*Server, error) {
 	}
 	data := filepath.Join(dir, "data")
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C")
-	if err := asServer(initdb, dir); err != nil {
+	if err := runAsPostgres(initdb, dir); err != nil {
 		return nil, err
 	}
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("pgtest: initdb: %w: %s", err, out)
 	}
-	port, err := freePort()
+	port, err := localserver.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -128,11 +84,8 @@ func (s *Server) launch() error {
 	s.cmd = exec.Command(filepath.Join(s.bin, "postgres"), "-D", filepath.Join(s.dir, "data"), "-p", strconv.Itoa(s.Port), "-k", s.dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit="+syncCommit, "-c", "full_page_writes=off",
 		"-c", "max_connections=200")
-	if err := asServer(s.cmd, s.dir); err != nil {
+	if err := runAsPostgres(s.cmd, s.dir); err != nil {
 		return err
-	}
-	if s.cmd.SysProcAttr == nil {
-		s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	}
 	log, _ := os.OpenFile(filepath.Join(s.dir, "postgres.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
@@ -215,6 +168,17 @@ func NewDB(tb testing.TB) string {
 	return url
 }
 
+// NewPool is a pool on a fresh database (NewDB), closed when the test ends.
+func NewPool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	pool, err := pgxpool.New(context.Background(), NewDB(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
 // NewDatabase creates a fresh database on the package's server (started on first use) and
 // returns its URL and the function that drops it; for examples, which have no testing.TB.
 func NewDatabase() (string, func(), error) {
@@ -248,12 +212,10 @@ func NewDatabase() (string, func(), error) {
 	return shared.URL(name), drop, nil
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// runAsPostgres is localserver.RunAsPostgres with this package's prefix on its errors.
+func runAsPostgres(cmd *exec.Cmd, dir string) error {
+	if err := localserver.RunAsPostgres(cmd, dir); err != nil {
+		return fmt.Errorf("pgtest: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return nil
 }

@@ -21,26 +21,10 @@ type Cluster struct {
 var nextPrefix atomic.Int64
 
 // Addrs lists the masters' addresses.
-func (c *Cluster) Addrs() []string {
-	addrs := make([]string, len(c.Nodes))
-	for i, n := range c.Nodes {
-		addrs[i] = n.Addr
-	}
-	return addrs
-}
+func (c *Cluster) Addrs() []string { return addrsOf(c.Nodes) }
 
 // URL is a redis:// cluster URL (for REDIS_MODE=cluster) naming every master.
-func (c *Cluster) URL() string {
-	u := "redis://" + c.Nodes[0].Addr
-	for i, n := range c.Nodes[1:] {
-		if i == 0 {
-			u += "?addr=" + n.Addr
-		} else {
-			u += "&addr=" + n.Addr
-		}
-	}
-	return u
-}
+func (c *Cluster) URL() string { return redisURL(c.Addrs()) }
 
 // ClusterDB is one test's share of the package's cluster: a client and a key prefix of its own.
 type ClusterDB struct {
@@ -92,42 +76,17 @@ func StartCluster(masters int) (*Cluster, error) {
 		}
 		return nil, fmt.Errorf("redistest: cluster: %w", err)
 	}
-	busPorts := make([]int, masters)
-	for i := 0; i < masters; i++ {
-		bus, err := FreePort()
-		if err != nil {
-			return fail(err)
-		}
-		busPorts[i] = bus
-		n, err := start("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(bus),
-			"--cluster-require-full-coverage", "yes")
-		if err != nil {
-			return fail(err)
-		}
-		cl.Nodes = append(cl.Nodes, n)
+	nodes, busPorts, err := clusterNodes(masters, "2000")
+	cl.Nodes = nodes
+	if err != nil {
+		return fail(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	clients := make([]*redis.Client, masters)
-	for i, n := range cl.Nodes {
-		clients[i] = redis.NewClient(&redis.Options{Addr: n.Addr})
-		defer clients[i].Close()
-	}
-	per := 16384 / masters
-	for i, c := range clients {
-		lo, hi := i*per, (i+1)*per-1
-		if i == masters-1 {
-			hi = 16383
-		}
-		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
-			return fail(err)
-		}
-	}
-	for i := 1; i < masters; i++ {
-		if err := clients[0].Do(ctx, "CLUSTER", "MEET", "127.0.0.1", cl.Nodes[i].Port, busPorts[i]).Err(); err != nil {
-			return fail(err)
-		}
+	clients := clientsOf(cl.Nodes)
+	defer closeAll(clients)
+	if err := formCluster(ctx, clients, cl.Nodes, busPorts, masters); err != nil {
+		return fail(err)
 	}
 	for _, c := range clients {
 		for {
@@ -149,4 +108,64 @@ func (c *Cluster) Stop() {
 	for _, n := range c.Nodes {
 		n.Stop()
 	}
+}
+
+// clusterNodes starts n cluster-enabled servers, each with a bus port of its own, with a node
+// timeout of nodeTimeout ms and the extra args; on an error, the nodes started so far come back
+// with it, for the caller to stop.
+func clusterNodes(n int, nodeTimeout string, extra ...string) ([]*Server, []int, error) {
+	var nodes []*Server
+	bus := make([]int, n)
+	for i := range bus {
+		p, err := FreePort()
+		if err != nil {
+			return nodes, nil, err
+		}
+		bus[i] = p
+		args := append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", nodeTimeout, "--cluster-port", strconv.Itoa(p),
+			"--cluster-require-full-coverage", "yes"}, extra...)
+		node, err := start(args...)
+		if err != nil {
+			return nodes, nil, err
+		}
+		nodes = append(nodes, node)
+	}
+	return nodes, bus, nil
+}
+
+// clientsOf is a client per node, in order.
+func clientsOf(nodes []*Server) []*redis.Client {
+	clients := make([]*redis.Client, len(nodes))
+	for i, n := range nodes {
+		clients[i] = redis.NewClient(&redis.Options{Addr: n.Addr})
+	}
+	return clients
+}
+
+func closeAll(clients []*redis.Client) {
+	for _, c := range clients {
+		_ = c.Close()
+	}
+}
+
+// formCluster gives the first masters nodes equal ranges of the 16384 slots, and has the first
+// node meet every other on its bus port (bus[i] is nodes[i]'s).
+func formCluster(ctx context.Context, clients []*redis.Client, nodes []*Server, bus []int, masters int) error {
+	per := 16384 / masters
+	for i := 0; i < masters; i++ {
+		lo, hi := i*per, (i+1)*per-1
+		if i == masters-1 {
+			hi = 16383
+		}
+		if err := clients[i].Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
+			return err
+		}
+	}
+	for i := 1; i < len(nodes); i++ {
+		if err := clients[0].Do(ctx, "CLUSTER", "MEET", "127.0.0.1", nodes[i].Port, bus[i]).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

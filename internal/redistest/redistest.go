@@ -24,6 +24,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/jobguard/jobguard/internal/localserver"
 )
 
 // leakIgnores are goroutines that are not leaks: fasthttp's process-wide date ticker and the
@@ -135,11 +137,7 @@ func Start(tb testing.TB, args ...string) *Server {
 }
 
 func start(args ...string) (*Server, error) {
-	dir, err := os.MkdirTemp("", "redistest-")
-	if err != nil {
-		return nil, err
-	}
-	port, err := FreePort()
+	dir, port, err := localserver.Site("redistest-")
 	if err != nil {
 		return nil, err
 	}
@@ -275,14 +273,7 @@ func NewDB(tb testing.TB) DB {
 }
 
 // FreePort asks the kernel for a free loopback TCP port.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func FreePort() (int, error) { return localserver.FreePort() }
 
 func waitReady(addr string, within time.Duration) error {
 	deadline := time.Now().Add(within)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/localserver"
 )
 
 // Replicated is a master with two replicas (--replicaof) and three sentinels (quorum 2) watching it
@@ -41,13 +43,7 @@ func (r *Replicated) SentinelAddrs() []string {
 }
 
 // URL is a redis:// URL for REDIS_MODE=sentinel naming every sentinel.
-func (r *Replicated) URL() string {
-	u := "redis://" + r.Sentinels[0].Addr + "?master_name=mymaster"
-	for _, s := range r.Sentinels[1:] {
-		u += "&addr=" + s.Addr
-	}
-	return u
-}
+func (r *Replicated) URL() string { return redisURL(r.SentinelAddrs(), "master_name=mymaster") }
 
 // ReplicaLink says where replicas and sentinels reach the first master: addresses of proxies to
 // it, or "" for its own address.
@@ -241,11 +237,7 @@ func startSentinel(watch string) (*Sentinel, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "redistest-sentinel-")
-	if err != nil {
-		return nil, err
-	}
-	port, err := FreePort()
+	dir, port, err := localserver.Site("redistest-sentinel-")
 	if err != nil {
 		return nil, err
 	}
@@ -290,26 +282,10 @@ type ReplicatedCluster struct {
 }
 
 // URL is a redis:// cluster URL (REDIS_MODE=cluster) naming every node.
-func (c *ReplicatedCluster) URL() string {
-	u := "redis://" + c.Nodes[0].Addr
-	for i, n := range c.Nodes[1:] {
-		if i == 0 {
-			u += "?addr=" + n.Addr
-		} else {
-			u += "&addr=" + n.Addr
-		}
-	}
-	return u
-}
+func (c *ReplicatedCluster) URL() string { return redisURL(c.Addrs()) }
 
 // Addrs lists every node's address.
-func (c *ReplicatedCluster) Addrs() []string {
-	out := make([]string, len(c.Nodes))
-	for i, n := range c.Nodes {
-		out[i] = n.Addr
-	}
-	return out
-}
+func (c *ReplicatedCluster) Addrs() []string { return addrsOf(c.Nodes) }
 
 // StartReplicatedCluster starts the cluster; it is stopped when the package's tests end.
 func StartReplicatedCluster() (*ReplicatedCluster, error) {
@@ -321,42 +297,17 @@ func StartReplicatedCluster() (*ReplicatedCluster, error) {
 		}
 		return nil, fmt.Errorf("redistest: replicated cluster: %w", err)
 	}
-	bus := make([]int, 2*masters)
-	for i := range bus {
-		p, err := FreePort()
-		if err != nil {
-			return fail(err)
-		}
-		bus[i] = p
-		n, err := start("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "1000", "--cluster-port", strconv.Itoa(p),
-			"--cluster-require-full-coverage", "yes", "--cluster-replica-validity-factor", "0")
-		if err != nil {
-			return fail(err)
-		}
-		cl.Nodes = append(cl.Nodes, n)
+	nodes, bus, err := clusterNodes(2*masters, "1000", "--cluster-replica-validity-factor", "0")
+	cl.Nodes = nodes
+	if err != nil {
+		return fail(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	clients := make([]*redis.Client, len(cl.Nodes))
-	for i, n := range cl.Nodes {
-		clients[i] = redis.NewClient(&redis.Options{Addr: n.Addr})
-		defer clients[i].Close()
-	}
-	per := 16384 / masters
-	for i := 0; i < masters; i++ {
-		lo, hi := i*per, (i+1)*per-1
-		if i == masters-1 {
-			hi = 16383
-		}
-		if err := clients[i].Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
-			return fail(err)
-		}
-	}
-	for i := 1; i < len(cl.Nodes); i++ {
-		if err := clients[0].Do(ctx, "CLUSTER", "MEET", "127.0.0.1", cl.Nodes[i].Port, bus[i]).Err(); err != nil {
-			return fail(err)
-		}
+	clients := clientsOf(cl.Nodes)
+	defer closeAll(clients)
+	if err := formCluster(ctx, clients, cl.Nodes, bus, masters); err != nil {
+		return fail(err)
 	}
 	for i := 0; i < masters; i++ {
 		id, err := clients[i].Do(ctx, "CLUSTER", "MYID").Text()

@@ -66,12 +66,8 @@ type Cancelling struct {
 // dedup marker released; a running job's fence raised above its run's token and its lease deleted.
 // k must carry the job's marker (WithMarker) when it has one.
 func (s *Store) Cancel(ctx context.Context, k Keys, a CancelArgs) (Cancelling, error) {
-	res, err := cancelScript.Run(ctx, s.rdb, []string{k.Record, k.Lease, k.Fence, k.Timeline, k.Marker},
-		a.Now.UnixMilli(), ms(s.cfg.Retention), s.cfg.TimelineCap, a.By, a.Why, s.cfg.WorkerID).Result()
-	if err != nil {
-		return Cancelling{}, fmt.Errorf("jobstore: cancel: %w", err)
-	}
-	state, rest, err := replyList("cancel", res)
+	state, rest, err := s.runList(ctx, cancelScript, "cancel", []string{k.Record, k.Lease, k.Fence, k.Timeline, k.Marker},
+		a.Now.UnixMilli(), ms(s.cfg.Retention), s.cfg.TimelineCap, a.By, a.Why, s.cfg.WorkerID)
 	if err != nil {
 		return Cancelling{}, err
 	}
@@ -95,7 +91,7 @@ func (s *Store) Cancel(ctx context.Context, k Keys, a CancelArgs) (Cancelling, e
 		c.Token, err = intAt("cancel", rest, 2)
 		return c, err
 	}
-	return Cancelling{}, replyError("cancel", res)
+	return Cancelling{}, replyError("cancel", append([]any{state}, rest...))
 }
 
 // Status reads a job's status alone; "" when there is no record.

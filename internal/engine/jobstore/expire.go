@@ -182,12 +182,8 @@ type Expiry struct {
 // or whose record has no more than ExpiryMargin left, is expired, its dedup marker released (k must
 // carry it: WithMarker). One round trip.
 func (s *Store) Expire(ctx context.Context, k Keys, now time.Time) (Expiry, error) {
-	res, err := expireScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline, k.Marker},
-		now.UnixMilli(), ms(s.cfg.Retention), s.cfg.TimelineCap, s.cfg.WorkerID, ms(s.ExpiryMargin())).Result()
-	if err != nil {
-		return Expiry{}, fmt.Errorf("jobstore: expire: %w", err)
-	}
-	state, rest, err := replyList("expire", res)
+	state, rest, err := s.runList(ctx, expireScript, "expire", []string{k.Record, k.Timeline, k.Marker},
+		now.UnixMilli(), ms(s.cfg.Retention), s.cfg.TimelineCap, s.cfg.WorkerID, ms(s.ExpiryMargin()))
 	if err != nil {
 		return Expiry{}, err
 	}
@@ -209,5 +205,5 @@ func (s *Store) Expire(ctx context.Context, k Keys, now time.Time) (Expiry, erro
 		e.From = Status(from)
 		return e, nil
 	}
-	return Expiry{}, replyError("expire", res)
+	return Expiry{}, replyError("expire", append([]any{state}, rest...))
 }

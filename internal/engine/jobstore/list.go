@@ -71,23 +71,7 @@ func createdMS(id string) int64 {
 // older than the retention from now and setting each key's TTL to the retention: an index lives
 // no longer than the jobs it lists, so nothing here grows with finished jobs.
 func (s *Store) QueueIndex(ctx context.Context, pipe redis.Pipeliner, tenant, id string, tags []string, now time.Time) {
-	tenants := []string{""}
-	if tenant != "" {
-		tenants = append(tenants, tenant)
-	}
-	cut := "(" + strconv.FormatInt(now.Add(-s.cfg.Retention).UnixMilli(), 10)
-	for _, t := range tenants {
-		index := s.IndexKeyOf(t, id)
-		keys := []string{index}
-		for _, tag := range tags {
-			keys = append(keys, index+tagIndexSuffix+tag)
-		}
-		for _, key := range keys {
-			pipe.ZAdd(ctx, key, redis.Z{Score: float64(createdMS(id)), Member: id})
-			pipe.ZRemRangeByScore(ctx, key, "-inf", cut)
-			pipe.PExpire(ctx, key, s.cfg.Retention)
-		}
-	}
+	s.QueueIndexMany(ctx, pipe, tenant, []string{id}, tags, now)
 }
 
 // How a list matches a query's tags.

@@ -1,6 +1,11 @@
 package jobstore
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Script replies are checked here, once: a reply of a shape the script never sends is an error,
 // never a panic at a call site.
@@ -25,6 +30,16 @@ func replyStrings(script string, res any, n int) ([]string, error) {
 		out[i] = s
 	}
 	return out, nil
+}
+
+// runList runs script, named name in its errors, on keys and args, and reads its reply as
+// replyList does: for the scripts that answer a state and its details.
+func (s *Store) runList(ctx context.Context, script *redis.Script, name string, keys []string, args ...any) (string, []any, error) {
+	res, err := script.Run(ctx, s.rdb, keys, args...).Result()
+	if err != nil {
+		return "", nil, fmt.Errorf("jobstore: %s: %w", name, err)
+	}
+	return replyList(name, res)
 }
 
 // replyList reads a reply that is a list whose first element is a string state.

@@ -33,12 +33,8 @@ type Rescue struct {
 // or to failed when no attempt is left (clearing its until_done marker: k from the delivery's
 // dedup header); leaseTTL is how old its heartbeat must be.
 func (s *Store) Rescue(ctx context.Context, k Keys, active string, now time.Time, leaseTTL time.Duration) (Rescue, error) {
-	res, err := rescueScript.Run(ctx, s.rdb, []string{k.Record, k.Lease, k.Timeline, k.Marker},
-		active, now.UnixMilli(), ms(leaseTTL), ms(s.cfg.Retention), s.cfg.TimelineCap, s.cfg.WorkerID, bit(k.Clear == "done")).Result()
-	if err != nil {
-		return Rescue{}, fmt.Errorf("jobstore: rescue: %w", err)
-	}
-	state, rest, err := replyList("rescue", res)
+	state, rest, err := s.runList(ctx, rescueScript, "rescue", []string{k.Record, k.Lease, k.Timeline, k.Marker},
+		active, now.UnixMilli(), ms(leaseTTL), ms(s.cfg.Retention), s.cfg.TimelineCap, s.cfg.WorkerID, bit(k.Clear == "done"))
 	if err != nil {
 		return Rescue{}, err
 	}
@@ -58,7 +54,7 @@ func (s *Store) Rescue(ctx context.Context, k Keys, active string, now time.Time
 	case Skip, Alive:
 		return r, nil
 	}
-	return Rescue{}, replyError("rescue", res)
+	return Rescue{}, replyError("rescue", append([]any{state}, rest...))
 }
 
 // Unrescue puts a rescued job back as it was (its new delivery was not enqueued), so the next

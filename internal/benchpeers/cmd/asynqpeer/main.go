@@ -6,14 +6,14 @@ import (
 	"context"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/benchpeers/peer"
+	"github.com/jobguard/jobguard/internal/benchpeers/peerredis"
 )
 
 func main() {
 	f := peer.ParseFlags()
-	rdb := redisClient(f)
+	rdb := peerredis.Client(f)
 	client := asynq.NewClientFromRedisClient(rdb)
 	peer.Main(f, func(ctx context.Context, body []byte) error {
 		_, err := client.EnqueueContext(ctx, asynq.NewTask("noop", body))
@@ -22,17 +22,6 @@ func main() {
 		srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: f.Concurrency, LogLevel: asynq.FatalLevel})
 		return &worker{srv: srv}, rdb.Ping(context.Background()).Err()
 	})
-}
-
-// redisClient is the process's one client, pooled as the side-by-side benchmark's (two
-// connections a handler, and ten).
-func redisClient(f peer.Flags) *redis.Client {
-	opt, err := redis.ParseURL(f.URL)
-	if err != nil {
-		panic(err)
-	}
-	opt.PoolSize = 2*f.Concurrency + 10
-	return redis.NewClient(opt)
 }
 
 type worker struct{ srv *asynq.Server }

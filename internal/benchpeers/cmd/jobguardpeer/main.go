@@ -7,9 +7,9 @@ import (
 	"context"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/benchpeers/peer"
+	"github.com/jobguard/jobguard/internal/benchpeers/peerredis"
 	"github.com/jobguard/jobguard/internal/engine"
 )
 
@@ -17,12 +17,7 @@ const taskType = "noop"
 
 func main() {
 	f := peer.ParseFlags()
-	opt, err := redis.ParseURL(f.URL)
-	if err != nil {
-		panic(err)
-	}
-	opt.PoolSize = 2*f.Concurrency + 10 // as the side-by-side benchmark's
-	rdb := redis.NewClient(opt)
+	rdb := peerredis.Client(f)
 	client := asynq.NewClientFromRedisClient(rdb)
 	stack := engine.New(rdb, engine.Config{Concurrency: f.Concurrency})
 	var run func(context.Context, []byte) error

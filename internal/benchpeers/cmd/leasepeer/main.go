@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/benchpeers/peer"
+	"github.com/jobguard/jobguard/internal/benchpeers/peerredis"
 	"github.com/jobguard/jobguard/middleware"
 )
 
@@ -20,12 +21,7 @@ const taskType = "noop"
 
 func main() {
 	f := peer.ParseFlags()
-	opt, err := redis.ParseURL(f.URL)
-	if err != nil {
-		panic(err)
-	}
-	opt.PoolSize = 2*f.Concurrency + 10
-	rdb := redis.NewClient(opt)
+	rdb := peerredis.Client(f)
 	client := asynq.NewClientFromRedisClient(rdb)
 	peer.Main(f, func(ctx context.Context, body []byte) error {
 		_, err := client.EnqueueContext(ctx, asynq.NewTask(taskType, body))

@@ -1,0 +1,21 @@
+// Package peerredis is the Redis client of the Redis-backed peers of make bench-peers (bare asynq
+// and both jobguard levels), kept out of package peer, which River's peer imports from a module
+// of its own and which uses the standard library only.
+package peerredis
+
+import (
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/benchpeers/peer"
+)
+
+// Client is the peer process's one client to the Redis at f.URL, pooled as the side-by-side
+// benchmark's (two connections a handler, and ten).
+func Client(f peer.Flags) *redis.Client {
+	opt, err := redis.ParseURL(f.URL)
+	if err != nil {
+		panic(err)
+	}
+	opt.PoolSize = 2*f.Concurrency + 10
+	return redis.NewClient(opt)
+}
