@@ -109,35 +109,79 @@ var rateHeaders = []string{"X-Request-ID", "RateLimit-Limit", "RateLimit-Remaini
 
 // defineShared adds the headers, parameters, answers and security schemes the routes share.
 func defineShared(d *apidoc.Document) {
-	d.Header("X-Request-ID", apidoc.Header{Description: "The request's id (an incoming X-Request-ID of up to 128 visible characters is kept); also the problem's `request_id` and the access log's.", Schema: apidoc.Schema{"type": "string"}})
-	d.Header("RateLimit-Limit", apidoc.Header{Description: "The burst the caller's budget allows (RATE_LIMIT_BURST); only when RATE_LIMIT is set.", Schema: apidoc.Schema{"type": "integer", "minimum": 0}})
-	d.Header("RateLimit-Remaining", apidoc.Header{Description: "Requests left in the budget now.", Schema: apidoc.Schema{"type": "integer", "minimum": 0}})
-	d.Header("RateLimit-Reset", apidoc.Header{Description: "Seconds until the budget is full again.", Schema: apidoc.Schema{"type": "integer", "minimum": 0}})
-	d.Header("Retry-After", apidoc.Header{Description: "Seconds to wait before retrying.", Required: true, Schema: apidoc.Schema{"type": "integer", "minimum": 1}})
-	d.Header("WWW-Authenticate", apidoc.Header{Description: "`Bearer realm=\"jobguard\"`.", Required: true, Schema: apidoc.Schema{"type": "string"}})
-	d.Header("Allow", apidoc.Header{Description: "The methods the path takes, e.g. `GET, HEAD`.", Required: true, Schema: apidoc.Schema{"type": "string", "minLength": 1}})
-	d.Header("Location", apidoc.Header{Description: "The job's view, `/jobs/{id}`.", Required: true, Schema: apidoc.Schema{"type": "string", "pattern": "^/jobs/"}})
-	d.Header("Idempotent-Replayed", apidoc.Header{Description: "`true` when the answer is the stored answer of an earlier request with the same Idempotency-Key.", Schema: apidoc.Schema{"type": "string", "enum": []string{"true"}}})
-	d.Parameter("JobIDPath", apidoc.Param{Name: "id", In: "path", Description: "The job's id (one of another tenant is not found).", Schema: apidoc.Schema{"type": "string"}})
+	d.Header("X-Request-ID", apidoc.Header{Description: "The request's id (an incoming X-Request-ID of up to 128 visible characters is kept); also the " +
+		"problem's `request_id` and the access log's.", Schema: apidoc.Schema{"type": "string"}})
+	d.Header("RateLimit-Limit", apidoc.Header{Description: "The burst the caller's budget allows (RATE_LIMIT_BURST); only when RATE_LIMIT is set.",
+		Schema: apidoc.Schema{"type": "integer", "minimum": 0}})
+	d.Header("RateLimit-Remaining", apidoc.Header{Description: "Requests left in the budget now.",
+		Schema: apidoc.Schema{"type": "integer", "minimum": 0}})
+	d.Header("RateLimit-Reset", apidoc.Header{Description: "Seconds until the budget is full again.",
+		Schema: apidoc.Schema{"type": "integer", "minimum": 0}})
+	d.Header("Retry-After", apidoc.Header{Description: "Seconds to wait before retrying.", Required: true,
+		Schema: apidoc.Schema{"type": "integer", "minimum": 1}})
+	d.Header("WWW-Authenticate", apidoc.Header{Description: "`Bearer realm=\"jobguard\"`.", Required: true,
+		Schema: apidoc.Schema{"type": "string"}})
+	d.Header("Allow", apidoc.Header{Description: "The methods the path takes, e.g. `GET, HEAD`.", Required: true,
+		Schema: apidoc.Schema{"type": "string", "minLength": 1}})
+	d.Header("Location", apidoc.Header{Description: "The job's view, `/jobs/{id}`.", Required: true,
+		Schema: apidoc.Schema{"type": "string", "pattern": "^/jobs/"}})
+	d.Header("Idempotent-Replayed", apidoc.Header{Description: "`true` when the answer is the stored answer of an earlier request with the same Idempotency-Key.",
+		Schema: apidoc.Schema{"type": "string", "enum": []string{"true"}}})
+	d.Parameter("JobIDPath", apidoc.Param{Name: "id", In: "path", Description: "The job's id (one of another tenant is not found).",
+		Schema: apidoc.Schema{"type": "string"}})
 	d.Parameter("ScheduleName", apidoc.Param{Name: "name", In: "path", Schema: apidoc.Schema{"type": "string"}})
-	d.Parameter("IdempotencyKey", apidoc.Param{Name: "Idempotency-Key", In: "header", Description: "draft-ietf-httpapi-idempotency-key-header: an sf-string (`\"abc\"`) or a bare token (no quotes, spaces, backslashes, commas or semicolons). The first answer is stored for IDEMPOTENCY_RETENTION and replayed to a retry of the same request.", Schema: apidoc.Schema{"type": "string"}})
-	d.Parameter("TenantPath", apidoc.Param{Name: "tenant", In: "path", Description: "The tenant: with API_TOKENS it must be the token's.", Schema: apidoc.Schema{"type": "string"}})
-	d.Parameter("WorkflowIDPath", apidoc.Param{Name: "id", In: "path", Description: "The workflow's (or batch's) id (one of another tenant is not found).", Schema: apidoc.Schema{"type": "string"}})
-	d.Response("BadRequest", apidoc.Response{Description: "A parameter, header or body field (named by `field`) is invalid, or a single-valued header (Authorization, Content-Type, Host, Last-Event-ID, X-Request-ID) is sent on several lines. Codes: `validation_failed`.", Headers: rateHeaders, Codes: []string{problem.CodeValidationFailed}})
-	d.Response("Unauthorized", apidoc.Response{Description: "No valid bearer token (only when API_TOKENS is set). Codes: `unauthorized`.", Headers: []string{"X-Request-ID", "WWW-Authenticate"}, Codes: []string{problem.CodeUnauthorized}})
-	d.Response("OperatorUnauthorized", apidoc.Response{Description: "No valid operator bearer token (only when API_TOKENS or OPERATOR_TOKENS is set). Codes: `unauthorized`.", Headers: []string{"X-Request-ID", "WWW-Authenticate"}, Codes: []string{problem.CodeUnauthorized}})
-	d.Response("Forbidden", apidoc.Response{Description: "The tenant named by `field` (body, path or query) is not the token's. Codes: `forbidden_tenant`.", Headers: rateHeaders, Codes: []string{problem.CodeForbiddenTenant}})
-	d.Response("OperatorForbidden", apidoc.Response{Description: "A tenant's token on an operator route. Codes: `operator_required`.", Headers: []string{"X-Request-ID"}, Codes: []string{problem.CodeOperatorRequired}})
-	d.Response("NotFound", apidoc.Response{Description: "No such job, schedule or read-model entry; another tenant's job is not found either. Codes: `not_found`.", Headers: rateHeaders, Codes: []string{problem.CodeNotFound}})
-	d.Response("NotServed", apidoc.Response{Description: "This process does not serve the route here: the API on a worker, or an admin endpoint on HTTP_ADDR when ADMIN_ADDR is set (and the other way round). Codes: `not_found`.", Headers: []string{"X-Request-ID"}, Codes: []string{problem.CodeNotFound}})
-	d.Response("MethodNotAllowed", apidoc.Response{Description: "The path exists but not for this method; `Allow` lists the methods it takes. Codes: `method_not_allowed`.", Headers: []string{"X-Request-ID", "Allow"}, Codes: []string{problem.CodeMethodNotAllowed}})
-	d.Response("BodyTooLarge", apidoc.Response{Description: "The body is over BODY_LIMIT. Codes: `body_too_large`.", Headers: []string{"X-Request-ID"}, Codes: []string{problem.CodeBodyTooLarge}})
-	d.Response("UnsupportedMediaType", apidoc.Response{Description: "The body is not application/json. Codes: `unsupported_media_type`.", Headers: rateHeaders, Codes: []string{problem.CodeUnsupportedMediaType}})
-	d.Response("RateLimited", apidoc.Response{Description: "The tenant's (or, unauthenticated, the client address's) budget is spent. Codes: `rate_limited`.", Headers: []string{"X-Request-ID", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After"}, Codes: []string{problem.CodeRateLimited}})
-	d.Response("EventsLimited", apidoc.Response{Description: "The tenant's (or, unauthenticated, the client address's) budget is spent (`rate_limited`), or, for an event stream or a long-poll, it has as many of them open on this API process as EVENT_STREAMS_PER_TENANT allows, or the process as many as EVENT_STREAMS_MAX (`too_many_streams`).", Headers: []string{"X-Request-ID", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After"}, Codes: []string{problem.CodeRateLimited, problem.CodeTooManyStreams}})
-	d.Response("Internal", apidoc.Response{Description: "A fault of jobguard, logged under `request_id`. Codes: `internal`.", Headers: []string{"X-Request-ID"}, Codes: []string{problem.CodeInternal}})
-	d.Response("Unavailable", apidoc.Response{Description: "Redis did not answer (in time); nothing was changed. Codes: `redis_unavailable`.", Headers: []string{"X-Request-ID", "Retry-After"}, Codes: []string{problem.CodeRedisUnavailable}})
-	d.SecurityScheme("bearerToken", apidoc.SecurityScheme{Scheme: "bearer", Description: "A token of API_TOKENS: the tenant it names is the only one the request sees. Without API_TOKENS the API is open."})
+	d.Parameter("IdempotencyKey", apidoc.Param{Name: "Idempotency-Key", In: "header", Description: "draft-ietf-httpapi-idempotency-key-header: an sf-string (`\"abc\"`) or a bare token (no " +
+		"quotes, spaces, backslashes, commas or semicolons). The first answer is stored for " +
+		"IDEMPOTENCY_RETENTION and replayed to a retry of the same request.", Schema: apidoc.Schema{"type": "string"}})
+	d.Parameter("TenantPath", apidoc.Param{Name: "tenant", In: "path", Description: "The tenant: with API_TOKENS it must be the token's.",
+		Schema: apidoc.Schema{"type": "string"}})
+	d.Parameter("WorkflowIDPath", apidoc.Param{Name: "id", In: "path", Description: "The workflow's (or batch's) id (one of another tenant is not found).",
+		Schema: apidoc.Schema{"type": "string"}})
+	d.Response("BadRequest", apidoc.Response{Description: "A parameter, header or body field (named by `field`) is invalid, or a single-valued header " +
+		"(Authorization, Content-Type, Host, Last-Event-ID, X-Request-ID) is sent on several lines. " +
+		"Codes: `validation_failed`.", Headers: rateHeaders, Codes: []string{problem.CodeValidationFailed}})
+	d.Response("Unauthorized", apidoc.Response{Description: "No valid bearer token (only when API_TOKENS is set). Codes: `unauthorized`.",
+		Headers: []string{"X-Request-ID", "WWW-Authenticate"},
+		Codes:   []string{problem.CodeUnauthorized}})
+	d.Response("OperatorUnauthorized", apidoc.Response{Description: "No valid operator bearer token (only when API_TOKENS or OPERATOR_TOKENS is set). Codes: " +
+		"`unauthorized`.", Headers: []string{"X-Request-ID", "WWW-Authenticate"}, Codes: []string{problem.CodeUnauthorized}})
+	d.Response("Forbidden", apidoc.Response{Description: "The tenant named by `field` (body, path or query) is not the token's. Codes: `forbidden_tenant`.",
+		Headers: rateHeaders,
+		Codes:   []string{problem.CodeForbiddenTenant}})
+	d.Response("OperatorForbidden", apidoc.Response{Description: "A tenant's token on an operator route. Codes: `operator_required`.",
+		Headers: []string{"X-Request-ID"},
+		Codes:   []string{problem.CodeOperatorRequired}})
+	d.Response("NotFound", apidoc.Response{Description: "No such job, schedule or read-model entry; another tenant's job is not found either. Codes: " +
+		"`not_found`.", Headers: rateHeaders, Codes: []string{problem.CodeNotFound}})
+	d.Response("NotServed", apidoc.Response{Description: "This process does not serve the route here: the API on a worker, or an admin endpoint on " +
+		"HTTP_ADDR when ADMIN_ADDR is set (and the other way round). Codes: `not_found`.",
+		Headers: []string{"X-Request-ID"},
+		Codes:   []string{problem.CodeNotFound}})
+	d.Response("MethodNotAllowed", apidoc.Response{Description: "The path exists but not for this method; `Allow` lists the methods it takes. Codes: " +
+		"`method_not_allowed`.", Headers: []string{"X-Request-ID", "Allow"}, Codes: []string{problem.CodeMethodNotAllowed}})
+	d.Response("BodyTooLarge", apidoc.Response{Description: "The body is over BODY_LIMIT. Codes: `body_too_large`.",
+		Headers: []string{"X-Request-ID"},
+		Codes:   []string{problem.CodeBodyTooLarge}})
+	d.Response("UnsupportedMediaType", apidoc.Response{Description: "The body is not application/json. Codes: `unsupported_media_type`.",
+		Headers: rateHeaders,
+		Codes:   []string{problem.CodeUnsupportedMediaType}})
+	d.Response("RateLimited", apidoc.Response{Description: "The tenant's (or, unauthenticated, the client address's) budget is spent. Codes: `rate_limited`.",
+		Headers: []string{"X-Request-ID", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After"},
+		Codes:   []string{problem.CodeRateLimited}})
+	d.Response("EventsLimited", apidoc.Response{Description: "The tenant's (or, unauthenticated, the client address's) budget is spent (`rate_limited`), or, " +
+		"for an event stream or a long-poll, it has as many of them open on this API process as " +
+		"EVENT_STREAMS_PER_TENANT allows, or the process as many as EVENT_STREAMS_MAX " +
+		"(`too_many_streams`).",
+		Headers: []string{"X-Request-ID", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After"},
+		Codes:   []string{problem.CodeRateLimited, problem.CodeTooManyStreams}})
+	d.Response("Internal", apidoc.Response{Description: "A fault of jobguard, logged under `request_id`. Codes: `internal`.",
+		Headers: []string{"X-Request-ID"},
+		Codes:   []string{problem.CodeInternal}})
+	d.Response("Unavailable", apidoc.Response{Description: "Redis did not answer (in time); nothing was changed. Codes: `redis_unavailable`.",
+		Headers: []string{"X-Request-ID", "Retry-After"},
+		Codes:   []string{problem.CodeRedisUnavailable}})
+	d.SecurityScheme("bearerToken", apidoc.SecurityScheme{Scheme: "bearer", Description: "A token of API_TOKENS: the tenant it names is the only one the request sees. Without " +
+		"API_TOKENS the API is open."})
 	d.SecurityScheme("operatorToken", apidoc.SecurityScheme{Scheme: "bearer", Description: "A token of OPERATOR_TOKENS. Open when neither API_TOKENS nor OPERATOR_TOKENS is set."})
 }
 
@@ -160,7 +204,9 @@ func taskOperations(d *apidoc.Document, t tasks.Task) []apidoc.Operation {
 		Description: t.Description,
 		Tags:        []string{"jobs"}, Params: []apidoc.Param{{Ref: "IdempotencyKey"}}, Request: apidoc.Ref(name + "Job"),
 		Responses: []apidoc.Response{
-			{Status: http.StatusOK, Description: "A duplicate of a job that is still live: its id (deduplicated: true).", Headers: accepted, Body: jobAnswer{}},
+			{Status: http.StatusOK, Description: "A duplicate of a job that is still live: its id (deduplicated: true).",
+				Headers: accepted,
+				Body:    jobAnswer{}},
 			{Status: http.StatusAccepted, Description: "Queued.", Headers: accepted, Body: jobAnswer{}},
 			{Status: http.StatusBadRequest, Ref: "BadRequest"},
 			{Status: http.StatusUnauthorized, Ref: "Unauthorized"},
@@ -173,7 +219,8 @@ func taskOperations(d *apidoc.Document, t tasks.Task) []apidoc.Operation {
 				Headers: rateHeaders, Codes: []string{problem.CodeIdempotencyKeyReused}},
 			{Status: http.StatusTooManyRequests, Ref: "RateLimited"},
 			{Status: http.StatusInternalServerError, Ref: "Internal"},
-			{Status: http.StatusServiceUnavailable, Description: "Redis did not answer, the job could not be queued, a duplicate's first enqueue is not confirmed yet, " +
+			{Status: http.StatusServiceUnavailable, Description: "Redis did not answer, the job could not be queued, a duplicate's first enqueue is not " +
+				"confirmed yet, " +
 				"or the outcome is unknown (retry with the same Idempotency-Key), or (durable mode) the replicas did not acknowledge the job in time. " +
 				"Codes: `redis_unavailable`, `enqueue_failed`, `dedup_pending`, `outcome_unknown`, `not_durable`.",
 				Headers: []string{"X-Request-ID", "Retry-After"},

@@ -16,9 +16,34 @@ import (
 func coreOperations() []apidoc.Operation {
 	return []apidoc.Operation{
 		{Method: http.MethodGet, Path: "/jobs", ID: "listJobs", Summary: "List a tenant's jobs, newest first",
-			Description: "Pages walk the tenant's Redis index; with DATABASE_URL they continue past its end into the SQL history of finished jobs that are older than its last entry (same order, no job twice), so a job Redis let go is still listed. Search: `tag` (repeated) selects through the tags' indexes, `tags_match` says any or all of them; `created_after` and `created_before` bound the index read; `status`, `type` and `error` filter each page, so a filtered page may hold fewer than `limit` jobs while `next_cursor` continues.",
-			Tags:        []string{"jobs"},
-			Params:      []apidoc.Param{{Name: "tenant", In: "query", Description: "Required when the API is open (no API_TOKENS); with a token, it must be the token's tenant.", Schema: apidoc.Schema{"type": "string"}}, {Name: "status", In: "query", Schema: apidoc.Ref("JobStatus")}, {Name: "type", In: "query", Description: "Only jobs of this task type.", Schema: apidoc.Schema{"type": "string"}}, {Name: "tag", In: "query", Description: "Only jobs with this tag; repeat it for several (at most 8), matched by `tags_match`.", Explode: true, Schema: apidoc.Schema{"type": "array", "maxItems": 8, "items": apidoc.Schema{"type": "string", "pattern": "^[A-Za-z0-9._:=-]{1,64}$"}}}, {Name: "tags_match", In: "query", Description: "With several `tag`s: a job with any of them (the default) or with all.", Schema: apidoc.Schema{"type": "string", "enum": []string{"any", "all"}, "default": "any"}}, {Name: "error", In: "query", Description: "Only jobs whose last_error holds this text (case-insensitive).", Schema: apidoc.Schema{"type": "string", "maxLength": 200}}, {Name: "created_after", In: "query", Description: "Only jobs created at or after this time (RFC 3339).", Schema: apidoc.Schema{"type": "string", "format": "date-time"}}, {Name: "created_before", In: "query", Description: "Only jobs created before this time (RFC 3339).", Schema: apidoc.Schema{"type": "string", "format": "date-time"}}, {Name: "cursor", In: "query", Description: "`next_cursor` of the previous page (opaque: it says which store the list continues in); one no list handed out is 400.", Schema: apidoc.Schema{"type": "string"}}, {Name: "limit", In: "query", Schema: apidoc.Schema{"type": "integer", "minimum": 1, "maximum": 200, "default": 50}}},
+			Description: "Pages walk the tenant's Redis index; with DATABASE_URL they continue past its end into the SQL " +
+				"history of finished jobs that are older than its last entry (same order, no job twice), so a " +
+				"job Redis let go is still listed. Search: `tag` (repeated) selects through the tags' indexes, " +
+				"`tags_match` says any or all of them; `created_after` and `created_before` bound the index " +
+				"read; `status`, `type` and `error` filter each page, so a filtered page may hold fewer than " +
+				"`limit` jobs while `next_cursor` continues.",
+			Tags: []string{"jobs"},
+			Params: []apidoc.Param{{Name: "tenant", In: "query", Description: "Required when the API is open (no API_TOKENS); with a token, it must be the token's tenant.",
+				Schema: apidoc.Schema{"type": "string"}},
+				{Name: "status", In: "query",
+					Schema: apidoc.Ref("JobStatus")},
+				{Name: "type", In: "query", Description: "Only jobs of this task type.",
+					Schema: apidoc.Schema{"type": "string"}},
+				{Name: "tag", In: "query", Description: "Only jobs with this tag; repeat it for several (at most 8), matched by `tags_match`.", Explode: true,
+					Schema: apidoc.Ref("Tags")},
+				{Name: "tags_match", In: "query", Description: "With several `tag`s: a job with any of them (the default) or with all.",
+					Schema: apidoc.Schema{"type": "string", "enum": []string{"any", "all"}, "default": "any"}},
+				{Name: "error", In: "query", Description: "Only jobs whose last_error holds this text (case-insensitive).",
+					Schema: apidoc.Schema{"type": "string", "maxLength": 200}},
+				{Name: "created_after", In: "query", Description: "Only jobs created at or after this time (RFC 3339).",
+					Schema: apidoc.Schema{"type": "string", "format": "date-time"}},
+				{Name: "created_before", In: "query", Description: "Only jobs created before this time (RFC 3339).",
+					Schema: apidoc.Schema{"type": "string", "format": "date-time"}},
+				{Name: "cursor", In: "query", Description: "`next_cursor` of the previous page (opaque: it says which store the list continues in); one no " +
+					"list handed out is 400.",
+					Schema: apidoc.Schema{"type": "string"}},
+				{Name: "limit", In: "query",
+					Schema: apidoc.Schema{"type": "integer", "minimum": 1, "maximum": 200, "default": 50}}},
 			Responses: []apidoc.Response{
 				{Status: http.StatusOK, Description: "A page of jobs.", Headers: rateHeaders, Body: listView{}},
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},
@@ -29,8 +54,15 @@ func coreOperations() []apidoc.Operation {
 				{Status: http.StatusServiceUnavailable, Ref: "Unavailable"},
 			}},
 		{Method: http.MethodGet, Path: "/jobs/{id}", ID: "getJob", Summary: "A job's record, lease and timeline; or a long-poll with ?wait=",
-			Tags:   []string{"jobs"},
-			Params: []apidoc.Param{{Ref: "JobIDPath"}, {Name: "wait", In: "query", Description: "Long-poll: answer once the status differs from `status`, or after this long (a Go duration from 1ms to 30s). A waiting long-poll counts against the caps of event streams (EVENT_STREAMS_PER_TENANT, EVENT_STREAMS_MAX: 429 `too_many_streams`) and ends when its client closes the connection.", Schema: apidoc.Schema{"type": "string"}}, {Name: "status", In: "query", Description: "With `wait`: the status the client knows (default: the status at the request; a job that has ended then answers at once).", Schema: apidoc.Ref("JobStatus")}},
+			Tags: []string{"jobs"},
+			Params: []apidoc.Param{{Ref: "JobIDPath"},
+				{Name: "wait", In: "query", Description: "Long-poll: answer once the status differs from `status`, or after this long (a Go duration " +
+					"from 1ms to 30s). A waiting long-poll counts against the caps of event streams " +
+					"(EVENT_STREAMS_PER_TENANT, EVENT_STREAMS_MAX: 429 `too_many_streams`) and ends when its client " +
+					"closes the connection.",
+					Schema: apidoc.Schema{"type": "string"}},
+				{Name: "status", In: "query", Description: "With `wait`: the status the client knows (default: the status at the request; a job that has " +
+					"ended then answers at once).", Schema: apidoc.Ref("JobStatus")}},
 			Responses: []apidoc.Response{
 				{Status: http.StatusOK, Description: "The job.", Headers: rateHeaders, Body: jobView{}},
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},
@@ -41,10 +73,20 @@ func coreOperations() []apidoc.Operation {
 				{Status: http.StatusServiceUnavailable, Ref: "Unavailable"},
 			}},
 		{Method: http.MethodGet, Path: "/jobs/{id}/events", ID: "jobEvents", Summary: "The job's timeline as server-sent events",
-			Tags:   []string{"jobs"},
-			Params: []apidoc.Param{{Ref: "JobIDPath"}, {Name: "Last-Event-ID", In: "header", Description: "Resume after this event id: a decimal from 0 to 9223372036854775806 (anything else is 400). An id past the job's last event resumes after its last event: an ended job's stream is then only `event: end`.", Schema: apidoc.Schema{"type": "integer", "minimum": 0, "maximum": 9223372036854775806}}},
+			Tags: []string{"jobs"},
+			Params: []apidoc.Param{{Ref: "JobIDPath"},
+				{Name: "Last-Event-ID", In: "header", Description: "Resume after this event id: a decimal from 0 to 9223372036854775806 (anything else is 400). An " +
+					"id past the job's last event resumes after its last event: an ended job's stream is then only " +
+					"`event: end`.", Schema: apidoc.Schema{"type": "integer", "minimum": 0, "maximum": 9223372036854775806}}},
 			Responses: []apidoc.Response{
-				{Status: http.StatusOK, Description: "`text/event-stream`: one event per timeline entry (`id` = its position, `data` = an Event, #/components/schemas/Event, as JSON), `event: end` once the job has ended (`data` = an EventEnd), `: ping` every 15 s; a stream lasts at most 10 minutes, and ends within about 250 ms of its client closing the connection. The streams of one job share one poller; a tenant may have EVENT_STREAMS_PER_TENANT streams open on one API process (default 20), the process EVENT_STREAMS_MAX (default 1000).", Headers: rateHeaders, ContentType: "text/event-stream", Body: apidoc.Schema{"type": "string"}},
+				{Status: http.StatusOK, Description: "`text/event-stream`: one event per timeline entry (`id` = its position, `data` = an Event, " +
+					"#/components/schemas/Event, as JSON), `event: end` once the job has ended (`data` = an " +
+					"EventEnd), `: ping` every 15 s; a stream lasts at most 10 minutes, and ends within about 250 " +
+					"ms of its client closing the connection. The streams of one job share one poller; a tenant may " +
+					"have EVENT_STREAMS_PER_TENANT streams open on one API process (default 20), the process " +
+					"EVENT_STREAMS_MAX (default 1000).",
+					Headers: rateHeaders, ContentType: "text/event-stream",
+					Body: apidoc.Schema{"type": "string"}},
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},
 				{Status: http.StatusUnauthorized, Ref: "Unauthorized"},
 				{Status: http.StatusNotFound, Ref: "NotFound"},
@@ -56,12 +98,18 @@ func coreOperations() []apidoc.Operation {
 			Tags:   []string{"jobs"},
 			Params: []apidoc.Param{{Ref: "JobIDPath"}},
 			Responses: []apidoc.Response{
-				{Status: http.StatusAccepted, Description: "Queued again.", Headers: []string{"X-Request-ID", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Location"}, Body: jobAnswer{}},
+				{Status: http.StatusAccepted, Description: "Queued again.",
+					Headers: []string{"X-Request-ID", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Location"},
+					Body:    jobAnswer{}},
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},
 				{Status: http.StatusUnauthorized, Ref: "Unauthorized"},
 				{Status: http.StatusNotFound, Ref: "NotFound"},
-				{Status: http.StatusConflict, Description: "Only a failed job can be retried. Codes: `job_not_failed`.", Headers: rateHeaders, Codes: []string{problem.CodeJobNotFailed}},
-				{Status: http.StatusGone, Description: "What the job needs to run again is gone. Codes: `job_unrunnable`.", Headers: rateHeaders, Codes: []string{problem.CodeJobUnrunnable}},
+				{Status: http.StatusConflict, Description: "Only a failed job can be retried. Codes: `job_not_failed`.",
+					Headers: rateHeaders,
+					Codes:   []string{problem.CodeJobNotFailed}},
+				{Status: http.StatusGone, Description: "What the job needs to run again is gone. Codes: `job_unrunnable`.",
+					Headers: rateHeaders,
+					Codes:   []string{problem.CodeJobUnrunnable}},
 				{Status: http.StatusRequestEntityTooLarge, Ref: "BodyTooLarge"},
 				{Status: http.StatusTooManyRequests, Ref: "RateLimited"},
 				{Status: http.StatusInternalServerError, Ref: "Internal"},
@@ -77,7 +125,9 @@ func coreOperations() []apidoc.Operation {
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},
 				{Status: http.StatusUnauthorized, Ref: "Unauthorized"},
 				{Status: http.StatusNotFound, Ref: "NotFound"},
-				{Status: http.StatusConflict, Description: "The job has ended. Codes: `job_ended`.", Headers: rateHeaders, Codes: []string{problem.CodeJobEnded}},
+				{Status: http.StatusConflict, Description: "The job has ended. Codes: `job_ended`.",
+					Headers: rateHeaders,
+					Codes:   []string{problem.CodeJobEnded}},
 				{Status: http.StatusRequestEntityTooLarge, Ref: "BodyTooLarge"},
 				{Status: http.StatusTooManyRequests, Ref: "RateLimited"},
 				{Status: http.StatusInternalServerError, Ref: "Internal"},
@@ -119,7 +169,8 @@ func coreOperations() []apidoc.Operation {
 			Tags:     []string{"schedules"},
 			Security: []string{"operatorToken", ""},
 			Responses: []apidoc.Response{
-				{Status: http.StatusOK, Description: "The overview: this process's schedules and those the running workers publish in Redis (a worker's stay listed until it stops, or LEASE_TTL after it died).", Headers: rateHeaders, Body: schedule.Overview{}},
+				{Status: http.StatusOK, Description: "The overview: this process's schedules and those the running workers publish in Redis (a " +
+					"worker's stay listed until it stops, or LEASE_TTL after it died).", Headers: rateHeaders, Body: schedule.Overview{}},
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},
 				{Status: http.StatusUnauthorized, Ref: "OperatorUnauthorized"},
 				{Status: http.StatusForbidden, Ref: "OperatorForbidden"},
@@ -180,7 +231,9 @@ func coreOperations() []apidoc.Operation {
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},
 				{Status: http.StatusNotFound, Ref: "NotServed"},
 				{Status: http.StatusInternalServerError, Ref: "Internal"},
-				{Status: http.StatusServiceUnavailable, Description: "A worker's own loops are stuck. Codes: `not_live`.", Headers: []string{"X-Request-ID", "Retry-After"}, Codes: []string{problem.CodeNotLive}},
+				{Status: http.StatusServiceUnavailable, Description: "A worker's own loops are stuck. Codes: `not_live`.",
+					Headers: []string{"X-Request-ID", "Retry-After"},
+					Codes:   []string{problem.CodeNotLive}},
 			}},
 		{Method: http.MethodGet, Path: "/readyz", ID: "readyz", Summary: "Readiness: Redis answers and, on a worker, its asynq server heartbeats",
 			Description: "Served on ADMIN_ADDR when it is set, else on HTTP_ADDR.",
@@ -191,13 +244,17 @@ func coreOperations() []apidoc.Operation {
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},
 				{Status: http.StatusNotFound, Ref: "NotServed"},
 				{Status: http.StatusInternalServerError, Ref: "Internal"},
-				{Status: http.StatusServiceUnavailable, Description: "The process cannot take work now. Codes: `not_ready`.", Headers: []string{"X-Request-ID", "Retry-After"}, Codes: []string{problem.CodeNotReady}},
+				{Status: http.StatusServiceUnavailable, Description: "The process cannot take work now. Codes: `not_ready`.",
+					Headers: []string{"X-Request-ID", "Retry-After"},
+					Codes:   []string{problem.CodeNotReady}},
 			}},
 		{Method: http.MethodGet, Path: "/metrics", ID: "metrics", Summary: "Prometheus metrics",
-			Description: "On ADMIN_ADDR when it is set (no token: keep that port private); else on HTTP_ADDR, where it needs one of API_TOKENS' tokens when they are set.",
-			Tags:        []string{"admin"},
+			Description: "On ADMIN_ADDR when it is set (no token: keep that port private); else on HTTP_ADDR, where it " +
+				"needs one of API_TOKENS' tokens when they are set.",
+			Tags: []string{"admin"},
 			Responses: []apidoc.Response{
-				{Status: http.StatusOK, Description: "The Prometheus text exposition format (OpenMetrics when asked for with Accept).", Content: map[string]any{"text/plain": apidoc.Schema{"type": "string"}, "application/openmetrics-text": apidoc.Schema{"type": "string"}}},
+				{Status: http.StatusOK, Description: "The Prometheus text exposition format (OpenMetrics when asked for with Accept).",
+					Content: map[string]any{"text/plain": apidoc.Schema{"type": "string"}, "application/openmetrics-text": apidoc.Schema{"type": "string"}}},
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},
 				{Status: http.StatusUnauthorized, Ref: "Unauthorized"},
 				{Status: http.StatusNotFound, Ref: "NotServed"},
@@ -207,29 +264,46 @@ func coreOperations() []apidoc.Operation {
 			Tags:     []string{"meta"},
 			Security: []string{},
 			Responses: []apidoc.Response{
-				{Status: http.StatusOK, Description: "The OpenAPI 3.1 description of the API.", Headers: []string{"X-Request-ID"}, Body: apidoc.Schema{"type": "object", "required": []string{"openapi", "paths"}}},
+				{Status: http.StatusOK, Description: "The OpenAPI 3.1 description of the API.",
+					Headers: []string{"X-Request-ID"},
+					Body:    apidoc.Schema{"type": "object", "required": []string{"openapi", "paths"}}},
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},
 				{Status: http.StatusNotFound, Ref: "NotServed"},
 			}},
 		{Method: http.MethodPost, Path: "/workflows", ID: "createWorkflow", Summary: "Create a workflow (a DAG of jobs)",
-			Description: "Every node's job is created at once; a node is released (delivered) once all its parents have ended as its policy requires, exactly once; a node that needed a parent which did not end done ends skipped, transitively. Refused (400, `field` naming `nodes[i].<field>` and the detail the node's id): duplicate or malformed ids, unknown types, invalid payloads, unknown parents, cycles, more than 1,000 nodes.",
-			Tags:        []string{"workflows"},
-			Params:      []apidoc.Param{{Ref: "IdempotencyKey"}},
-			Request:     workflowRequest{},
+			Description: "Every node's job is created at once; a node is released (delivered) once all its parents have " +
+				"ended as its policy requires, exactly once; a node that needed a parent which did not end done " +
+				"ends skipped, transitively. Refused (400, `field` naming `nodes[i].<field>` and the detail the " +
+				"node's id): duplicate or malformed ids, unknown types, invalid payloads, unknown parents, " +
+				"cycles, more than 1,000 nodes.",
+			Tags:    []string{"workflows"},
+			Params:  []apidoc.Param{{Ref: "IdempotencyKey"}},
+			Request: workflowRequest{},
 			Responses: []apidoc.Response{
-				{Status: http.StatusAccepted, Description: "Created: every job exists and will run or end without the caller.", Headers: []string{"X-Request-ID", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Idempotent-Replayed"},
-					OwnHeaders: map[string]apidoc.Header{"Location": {Description: "The created workflow's URL.", Schema: apidoc.Schema{"type": "string", "pattern": "^/workflows/"}}},
-					Body:       workflowCreated{}},
+				{Status: http.StatusAccepted, Description: "Created: every job exists and will run or end without the caller.",
+					Headers: []string{"X-Request-ID", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Idempotent-Replayed"},
+					OwnHeaders: map[string]apidoc.Header{"Location": {Description: "The created workflow's URL.",
+						Schema: apidoc.Schema{"type": "string", "pattern": "^/workflows/"}}},
+					Body: workflowCreated{}},
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},
 				{Status: http.StatusUnauthorized, Ref: "Unauthorized"},
 				{Status: http.StatusForbidden, Ref: "Forbidden"},
-				{Status: http.StatusConflict, Description: "A request with this Idempotency-Key is still being processed. Codes: `idempotency_key_in_flight`.", Headers: rateHeaders, Codes: []string{problem.CodeIdempotencyInFlight}},
+				{Status: http.StatusConflict, Description: "A request with this Idempotency-Key is still being processed. Codes: `idempotency_key_in_flight`.",
+					Headers: rateHeaders,
+					Codes:   []string{problem.CodeIdempotencyInFlight}},
 				{Status: http.StatusRequestEntityTooLarge, Ref: "BodyTooLarge"},
 				{Status: http.StatusUnsupportedMediaType, Ref: "UnsupportedMediaType"},
-				{Status: http.StatusUnprocessableEntity, Description: "The Idempotency-Key was used for a different request. Codes: `idempotency_key_reused`.", Headers: rateHeaders, Codes: []string{problem.CodeIdempotencyKeyReused}},
+				{Status: http.StatusUnprocessableEntity, Description: "The Idempotency-Key was used for a different request. Codes: `idempotency_key_reused`.",
+					Headers: rateHeaders,
+					Codes:   []string{problem.CodeIdempotencyKeyReused}},
 				{Status: http.StatusTooManyRequests, Ref: "RateLimited"},
 				{Status: http.StatusInternalServerError, Ref: "Internal"},
-				{Status: http.StatusServiceUnavailable, Description: "Redis did not answer, the workflow could not be created (nothing will run), or the outcome is unknown (retry with the same Idempotency-Key). Codes: `redis_unavailable`, `enqueue_failed`, `outcome_unknown`, `not_durable` (created, but the replicas did not acknowledge it in time: retry with the same Idempotency-Key to get it).", Headers: []string{"X-Request-ID", "Retry-After"}, Codes: []string{problem.CodeRedisUnavailable, problem.CodeEnqueueFailed, problem.CodeOutcomeUnknown, problem.CodeNotDurable}},
+				{Status: http.StatusServiceUnavailable, Description: "Redis did not answer, the workflow could not be created (nothing will run), or the outcome is " +
+					"unknown (retry with the same Idempotency-Key). Codes: `redis_unavailable`, `enqueue_failed`, " +
+					"`outcome_unknown`, `not_durable` (created, but the replicas did not acknowledge it in time: " +
+					"retry with the same Idempotency-Key to get it).",
+					Headers: []string{"X-Request-ID", "Retry-After"},
+					Codes:   []string{problem.CodeRedisUnavailable, problem.CodeEnqueueFailed, problem.CodeOutcomeUnknown, problem.CodeNotDurable}},
 			}},
 		{Method: http.MethodGet, Path: "/workflows/{id}", ID: "getWorkflow", Summary: "A workflow and its nodes' statuses",
 			Tags:   []string{"workflows"},
@@ -247,11 +321,15 @@ func coreOperations() []apidoc.Operation {
 			Tags:   []string{"workflows"},
 			Params: []apidoc.Param{{Ref: "WorkflowIDPath"}},
 			Responses: []apidoc.Response{
-				{Status: http.StatusOK, Description: "Cancelled: the workflow as it is after the cancel.", Headers: rateHeaders, Body: workflowView{}},
+				{Status: http.StatusOK, Description: "Cancelled: the workflow as it is after the cancel.",
+					Headers: rateHeaders,
+					Body:    workflowView{}},
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},
 				{Status: http.StatusUnauthorized, Ref: "Unauthorized"},
 				{Status: http.StatusNotFound, Ref: "NotFound"},
-				{Status: http.StatusConflict, Description: "The workflow has ended. Codes: `workflow_ended`.", Headers: rateHeaders, Codes: []string{problem.CodeWorkflowEnded}},
+				{Status: http.StatusConflict, Description: "The workflow has ended. Codes: `workflow_ended`.",
+					Headers: rateHeaders,
+					Codes:   []string{problem.CodeWorkflowEnded}},
 				{Status: http.StatusRequestEntityTooLarge, Ref: "BodyTooLarge"},
 				{Status: http.StatusTooManyRequests, Ref: "RateLimited"},
 				{Status: http.StatusInternalServerError, Ref: "Internal"},
@@ -261,7 +339,11 @@ func coreOperations() []apidoc.Operation {
 			Tags:   []string{"workflows"},
 			Params: []apidoc.Param{{Ref: "WorkflowIDPath"}},
 			Responses: []apidoc.Response{
-				{Status: http.StatusOK, Description: "`text/event-stream`: `event: node` for each node status not sent yet on this stream (the first read sends every node's; `data` = a WorkflowNodeEvent), `event: end` once the workflow has ended (`data` = a WorkflowEventEnd), `: ping` every 15 s; a stream lasts at most 10 minutes.", Headers: rateHeaders, ContentType: "text/event-stream", Body: apidoc.Schema{"type": "string"}},
+				{Status: http.StatusOK, Description: "`text/event-stream`: `event: node` for each node status not sent yet on this stream (the first " +
+					"read sends every node's; `data` = a WorkflowNodeEvent), `event: end` once the workflow has " +
+					"ended (`data` = a WorkflowEventEnd), `: ping` every 15 s; a stream lasts at most 10 minutes.",
+					Headers: rateHeaders, ContentType: "text/event-stream",
+					Body: apidoc.Schema{"type": "string"}},
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},
 				{Status: http.StatusUnauthorized, Ref: "Unauthorized"},
 				{Status: http.StatusNotFound, Ref: "NotFound"},
@@ -270,24 +352,37 @@ func coreOperations() []apidoc.Operation {
 				{Status: http.StatusServiceUnavailable, Ref: "Unavailable"},
 			}},
 		{Method: http.MethodPost, Path: "/batches", ID: "createBatch", Summary: "Create a batch: jobs with callbacks",
-			Description: "The jobs run at once; `on_success` is enqueued exactly once when every job is done (it ends skipped otherwise), `on_complete` exactly once when every job has ended. A batch is a workflow whose callbacks have every job as parents.",
-			Tags:        []string{"workflows"},
-			Params:      []apidoc.Param{{Ref: "IdempotencyKey"}},
-			Request:     batchRequest{},
+			Description: "The jobs run at once; `on_success` is enqueued exactly once when every job is done (it ends " +
+				"skipped otherwise), `on_complete` exactly once when every job has ended. A batch is a workflow " +
+				"whose callbacks have every job as parents.",
+			Tags:    []string{"workflows"},
+			Params:  []apidoc.Param{{Ref: "IdempotencyKey"}},
+			Request: batchRequest{},
 			Responses: []apidoc.Response{
-				{Status: http.StatusAccepted, Description: "Created: every job exists and will run or end without the caller.", Headers: []string{"X-Request-ID", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Idempotent-Replayed"},
-					OwnHeaders: map[string]apidoc.Header{"Location": {Description: "The created batch's URL.", Schema: apidoc.Schema{"type": "string", "pattern": "^/batches/"}}},
-					Body:       batchCreated{}},
+				{Status: http.StatusAccepted, Description: "Created: every job exists and will run or end without the caller.",
+					Headers: []string{"X-Request-ID", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Idempotent-Replayed"},
+					OwnHeaders: map[string]apidoc.Header{"Location": {Description: "The created batch's URL.",
+						Schema: apidoc.Schema{"type": "string", "pattern": "^/batches/"}}},
+					Body: batchCreated{}},
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},
 				{Status: http.StatusUnauthorized, Ref: "Unauthorized"},
 				{Status: http.StatusForbidden, Ref: "Forbidden"},
-				{Status: http.StatusConflict, Description: "A request with this Idempotency-Key is still being processed. Codes: `idempotency_key_in_flight`.", Headers: rateHeaders, Codes: []string{problem.CodeIdempotencyInFlight}},
+				{Status: http.StatusConflict, Description: "A request with this Idempotency-Key is still being processed. Codes: `idempotency_key_in_flight`.",
+					Headers: rateHeaders,
+					Codes:   []string{problem.CodeIdempotencyInFlight}},
 				{Status: http.StatusRequestEntityTooLarge, Ref: "BodyTooLarge"},
 				{Status: http.StatusUnsupportedMediaType, Ref: "UnsupportedMediaType"},
-				{Status: http.StatusUnprocessableEntity, Description: "The Idempotency-Key was used for a different request. Codes: `idempotency_key_reused`.", Headers: rateHeaders, Codes: []string{problem.CodeIdempotencyKeyReused}},
+				{Status: http.StatusUnprocessableEntity, Description: "The Idempotency-Key was used for a different request. Codes: `idempotency_key_reused`.",
+					Headers: rateHeaders,
+					Codes:   []string{problem.CodeIdempotencyKeyReused}},
 				{Status: http.StatusTooManyRequests, Ref: "RateLimited"},
 				{Status: http.StatusInternalServerError, Ref: "Internal"},
-				{Status: http.StatusServiceUnavailable, Description: "Redis did not answer, the batch could not be created (nothing will run), or the outcome is unknown (retry with the same Idempotency-Key). Codes: `redis_unavailable`, `enqueue_failed`, `outcome_unknown`, `not_durable` (created, but the replicas did not acknowledge it in time: retry with the same Idempotency-Key to get it).", Headers: []string{"X-Request-ID", "Retry-After"}, Codes: []string{problem.CodeRedisUnavailable, problem.CodeEnqueueFailed, problem.CodeOutcomeUnknown, problem.CodeNotDurable}},
+				{Status: http.StatusServiceUnavailable, Description: "Redis did not answer, the batch could not be created (nothing will run), or the outcome is " +
+					"unknown (retry with the same Idempotency-Key). Codes: `redis_unavailable`, `enqueue_failed`, " +
+					"`outcome_unknown`, `not_durable` (created, but the replicas did not acknowledge it in time: " +
+					"retry with the same Idempotency-Key to get it).",
+					Headers: []string{"X-Request-ID", "Retry-After"},
+					Codes:   []string{problem.CodeRedisUnavailable, problem.CodeEnqueueFailed, problem.CodeOutcomeUnknown, problem.CodeNotDurable}},
 			}},
 		{Method: http.MethodGet, Path: "/batches/{id}", ID: "getBatch", Summary: "A batch's progress",
 			Tags:   []string{"workflows"},
