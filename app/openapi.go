@@ -92,6 +92,7 @@ func defineSchemas(d *apidoc.Document) {
 	d.Define("EventEnd", eventEnd{})
 	d.Define("WorkflowNodeEvent", workflowNodeEvent{})
 	d.Define("WorkflowEventEnd", workflowEventEnd{})
+	describeSchemas(d)
 	for name, v := range map[string]any{
 		"JobAccepted": jobAnswer{}, "Job": jobView{}, "JobList": listView{}, "Cancelled": cancelAnswer{},
 		"CancelRequest": cancelRequest{}, "Health": admin.Health{}, "ScheduleOverview": schedule.Overview{},
@@ -101,6 +102,27 @@ func defineSchemas(d *apidoc.Document) {
 		"BulkRequest": bulkRequest{}, "BulkAnswer": bulkAnswer{}, "Fairness": fairnessAnswer{},
 	} {
 		d.Name(v, name)
+	}
+}
+
+// describeSchemas says what the shared schemas' types' doc comments say.
+func describeSchemas(d *apidoc.Document) {
+	for name, text := range map[string]string{
+		"JobID": "16 hex digits of the job's resource's hash tag, a dash, 12 hex digits of its creation time (Unix ms) " +
+			"and 16 random hex digits.",
+		"WorkflowID": "`wf-`, 12 hex digits of the creation time, 16 random hex digits.",
+		"Tags": "The job's tags: labels for lists and searches (GET /jobs?tag=), at most 8, each 1-64 characters of " +
+			"A-Z a-z 0-9 . _ : = -; duplicates are folded. Anything else is 400 naming `tags`.",
+		"WorkflowStatus": "running until every node has ended; then done (every node done), failed (a node did not end done) " +
+			"or cancelled.",
+		"NodePolicy": "all_done (default): released when every parent is done, skipped when one is not; all_ended: " +
+			"released when every parent has ended, however.",
+		"Problem":           "An RFC 9457 problem; `type` is " + problem.TypeBase + " followed by `code`.",
+		"EventEnd":          "The data of a stream's last event (`event: end`): the status the job ended with.",
+		"WorkflowNodeEvent": "The data of a workflow stream's `event: node`.",
+		"WorkflowEventEnd":  "The data of a workflow stream's `event: end`.",
+	} {
+		d.Describe(name, text)
 	}
 }
 
@@ -191,6 +213,7 @@ func defineShared(d *apidoc.Document) {
 func taskOperations(d *apidoc.Document, t tasks.Task) []apidoc.Operation {
 	name := exportedName(t.Type)
 	d.Define(name+"Job", d.Merge(t.Request(), jobFields{}))
+	d.Describe(name+"Job", "The body of POST /jobs/"+t.Type+": the task's request, and the job's optional deadline (start_by) and tags.")
 	accepted := append(append([]string{}, rateHeaders...), "Location", "Idempotent-Replayed")
 	inFlight := apidoc.Response{Status: http.StatusConflict, Headers: rateHeaders, Codes: []string{problem.CodeIdempotencyInFlight},
 		Description: "A request with this Idempotency-Key is still being processed. Codes: `idempotency_key_in_flight`."}

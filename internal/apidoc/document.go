@@ -21,6 +21,7 @@ type Document struct {
 	Problem string
 
 	ops             []Operation
+	descriptions    map[string]string // named schema -> its description
 	securitySchemes map[string]SecurityScheme
 	responses       map[string]Response
 	parameters      map[string]Param
@@ -108,6 +109,7 @@ func New(info Info) *Document {
 	return &Document{
 		Info: info, securitySchemes: map[string]SecurityScheme{}, responses: map[string]Response{},
 		parameters: map[string]Param{}, headers: map[string]Header{}, reflector: newReflector(),
+		descriptions: map[string]string{},
 	}
 }
 
@@ -153,6 +155,10 @@ func (d *Document) Merge(vs ...any) Schema {
 	return s
 }
 
+// Describe gives the named schema name a description (what its type's doc comment says, which
+// reflection cannot read).
+func (d *Document) Describe(name, text string) { d.descriptions[name] = text }
+
 // SecurityScheme defines a bearer-token scheme.
 func (d *Document) SecurityScheme(name string, s SecurityScheme) { d.securitySchemes[name] = s }
 
@@ -183,9 +189,18 @@ func (d *Document) JSON() ([]byte, error) {
 		}
 		paths[p][m] = d.operation(op)
 	}
+	// Answers and parameters before the schemas are read: they may name schemas of their own.
+	responses, parameters := d.responseObjects(), d.paramObjects()
+	for name, text := range d.descriptions {
+		s, ok := d.schemas[name]
+		if !ok {
+			return nil, fmt.Errorf("apidoc: Describe(%q): no such schema", name)
+		}
+		s["description"] = text
+	}
 	components := map[string]any{
 		"schemas": d.schemas, "securitySchemes": d.schemeObjects(), "headers": d.headerObjects(),
-		"parameters": d.paramObjects(), "responses": d.responseObjects(),
+		"parameters": parameters, "responses": responses,
 	}
 	doc := map[string]any{
 		"openapi": "3.1.0", "info": d.infoObject(), "servers": []any{map[string]any{"url": "/"}},

@@ -26,6 +26,7 @@ func newTestDocument() *Document {
 	d.SecurityScheme("bearer", SecurityScheme{Scheme: "bearer", Description: "A token."})
 	d.Define("Problem", problem{})
 	d.Name(greeting{}, "Greeting")
+	d.Describe("Greeting", "What is said.")
 	d.Header("X-Request-ID", Header{Description: "The request's id.", Schema: Schema{"type": "string"}})
 	d.Parameter("Name", Param{Name: "name", In: "path", Schema: Schema{"type": "string"}})
 	d.Response("NotFound", Response{Description: "No such name.", Headers: []string{"X-Request-ID"}, Codes: []string{"not_found"}})
@@ -86,6 +87,9 @@ func TestDocumentIsValidOpenAPI31(t *testing.T) {
 		conflict.AllOf[1].Value.Properties["code"].Value.Enum[0] != "again" {
 		t.Errorf("409 schema %+v", conflict)
 	}
+	if g := doc.Components.Schemas["Greeting"]; g == nil || g.Value.Description != "What is said." {
+		t.Errorf("Greeting %+v, want its description", g)
+	}
 	if op.Extensions["x-requires"] != "NAME" {
 		t.Errorf("extensions %v", op.Extensions)
 	}
@@ -109,6 +113,11 @@ func TestDocumentMistakes(t *testing.T) {
 	undefined.Add(Operation{Method: "GET", Path: "/x", ID: "x", Summary: "x", Responses: []Response{{Status: 200, Description: "x", Body: Ref("Nowhere")}}})
 	if _, err := undefined.JSON(); err == nil || !strings.Contains(err.Error(), "Nowhere") {
 		t.Errorf("a reference to nothing: %v", err)
+	}
+	undescribed := newTestDocument()
+	undescribed.Describe("Nowhere", "x")
+	if _, err := undescribed.JSON(); err == nil || !strings.Contains(err.Error(), "Nowhere") {
+		t.Errorf("a description of nothing: %v", err)
 	}
 	noResponse := newTestDocument()
 	noResponse.Add(Operation{Method: "GET", Path: "/y", ID: "y", Summary: "y", Responses: []Response{{Status: 400, Ref: "BadRequest"}}})
