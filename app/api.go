@@ -40,7 +40,6 @@ const localTenant = "tenant"
 
 func (a *api) routes(f *fiber.App) {
 	guard, limit := a.authenticate, a.limiter.handler()
-	openAPIRoute(f) // no token: the description is public
 	for _, t := range a.tasks {
 		f.Post("/jobs/"+t.Type, guard, a.enqueue(t)) // the handler takes the rate limit
 		f.Post("/jobs/"+t.Type+"/bulk", guard, limit, a.bulk(t))
@@ -89,8 +88,8 @@ func tenantOf(c *fiber.Ctx) string {
 
 // jobAnswer is the body of an enqueue answer.
 type jobAnswer struct {
-	JobID        string `json:"job_id"`
-	Status       string `json:"status"`
+	JobID        string `json:"job_id" openapi:"ref=JobID"`
+	Status       string `json:"status" openapi:"const=queued"`
 	Deduplicated bool   `json:"deduplicated"`
 }
 
@@ -272,14 +271,14 @@ func traceHeaders(c *fiber.Ctx) map[string]string { return engine.TraceHeaders(c
 
 // jobView is GET /jobs/{id}.
 type jobView struct {
-	JobID       string         `json:"job_id"`
+	JobID       string         `json:"job_id" openapi:"ref=JobID"`
 	Type        string         `json:"type"`
 	Queue       string         `json:"queue"`
 	Tenant      string         `json:"tenant"`
 	Resource    string         `json:"resource"`
-	Status      string         `json:"status"`
-	Attempt     int64          `json:"attempt"`
-	MaxAttempts int64          `json:"max_attempts"`
+	Status      string         `json:"status" openapi:"ref=JobStatus"`
+	Attempt     int64          `json:"attempt" openapi:"min=0"`
+	MaxAttempts int64          `json:"max_attempts" openapi:"min=0"`
 	WorkerID    string         `json:"worker_id,omitempty"`
 	LeaseOwner  string         `json:"lease_owner,omitempty"`
 	Fencing     int64          `json:"fencing_token"`
@@ -289,12 +288,12 @@ type jobView struct {
 	HeartbeatAt *time.Time     `json:"heartbeat_at,omitempty"`
 	FinishedAt  *time.Time     `json:"finished_at,omitempty"`
 	StartBy     *time.Time     `json:"start_by,omitempty"`
-	Tags        []string       `json:"tags,omitempty"`
+	Tags        []string       `json:"tags,omitempty" openapi:"ref=Tags"`
 	LastError   string         `json:"last_error,omitempty"`
 	Result      string         `json:"result,omitempty"`
 	Lease       leaseView      `json:"lease"`
-	Deliveries  []deliveryView `json:"deliveries"`
-	Timeline    []engine.Event `json:"timeline"`
+	Deliveries  []deliveryView `json:"deliveries" openapi:"nullable"`
+	Timeline    []engine.Event `json:"timeline" openapi:"nullable"`
 	progressView
 }
 

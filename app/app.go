@@ -195,6 +195,11 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 		// One limiter: what it saw of a budget (spent, or Redis failing) serves every route.
 		a.feeds = newFeeds(a.streams, a.stack.Store(), eventsPoll, cfg.RequestTimeout, cfg.EventStreamsPerTenant, cfg.EventStreamsMax)
 		limiter := newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log) // nil when RATE_LIMIT=0
+		doc, err := apiDocument(cfg.Tasks)
+		if err != nil {
+			return nil, fmt.Errorf("app: the API's description: %w", err) // a bad `openapi` tag on a task's type
+		}
+		openAPIRoute(a.http, doc) // no token: the description is public
 		(&api{
 			stack: a.stack, client: a.client, tokens: auth.NewTokens(cfg.APITokens), tasks: cfg.Tasks, metrics: hm, sql: a.sql, streams: a.streams,
 			limiter: limiter,

@@ -16,40 +16,40 @@ import (
 // on_success when every job is done, on_complete when every job has ended.
 type batchRequest struct {
 	TenantID   string            `json:"tenant_id"`
-	Jobs       []batchJobRequest `json:"jobs"`
-	OnSuccess  *batchJobRequest  `json:"on_success"`
-	OnComplete *batchJobRequest  `json:"on_complete"`
+	Jobs       []batchJobRequest `json:"jobs" openapi:"minItems=1,maxItems=1000"`
+	OnSuccess  *batchJobRequest  `json:"on_success" openapi:"optional"`
+	OnComplete *batchJobRequest  `json:"on_complete" openapi:"optional"`
 }
 
 type batchJobRequest struct {
 	Type    string          `json:"type"`
-	Payload json.RawMessage `json:"payload"`
+	Payload json.RawMessage `json:"payload" openapi:"type=object"`
 }
 
 // batchCreated is the body of POST /batches' 202.
 type batchCreated struct {
-	BatchID    string   `json:"batch_id"`
-	Jobs       []string `json:"jobs"`
-	OnSuccess  string   `json:"on_success,omitempty"`
-	OnComplete string   `json:"on_complete,omitempty"`
+	BatchID    string   `json:"batch_id" openapi:"ref=WorkflowID"`
+	Jobs       []string `json:"jobs" openapi:"items=JobID"`
+	OnSuccess  string   `json:"on_success,omitempty" openapi:"ref=JobID"`
+	OnComplete string   `json:"on_complete,omitempty" openapi:"ref=JobID"`
 }
 
 // batchView is GET /batches/{id}.
 type batchView struct {
-	BatchID    string             `json:"batch_id"`
-	Status     string             `json:"status"`
-	Total      int                `json:"total"`
-	Done       int                `json:"done"`
-	Failed     int                `json:"failed"`
-	Pending    int                `json:"pending"`
-	Jobs       []string           `json:"jobs"`
+	BatchID    string             `json:"batch_id" openapi:"ref=WorkflowID"`
+	Status     string             `json:"status" openapi:"ref=WorkflowStatus"`
+	Total      int                `json:"total" openapi:"min=0"`
+	Done       int                `json:"done" openapi:"min=0"`
+	Failed     int                `json:"failed" openapi:"min=0"`
+	Pending    int                `json:"pending" openapi:"min=0"`
+	Jobs       []string           `json:"jobs" openapi:"items=JobID"`
 	OnSuccess  *batchCallbackView `json:"on_success,omitempty"`
 	OnComplete *batchCallbackView `json:"on_complete,omitempty"`
 }
 
 type batchCallbackView struct {
-	JobID  string `json:"job_id"`
-	Status string `json:"status"`
+	JobID  string `json:"job_id" openapi:"ref=JobID"`
+	Status string `json:"status" openapi:"ref=JobStatus,orEmpty"`
 }
 
 // createBatch is POST /batches.

@@ -17,16 +17,16 @@ import (
 // bulkRequest is the body of POST /jobs/{type}/bulk: up to 1,000 bodies of the type's enqueue
 // route. atomic (or ?atomic=true): when any item is refused none is created.
 type bulkRequest struct {
-	Atomic bool              `json:"atomic"`
-	Items  []json.RawMessage `json:"items"`
+	Atomic bool              `json:"atomic" openapi:"optional"`
+	Items  []json.RawMessage `json:"items" openapi:"items=BulkItem,minItems=1,maxItems=1000"`
 }
 
 // bulkAnswer is its 200: one answer per item, in order, as the single route would give it.
 type bulkAnswer struct {
 	Atomic       bool         `json:"atomic"`
-	Created      int          `json:"created"`
-	Deduplicated int          `json:"deduplicated"`
-	Refused      int          `json:"refused"`
+	Created      int          `json:"created" openapi:"min=0"`
+	Deduplicated int          `json:"deduplicated" openapi:"min=0"`
+	Refused      int          `json:"refused" openapi:"min=0"`
 	Items        []bulkResult `json:"items"`
 }
 
@@ -34,7 +34,7 @@ type bulkAnswer struct {
 // or the status and problem the single route would have answered.
 type bulkResult struct {
 	Status       int              `json:"status"`
-	JobID        string           `json:"job_id,omitempty"`
+	JobID        string           `json:"job_id,omitempty" openapi:"ref=JobID"`
 	Deduplicated bool             `json:"deduplicated,omitempty"`
 	Problem      *problem.Details `json:"problem,omitempty"`
 }

@@ -14,7 +14,7 @@ import (
 
 // cancelRequest is the optional body of POST /jobs/{id}/cancel.
 type cancelRequest struct {
-	Reason string `json:"reason"`
+	Reason string `json:"reason" openapi:"optional,ref=CancelReason"`
 }
 
 // maxCancelReason bounds the reason kept on the timeline and in last_error.
@@ -34,10 +34,10 @@ func checkReason(reason string) error {
 
 // cancelAnswer is the body of a cancel's 200.
 type cancelAnswer struct {
-	JobID  string `json:"job_id"`
-	Status string `json:"status"`
+	JobID  string `json:"job_id" openapi:"ref=JobID"`
+	Status string `json:"status" openapi:"const=cancelled"`
 	// Was is the status the job had: queued, retrying or processing.
-	Was string `json:"was"`
+	Was string `json:"was" openapi:"enum=queued|retrying|processing"`
 	// DeliveryDeleted says asynq no longer holds the job's delivery (otherwise it is acknowledged
 	// without running when it is delivered).
 	DeliveryDeleted bool `json:"delivery_deleted"`

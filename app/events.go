@@ -160,7 +160,7 @@ func (s *eventStream) send(events []jobstore.Event) bool {
 
 // end writes the final event with the job's status.
 func (s *eventStream) end(st jobstore.Status) {
-	data, _ := json.Marshal(map[string]string{"status": string(st)})
+	data, _ := json.Marshal(eventEnd{Status: string(st)})
 	s.write("event: end\ndata: " + string(data) + "\n\n")
 }
 
@@ -172,4 +172,9 @@ func (s *eventStream) write(text string) bool {
 		return false
 	}
 	return s.w.Flush() == nil
+}
+
+// eventEnd is the data of a job stream's `event: end`: the job's final status.
+type eventEnd struct {
+	Status string `json:"status" openapi:"ref=JobStatus"`
 }

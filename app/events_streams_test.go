@@ -193,9 +193,18 @@ func TestLongPollsAreCappedAndStopWhenTheirClientLeaves(t *testing.T) {
 		}()
 		return cancel, code
 	}
+	// Each long-poll is admitted before the next starts: their connections race otherwise, and the
+	// third could take a place before the second (which the test would then see refused instead).
+	admitted := func(n int) bool {
+		r.feeds.mu.Lock()
+		defer r.feeds.mu.Unlock()
+		return r.feeds.open == n
+	}
 	c1, _ := wait()
+	testsupport.Eventually(t, 5*time.Second, "the first long-poll admitted", func() bool { return admitted(1) })
 	c2, _ := wait()
 	defer c2()
+	testsupport.Eventually(t, 5*time.Second, "the second long-poll admitted", func() bool { return admitted(2) })
 	testsupport.Eventually(t, 5*time.Second, "a third long-poll refused", func() bool {
 		c3, code := wait()
 		defer c3()

@@ -21,15 +21,15 @@ const fairTop = 20
 // fairKeyAnswer is one key's jobs in the admission layer.
 type fairKeyAnswer struct {
 	Key     string `json:"key"`
-	Waiting int64  `json:"waiting"`
-	Running int64  `json:"running"`
+	Waiting int64  `json:"waiting" openapi:"min=0"`
+	Running int64  `json:"running" openapi:"min=0"`
 }
 
 // fairnessAnswer is the body of GET /fairness/{type}.
 type fairnessAnswer struct {
 	Type        string          `json:"type"`
-	Admitted    int64           `json:"admitted"`
-	WaitingKeys int64           `json:"waiting_keys"`
+	Admitted    int64           `json:"admitted" openapi:"min=0"`
+	WaitingKeys int64           `json:"waiting_keys" openapi:"min=0"`
 	Keys        []fairKeyAnswer `json:"keys"`
 }
 
@@ -71,6 +71,6 @@ func (a *api) skipBlocked(c *fiber.Ctx) error {
 
 // skipAnswer is the body of POST /jobs/{id}/skip.
 type skipAnswer struct {
-	JobID  string `json:"job_id"`
-	Status string `json:"status"`
+	JobID  string `json:"job_id" openapi:"ref=JobID"`
+	Status string `json:"status" openapi:"const=failed"`
 }

@@ -25,8 +25,8 @@ const tagsDetail = "tags must be an array of at most 8 strings of 1-64 character
 // than a duration: a request retried with the same Idempotency-Key means the same deadline, and
 // its fingerprint, the body, says so); tags (engine.Spec.Tags), normalized.
 type jobFields struct {
-	StartBy time.Time
-	Tags    []string
+	StartBy time.Time `json:"start_by,omitzero"`
+	Tags    []string  `json:"tags,omitempty" openapi:"ref=Tags"`
 }
 
 // acceptJobRequest is acceptRequest for the enqueue routes, whose body may also carry the job's

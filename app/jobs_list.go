@@ -27,15 +27,15 @@ type listView struct {
 }
 
 type listedJob struct {
-	JobID      string     `json:"job_id"`
+	JobID      string     `json:"job_id" openapi:"ref=JobID"`
 	Type       string     `json:"type"`
 	Queue      string     `json:"queue"`
-	Status     string     `json:"status"`
-	Attempt    int        `json:"attempt"`
+	Status     string     `json:"status" openapi:"ref=JobStatus"`
+	Attempt    int        `json:"attempt" openapi:"min=0"`
 	CreatedAt  *time.Time `json:"created_at,omitempty"`
 	UpdatedAt  *time.Time `json:"updated_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Tags       []string   `json:"tags,omitempty"`
+	Tags       []string   `json:"tags,omitempty" openapi:"ref=Tags"`
 }
 
 // list is GET /jobs?status=&type=&tag=&tags_match=&error=&created_after=&created_before=&cursor=&limit=

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -27,15 +28,23 @@ import (
 )
 
 // Every HTTP exchange of this package's tests goes through checkExchange: the request and the
-// answer are validated against openapi.json (kin-openapi, JSON Schema 2020-12 for 3.1), and a
+// answer are validated against the generated description its app serves (kin-openapi, JSON Schema
+// 2020-12 for 3.1; the app's own when it serves task types of the test's, describeTestTasks), and a
 // mismatch fails the test. testClient's transport does it for every request sent through do/get/
 // post (an event stream's events as the test reads them); keepAlive.roundTrip for the raw-TCP
 // requests that parse as HTTP; FuzzEnqueue for its a.http.Test requests. Exempt: the monitoring UI
-// (/monitoring, not part of the API), raw requests that are not valid HTTP (they test the parser),
-// and the routes of task types that only tests register (describeTestTasks).
+// (/monitoring, not part of the API) and raw requests that are not valid HTTP (they test the parser).
 
-// openAPI is the parsed description and its router, loaded once.
-var openAPI = sync.OnceValues(func() (*openAPIChecker, error) {
+// openAPI is the description of the shipped registry's app, parsed, with its router, built once.
+var openAPI = sync.OnceValues(func() (*openAPIChecker, error) { return newOpenAPIChecker(registry.All()) })
+
+// newOpenAPIChecker parses and validates the description of an app serving list, and compiles
+// its router.
+func newOpenAPIChecker(list []tasks.Task) (*openAPIChecker, error) {
+	openAPIDoc, err := apiDocument(list)
+	if err != nil {
+		return nil, err
+	}
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(openAPIDoc)
 	if err != nil {
@@ -63,7 +72,7 @@ var openAPI = sync.OnceValues(func() (*openAPIChecker, error) {
 		return nil, err
 	}
 	return &openAPIChecker{doc: doc, router: router, problem: problem.Value, compiler: compiler, schemas: map[string]*jsonschema.Schema{}}, nil
-})
+}
 
 type openAPIChecker struct {
 	doc      *openapi3.T
@@ -78,46 +87,28 @@ type openAPIChecker struct {
 // openAPIURL names openapi.json for the schema compiler.
 const openAPIURL = "https://jobguard.test/openapi.json"
 
-// testTaskRoutes holds, per app address (host:port), the patterns of task types only tests
-// register: they are not in the description.
-var testTaskRoutes sync.Map // string -> []string ("METHOD pattern")
+// appCheckers holds, per app address (host:port), the checker of an app whose task types are not
+// the shipped registry's: its exchanges are checked against the description that app serves.
+var appCheckers sync.Map // string -> *openAPIChecker
 
-// describeTestTasks exempts the routes of list's task types that are not shipped ones on the app
-// at base from the description check (their answers must still be problem+json when they fail).
-func describeTestTasks(base string, list []tasks.Task) {
-	shipped := map[string]bool{}
-	for _, t := range registry.All() {
-		shipped[t.Type] = true
-	}
-	var pats []string
-	for _, t := range list {
-		if shipped[t.Type] {
-			continue
-		}
-		pats = append(pats, http.MethodPost+" /jobs/"+t.Type)
-		for _, r := range t.Routes {
-			pats = append(pats, http.MethodGet+" "+r.Path, http.MethodHead+" "+r.Path)
-		}
-		for _, c := range t.Commands {
-			pats = append(pats, http.MethodPost+" "+c.Path)
-		}
+// describeTestTasks makes the exchanges with the app at base, which serves list's task types, be
+// checked against that app's own description (their routes included: the document is generated).
+func describeTestTasks(t testing.TB, base string, list []tasks.Task) {
+	t.Helper()
+	c, err := newOpenAPIChecker(list)
+	if err != nil {
+		t.Fatal(err)
 	}
 	u, _ := url.Parse(base)
-	testTaskRoutes.Store(u.Host, pats)
+	appCheckers.Store(u.Host, c)
 }
 
-func isTestTaskRoute(host, method, path string) bool {
-	v, ok := testTaskRoutes.Load(host)
-	if !ok {
-		return false
+// checkerFor is the checker of the app at host: its own (describeTestTasks), or the shipped one's.
+func checkerFor(host string) (*openAPIChecker, error) {
+	if c, ok := appCheckers.Load(host); ok {
+		return c.(*openAPIChecker), nil
 	}
-	for _, p := range v.([]string) {
-		m, pattern, _ := strings.Cut(p, " ")
-		if m == method && matchPattern(pattern, path) {
-			return true
-		}
-	}
-	return false
+	return openAPI()
 }
 
 // unreadCodesSet are the kinds of requests that were never routed (unparsed.go): their answer is
@@ -130,7 +121,7 @@ func checkExchange(req *http.Request, reqBody []byte, resp *http.Response, respB
 	if p := req.URL.Path; p == "/monitoring" || strings.HasPrefix(p, "/monitoring/") {
 		return nil // the embedded UI: not part of the API
 	}
-	c, err := openAPI()
+	c, err := checkerFor(req.URL.Host)
 	if err != nil {
 		return err
 	}
@@ -152,10 +143,6 @@ func checkExchange(req *http.Request, reqBody []byte, resp *http.Response, respB
 	if resp.StatusCode >= 400 && !isProblem {
 		return fmt.Errorf("an error answer of type %q, not %s", ct, problem.ContentType)
 	}
-	if isTestTaskRoute(req.URL.Host, req.Method, req.URL.Path) {
-		return nil
-	}
-
 	// Route the request as GET when it is a HEAD: every GET path answers HEAD.
 	routed := req.Clone(context.Background())
 	routed.Body = io.NopCloser(bytes.NewReader(reqBody))
@@ -411,7 +398,7 @@ func (t checkingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, fmt.Errorf("openapi.json: %s %s answered %d %.300s: %w", req.Method, req.URL.RequestURI(), resp.StatusCode, body, err)
 	}
 	if stream && resp.StatusCode == http.StatusOK {
-		c, _ := openAPI() // checkExchange loaded it
+		c, _ := checkerFor(req.URL.Host) // checkExchange loaded it
 		resp.Body = &eventsChecker{ReadCloser: resp.Body, c: c, workflow: strings.HasPrefix(req.URL.Path, "/workflows/")}
 	}
 	return resp, nil

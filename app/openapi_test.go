@@ -5,19 +5,25 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/hibiken/asynq"
 	"github.com/rs/zerolog"
 
 	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/app/problem"
+	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/tasks"
 	"github.com/jobguard/jobguard/tasks/registry"
+	"github.com/jobguard/jobguard/tasks/reservestock"
 )
 
 // The description parses and validates as OpenAPI 3.1 (kin-openapi's loader and validator).
@@ -57,6 +63,28 @@ func TestOpenAPIDocumentIsValid31(t *testing.T) {
 	if !slices.Equal(statuses, enum) {
 		t.Errorf("JobStatus enum %v, want jobstore.Statuses %v", enum, statuses)
 	}
+	// The bounds the `openapi` tags write are the code's own limits.
+	for _, b := range []struct {
+		schema, member, keyword string
+		want                    float64
+	}{
+		{"BulkRequest", "items", "maxItems", engine.MaxBulk},
+		{"WorkflowRequest", "nodes", "maxItems", engine.MaxWorkflowNodes},
+		{"BatchRequest", "jobs", "maxItems", engine.MaxWorkflowNodes},
+		{"ReserveStockJob", "quantity", "maximum", reservestock.MaxQuantity},
+	} {
+		m := c.doc.Components.Schemas[b.schema].Value.Properties[b.member].Value
+		var got float64
+		switch {
+		case b.keyword == "maximum" && m.Max != nil:
+			got = *m.Max
+		case b.keyword == "maxItems" && m.MaxItems != nil:
+			got = float64(*m.MaxItems)
+		}
+		if got != b.want {
+			t.Errorf("%s.%s %s %v, want %v", b.schema, b.member, b.keyword, got, b.want)
+		}
+	}
 	// A problem code a response names is one of them.
 	for name, r := range c.doc.Components.Responses {
 		for _, mt := range r.Value.Content {
@@ -73,12 +101,16 @@ func TestOpenAPIDocumentIsValid31(t *testing.T) {
 	}
 }
 
-// GET /openapi.json serves the embedded description, without a token even when API_TOKENS is set.
+// GET /openapi.json serves the generated description, without a token even when API_TOKENS is set.
 func TestOpenAPIServed(t *testing.T) {
 	t.Parallel()
 	r := startApp(t, RoleAPI, map[string]string{"API_TOKENS": "token-a-0123456789:t1"})
 	resp, body := get(t, r.base+"/openapi.json")
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || body != string(openAPIDoc) {
+	want, err := apiDocument(registry.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || body != string(want) {
 		t.Fatalf("GET /openapi.json: %d %q, %d bytes", resp.StatusCode, resp.Header.Get("Content-Type"), len(body))
 	}
 	if _, err := openapi3.NewLoader().LoadFromData([]byte(body)); err != nil {
@@ -174,5 +206,118 @@ func TestOpenAPICheckerRefusesDrift(t *testing.T) {
 	resp.Header.Set("Location", "/jobs/0123456789abcdef-0123456789abcdef0123456789ab")
 	if err := checkExchange(post, []byte(`{"tenant_id":"t1"}`), resp, body, false); err == nil || !strings.Contains(err.Error(), "refuses the request") {
 		t.Errorf("a request the description refuses, answered 202: %v", err)
+	}
+}
+
+// memo is a task type declared here, as a new file of tasks/ would declare it: a request with an
+// optional deadline-like field, a read model with its answer type and a command with its replies.
+type memoRequest struct {
+	TenantID string     `json:"tenant_id" openapi:"ref=ID"`
+	Text     string     `json:"text" openapi:"maxLength=280"`
+	Pinned   *bool      `json:"pinned,omitempty"`
+	RemindAt *time.Time `json:"remind_at,omitempty"`
+}
+
+func (m *memoRequest) Validate() error { return tasks.CheckID("tenant_id", m.TenantID) }
+func (m *memoRequest) Tenant() string  { return m.TenantID }
+func (m *memoRequest) Spec() engine.Spec {
+	return engine.Spec{Type: "memo", Tenant: m.TenantID, Resource: m.TenantID}
+}
+
+type memoView struct {
+	TenantID string    `json:"tenant_id"`
+	Texts    []string  `json:"texts"`
+	Updated  time.Time `json:"updated"`
+	LastJob  string    `json:"last_job,omitempty" openapi:"ref=JobID"`
+}
+
+func memoTask() tasks.Task {
+	return tasks.Task{
+		Type: "memo", Description: "Keeps a tenant's memo.",
+		Request: func() tasks.Request { return &memoRequest{} },
+		Handler: func(tasks.Deps) asynq.Handler {
+			return asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })
+		},
+		Routes: []tasks.Route{{Method: http.MethodGet, Path: "/memos/:tenant", Tenant: "tenant",
+			Params:  map[string]func(string) error{"tenant": func(v string) error { return tasks.CheckID("tenant", v) }},
+			Read:    func(context.Context, tasks.ReadDeps, map[string]string) (any, error) { return memoView{}, nil },
+			Summary: "A tenant's memos", Response: memoView{}}},
+		Commands: []tasks.Command{{Path: "/memos", Accept: func() tasks.Request { return &memoRequest{} },
+			Do: func(context.Context, tasks.ReadDeps, tasks.Request) (tasks.Answer, error) {
+				return tasks.Answer{Status: http.StatusCreated, Body: memoView{}}, nil
+			},
+			Replies: []tasks.Reply{{Status: http.StatusCreated, Description: "Kept.", Body: memoView{}}}}},
+	}
+}
+
+// The goal of a generated description: a task type with routes, declared here and registered with
+// the app, is in the /openapi.json it serves (enqueue and bulk routes, read model, command, their
+// bodies' schemas from the Go types) without anyone editing a document; the example types, not
+// registered, are not.
+func TestOpenAPIDescribesARegisteredTask(t *testing.T) {
+	t.Parallel()
+	r := startTasks(t, nil, []tasks.Task{memoTask()})
+	resp, body := get(t, r.base+"/openapi.json")
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /openapi.json: %d %s", resp.StatusCode, body)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	op := func(method, path string) *openapi3.Operation {
+		t.Helper()
+		item := doc.Paths.Value(path)
+		if item == nil || item.GetOperation(method) == nil {
+			t.Fatalf("%s %s is not in /openapi.json", method, path)
+		}
+		return item.GetOperation(method)
+	}
+	enqueue := op(http.MethodPost, "/jobs/memo")
+	if enqueue.Description != "Keeps a tenant's memo." {
+		t.Errorf("POST /jobs/memo: description %q", enqueue.Description)
+	}
+	req := enqueue.RequestBody.Value.Content.Get("application/json").Schema.Value
+	props := slices.Sorted(maps.Keys(req.Properties))
+	if want := []string{"pinned", "remind_at", "start_by", "tags", "tenant_id", "text"}; !slices.Equal(props, want) {
+		t.Errorf("POST /jobs/memo body members %v, want %v (the request's and the job's own)", props, want)
+	}
+	if !slices.Equal(req.Required, []string{"tenant_id", "text"}) {
+		t.Errorf("required %v, want [tenant_id text] (omitempty members are optional)", req.Required)
+	}
+	if p := req.Properties["tenant_id"].Value.Pattern; p != tasks.IDPattern {
+		t.Errorf("tenant_id pattern %q, want tasks.IDPattern", p)
+	}
+	if f := req.Properties["remind_at"].Value.Format; f != "date-time" {
+		t.Errorf("remind_at format %q, want date-time", f)
+	}
+	if n := req.Properties["text"].Value.MaxLength; n == nil || *n != 280 {
+		t.Errorf("text maxLength %v, want 280", n)
+	}
+	if ref := op(http.MethodPost, "/jobs/memo/bulk").Responses.Status(200); ref == nil {
+		t.Error("POST /jobs/memo/bulk has no 200")
+	}
+	read := op(http.MethodGet, "/memos/{tenant}")
+	view := read.Responses.Status(200).Value.Content.Get("application/json").Schema.Value
+	if !slices.Equal(slices.Sorted(maps.Keys(view.Properties)), []string{"last_job", "tenant_id", "texts", "updated"}) {
+		t.Errorf("GET /memos/{tenant} answer members %v", slices.Sorted(maps.Keys(view.Properties)))
+	}
+	if p := view.Properties["last_job"].Value.Pattern; p != jobstore.JobIDPattern {
+		t.Errorf("last_job pattern %q, want the job id's", p)
+	}
+	if read.Summary != "A tenant's memos" || read.Responses.Status(403) == nil {
+		t.Errorf("GET /memos/{tenant}: summary %q, 403 %v", read.Summary, read.Responses.Status(403))
+	}
+	command := op(http.MethodPost, "/memos")
+	if command.Responses.Status(http.StatusCreated) == nil || command.RequestBody == nil {
+		t.Error("POST /memos: no 201 or no request body")
+	}
+	for _, p := range []string{"/jobs/rebuild-cache", "/cache/{tenant}/{resource}"} {
+		if doc.Paths.Value(p) != nil {
+			t.Errorf("%s is described, but this app does not register its task type", p)
+		}
 	}
 }

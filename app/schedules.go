@@ -46,7 +46,7 @@ func operatorRoutes(f *fiber.App, s *schedule.Scheduler, operators, tenants auth
 		if err != nil {
 			return err
 		}
-		return c.JSON(fiber.Map{"name": name, "jobs": jobs})
+		return c.JSON(scheduleJobs{Name: name, Jobs: jobs})
 	})
 	pause := func(paused bool) fiber.Handler {
 		return func(c *fiber.Ctx) error {
@@ -58,9 +58,21 @@ func operatorRoutes(f *fiber.App, s *schedule.Scheduler, operators, tenants auth
 			if err != nil {
 				return err
 			}
-			return c.JSON(fiber.Map{"name": name, "paused": paused})
+			return c.JSON(schedulePaused{Name: name, Paused: paused})
 		}
 	}
 	f.Post("/schedules/:name/pause", guard, limit, pause(true))
 	f.Post("/schedules/:name/resume", guard, limit, pause(false))
+}
+
+// scheduleJobs is GET /schedules/{name}/jobs: the schedule's latest tick jobs.
+type scheduleJobs struct {
+	Name string             `json:"name"`
+	Jobs []schedule.TickJob `json:"jobs" openapi:"nullable"`
+}
+
+// schedulePaused is the answer of a pause or resume: the schedule's new state.
+type schedulePaused struct {
+	Name   string `json:"name"`
+	Paused bool   `json:"paused"`
 }

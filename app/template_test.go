@@ -96,7 +96,7 @@ func startTasks(t *testing.T, env map[string]string, list []tasks.Task) *running
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{App: a, base: "http://" + a.Addr(), done: make(chan error, 1), stop: cancel}
-	describeTestTasks(r.base, list) // their routes are not in openapi.json
+	describeTestTasks(t, r.base, list) // their routes are in the description this app serves
 	go func() { r.done <- a.Run(ctx) }()
 	t.Cleanup(func() { r.shutdown(t) })
 	return r

@@ -62,7 +62,7 @@ func (a *api) workflowEvents(c *fiber.Ctx) error {
 					continue
 				}
 				sent[n.ID] = n.Status
-				data, _ := json.Marshal(map[string]string{"id": n.ID, "job_id": n.JobID, "status": n.Status})
+				data, _ := json.Marshal(workflowNodeEvent{ID: n.ID, JobID: n.JobID, Status: n.Status})
 				fmt.Fprintf(&b, "id: %d\nevent: node\ndata: %s\n\n", seq, data)
 				seq++
 			}
@@ -73,7 +73,7 @@ func (a *api) workflowEvents(c *fiber.Ctx) error {
 				idle = time.Now()
 			}
 			if workflowHasEnded(v.Status) {
-				data, _ := json.Marshal(map[string]string{"status": v.Status})
+				data, _ := json.Marshal(workflowEventEnd{Status: v.Status})
 				s.write("event: end\ndata: " + string(data) + "\n\n")
 				return
 			}
@@ -95,4 +95,16 @@ func (a *api) workflowEvents(c *fiber.Ctx) error {
 
 func workflowHasEnded(status string) bool {
 	return status == "done" || status == "failed" || status == "cancelled"
+}
+
+// workflowNodeEvent is the data of a workflow stream's `event: node`: a node whose status changed.
+type workflowNodeEvent struct {
+	ID     string `json:"id"`
+	JobID  string `json:"job_id" openapi:"ref=JobID"`
+	Status string `json:"status" openapi:"ref=JobStatus,orEmpty"`
+}
+
+// workflowEventEnd is the data of a workflow stream's `event: end`: the workflow's final status.
+type workflowEventEnd struct {
+	Status string `json:"status" openapi:"ref=WorkflowStatus"`
 }

@@ -18,36 +18,36 @@ import (
 // body its POST /jobs/<type> route takes (validated the same way), all of the workflow's tenant.
 type workflowRequest struct {
 	TenantID string                `json:"tenant_id"`
-	Nodes    []workflowNodeRequest `json:"nodes"`
+	Nodes    []workflowNodeRequest `json:"nodes" openapi:"minItems=1,maxItems=1000"`
 }
 
 type workflowNodeRequest struct {
 	ID      string          `json:"id"`
 	Type    string          `json:"type"`
-	Payload json.RawMessage `json:"payload"`
-	Parents []string        `json:"parents"`
-	Policy  string          `json:"policy"`
+	Payload json.RawMessage `json:"payload" openapi:"type=object"`
+	Parents []string        `json:"parents" openapi:"optional"`
+	Policy  string          `json:"policy" openapi:"optional,ref=NodePolicy"`
 }
 
 // workflowCreated is the body of POST /workflows' 202.
 type workflowCreated struct {
-	WorkflowID string            `json:"workflow_id"`
-	Nodes      map[string]string `json:"nodes"`
+	WorkflowID string            `json:"workflow_id" openapi:"ref=WorkflowID"`
+	Nodes      map[string]string `json:"nodes" openapi:"items=JobID"`
 }
 
 // workflowView is GET /workflows/{id}.
 type workflowView struct {
-	WorkflowID string             `json:"workflow_id"`
-	Status     string             `json:"status"`
+	WorkflowID string             `json:"workflow_id" openapi:"ref=WorkflowID"`
+	Status     string             `json:"status" openapi:"ref=WorkflowStatus"`
 	Nodes      []workflowNodeView `json:"nodes"`
 }
 
 type workflowNodeView struct {
 	ID      string   `json:"id"`
-	JobID   string   `json:"job_id"`
-	Status  string   `json:"status"`
+	JobID   string   `json:"job_id" openapi:"ref=JobID"`
+	Status  string   `json:"status" openapi:"ref=JobStatus,orEmpty"`
 	Parents []string `json:"parents"`
-	Policy  string   `json:"policy"`
+	Policy  string   `json:"policy" openapi:"ref=NodePolicy"`
 }
 
 func (a *api) workflowRoutes(f *fiber.App) {

@@ -129,8 +129,8 @@ type Status struct {
 	// LastTick is the last tick that has a job, LastJobID that job and LastJobStatus its status
 	// ("" when its record expired).
 	LastTick      *time.Time `json:"last_tick,omitempty"`
-	LastJobID     string     `json:"last_job_id,omitempty"`
-	LastJobStatus string     `json:"last_job_status,omitempty"`
+	LastJobID     string     `json:"last_job_id,omitempty" openapi:"ref=JobID"`
+	LastJobStatus string     `json:"last_job_status,omitempty" openapi:"ref=JobStatus"`
 	Paused        bool       `json:"paused"`
 }
 
@@ -228,7 +228,7 @@ func (s *Scheduler) remember(ctx context.Context, name, id string, tick time.Tim
 // TickJob is one of a schedule's latest tick jobs.
 type TickJob struct {
 	Tick  time.Time `json:"tick"`
-	JobID string    `json:"job_id"`
+	JobID string    `json:"job_id" openapi:"ref=JobID"`
 	// Status is the job's status, "" once its record expired.
 	Status string `json:"status"`
 }

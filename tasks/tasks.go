@@ -44,6 +44,8 @@ func (d Deps) Setting(name string) string { return d.Settings[name] }
 type Task struct {
 	// Type is the asynq task type.
 	Type string
+	// Description says what a job of the type does, for the API's description of POST /jobs/<type>.
+	Description string
 	// Config is how its jobs are protected (job level: enqueued through the API or a guard).
 	Config middleware.Job
 	// Request returns an empty request body to decode into.
@@ -94,6 +96,12 @@ type Route struct {
 	// *FieldError (400), anything else as the API maps it. params are the validated parameters,
 	// strings of their own (they outlive the request's buffers).
 	Read func(ctx context.Context, r ReadDeps, params map[string]string) (any, error)
+	// Summary says in one line what the route answers, for the API's description (/openapi.json).
+	Summary string
+	// Response is a value of the type Read answers with: the API's description reflects its JSON
+	// Schema (json tags, and `openapi` tags for what the type cannot say, see internal/apidoc), so
+	// a field added to the read model is in the document. nil: any JSON.
+	Response any
 }
 
 // Command is a write route of a task: POST <Path> with a JSON body decoded strictly into Accept(),
@@ -108,6 +116,27 @@ type Command struct {
 	// SQL says Do needs PostgreSQL (ReadDeps.SQL): without DATABASE_URL the route is not mounted,
 	// so its path is 404 for every method rather than 405 to all but the one that fails.
 	SQL bool
+	// Summary says in one line what the command does, for the API's description.
+	Summary string
+	// Replies are Do's answers other than errors, for the API's description: each status with a
+	// value of its Body's type. nil: 200 with any JSON.
+	Replies []Reply
+}
+
+// Reply describes one answer of a command: its status, what it means and a value of the type of
+// its body (see Route.Response).
+type Reply struct {
+	Status      int
+	Description string
+	Body        any
+}
+
+// QueuedJob is the body of a command's answer that queued a job (or found the one it queued
+// before): the job's id, as POST /jobs/<type> answers it.
+type QueuedJob struct {
+	JobID        string `json:"job_id" openapi:"ref=JobID"`
+	Status       string `json:"status" openapi:"const=queued"`
+	Deduplicated bool   `json:"deduplicated"`
 }
 
 // Answer is a command's answer: status, JSON body and Location ("" none).
@@ -317,7 +346,11 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return "tasks: " + e.Field + ": " + e.Detail }
 
-var idRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+var idRe = regexp.MustCompile(IDPattern)
+
+// IDPattern is the regular expression an id field of a request matches (CheckID): the API's
+// description gives it to every field tagged `openapi:"ref=ID"`.
+const IDPattern = `^[A-Za-z0-9._-]{1,128}$`
 
 // CheckID validates an id field as every request's ids are: 1-128 characters of [A-Za-z0-9._-]
 // (a *FieldError naming field otherwise).

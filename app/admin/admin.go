@@ -160,13 +160,13 @@ func (p Probes) routes(f *fiber.App) {
 				return &problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeNotLive, Detail: "worker: " + err.Error(), Err: err}
 			}
 		}
-		return c.JSON(fiber.Map{"status": "ok"})
+		return c.JSON(Health{Status: "ok"})
 	})
 	f.Get("/readyz", func(c *fiber.Ctx) error {
 		if err := p.readyCheck(c.UserContext()); err != nil {
 			return &problem.HTTPError{Status: http.StatusServiceUnavailable, Code: problem.CodeNotReady, Detail: err.Error(), Err: err}
 		}
-		return c.JSON(fiber.Map{"status": "ready"})
+		return c.JSON(Health{Status: "ready"})
 	})
 }
 
@@ -207,4 +207,10 @@ func (w *WorkerHealth) LastPass() time.Time {
 		return time.Unix(0, n)
 	}
 	return time.Time{}
+}
+
+// Health is the body of /healthz ("ok") and /readyz ("ready") when they pass (the API's
+// description reflects it).
+type Health struct {
+	Status string `json:"status" openapi:"enum=ok|ready"`
 }

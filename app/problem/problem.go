@@ -19,11 +19,11 @@ import (
 // Details is an RFC 9457 problem details object, the body of every error answer.
 type Details struct {
 	// Type is TypeBase + Code: it identifies the kind (it need not resolve).
-	Type string `json:"type"`
+	Type string `json:"type" openapi:"ref=ProblemType"`
 	// Code is the kind's stable snake_case code (codes.go, the README's error table).
-	Code     string `json:"code"`
+	Code     string `json:"code" openapi:"ref=ProblemCode"`
 	Title    string `json:"title"`
-	Status   int    `json:"status"`
+	Status   int    `json:"status" openapi:"min=400,max=599"`
 	Detail   string `json:"detail,omitempty"`
 	Instance string `json:"instance,omitempty"`
 	// Field names the request field or header that failed validation.

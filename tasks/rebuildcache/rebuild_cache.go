@@ -34,8 +34,8 @@ const TypeRebuildCache = "rebuild-cache"
 
 // RebuildCachePayload is the job's payload.
 type RebuildCachePayload struct {
-	TenantID   string `json:"tenant_id"`
-	ResourceID string `json:"resource_id"`
+	TenantID   string `json:"tenant_id" openapi:"ref=ID"`
+	ResourceID string `json:"resource_id" openapi:"ref=ID"`
 }
 
 // Validate names the first invalid field.
@@ -73,6 +73,8 @@ const SettingSourceURL = "REBUILD_SOURCE_URL"
 
 // Task is rebuild-cache as the registry lists it.
 var Task = tasks.Task{
+	Description: "Rebuilds the tenant's cache entry for a resource. Requests collapse while a rebuild waits; " +
+		"one that arrives while a rebuild runs queues exactly one follow-up.",
 	Type: TypeRebuildCache,
 	Config: middleware.Job{Queue: "default", MaxAttempts: 6, BackoffBase: 2 * time.Second, BackoffMax: 2 * time.Minute,
 		// Limits count per tenant; none by default (TASK_LIMITS sets them per deployment).
@@ -84,7 +86,9 @@ var Task = tasks.Task{
 		Params: map[string]func(string) error{"tenant": tasks.IDParam("tenant"), "resource": tasks.IDParam("resource")},
 		Read: func(ctx context.Context, r tasks.ReadDeps, params map[string]string) (any, error) {
 			return ReadCache(ctx, r.Locks, params["tenant"], params["resource"])
-		}}},
+		},
+		Summary:  "A tenant's cache entry for a resource",
+		Response: CacheEntry{}}},
 	Handler: func(d tasks.Deps) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			job, _ := middleware.RunFrom(ctx)
@@ -221,7 +225,7 @@ type CacheEntry struct {
 	Value        string `json:"value"`
 	Version      int64  `json:"version"`
 	FencingToken int64  `json:"fencing_token"`
-	JobID        string `json:"job_id"`
+	JobID        string `json:"job_id" openapi:"ref=JobID"`
 	BuiltAt      int64  `json:"built_at"`
 }
 

@@ -25,10 +25,10 @@ const TypeReserveStock = "reserve-stock"
 
 // ReserveStockPayload is the job's payload.
 type ReserveStockPayload struct {
-	TenantID string `json:"tenant_id"`
-	OrderID  string `json:"order_id"`
-	SKU      string `json:"sku"`
-	Quantity int    `json:"quantity"`
+	TenantID string `json:"tenant_id" openapi:"ref=ID"`
+	OrderID  string `json:"order_id" openapi:"ref=ID"`
+	SKU      string `json:"sku" openapi:"ref=ID"`
+	Quantity int    `json:"quantity" openapi:"min=1,max=1000000"`
 }
 
 // MaxQuantity is the largest quantity one order may reserve.
@@ -86,6 +86,8 @@ func (p ReserveStockPayload) Spec() engine.Spec {
 // Task is reserve-stock as the registry lists it.
 var Task = tasks.Task{
 	// Applied-order records are live data: they never expire (AppliedTTL 0).
+	Description: "Reserves stock for an order, once per (tenant, order). " +
+		"A second request for the same order with another sku or quantity is 409 order_conflict.",
 	Type: TypeReserveStock,
 	Config: middleware.Job{Queue: "critical", MaxAttempts: 8,
 		// Limits count per tenant; none by default (TASK_LIMITS sets them per deployment).
@@ -98,8 +100,15 @@ var Task = tasks.Task{
 				return readStockSQL(ctx, r.SQL, params["tenant"], params["sku"])
 			}
 			return ReadStock(ctx, r.Locks, params["tenant"], params["sku"])
+		},
+		Summary:  "A SKU's reserved total and applied orders (zeros for one nothing was reserved of)",
+		Response: Stock{}}},
+	Commands: []tasks.Command{{Path: "/orders", Accept: func() tasks.Request { return &ReserveStockPayload{} }, Do: placeOrder, SQL: true,
+		Summary: "Record an order in PostgreSQL and its reserve-stock job in the same transaction",
+		Replies: []tasks.Reply{
+			{Status: http.StatusOK, Description: "The order was recorded before: its job.", Body: tasks.QueuedJob{}},
+			{Status: http.StatusAccepted, Description: "Recorded and queued.", Body: tasks.QueuedJob{}},
 		}}},
-	Commands:   []tasks.Command{{Path: "/orders", Accept: func() tasks.Request { return &ReserveStockPayload{} }, Do: placeOrder, SQL: true}},
 	SQLSchema:  reserveStockSchema,
 	SQLVersion: 101,
 	SQLFenced:  true,

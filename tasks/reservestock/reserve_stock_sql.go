@@ -131,7 +131,7 @@ func placeOrder(ctx context.Context, r tasks.ReadDeps, req tasks.Request) (tasks
 		}
 		return tasks.Answer{}, fmt.Errorf("place order: %w", err)
 	}
-	ans.Body = map[string]any{"job_id": spec.JobID, "status": "queued", "deduplicated": ans.Status == http.StatusOK}
+	ans.Body = tasks.QueuedJob{JobID: spec.JobID, Status: "queued", Deduplicated: ans.Status == http.StatusOK}
 	ans.Location = "/jobs/" + spec.JobID
 	return ans, nil
 }

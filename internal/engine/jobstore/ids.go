@@ -19,7 +19,10 @@ var ErrInvalidJobID = errors.New("jobstore: invalid job id")
 // resource, so every key of the job (its record, timeline, the resource's lease, fence and state)
 // can be computed from the id alone and shares the hash tag {tag}; the rest is 12 hex digits of
 // milliseconds since the epoch and 16 random hex digits. 45 characters of [0-9a-f-].
-var jobIDRe = regexp.MustCompile(`^[0-9a-f]{16}-[0-9a-f]{28}$`)
+var jobIDRe = regexp.MustCompile(JobIDPattern)
+
+// JobIDPattern is the regular expression every job id matches (the API's description says it).
+const JobIDPattern = `^[0-9a-f]{16}-[0-9a-f]{28}$`
 
 // ResourceTag is the hash tag of a resource's keys.
 func ResourceTag(resource string) string {

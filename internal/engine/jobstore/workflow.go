@@ -60,7 +60,10 @@ const (
 // ErrInvalidWorkflowID: the string is not a workflow id.
 var ErrInvalidWorkflowID = errors.New("jobstore: invalid workflow id")
 
-var workflowIDRe = regexp.MustCompile(`^wf-[0-9a-f]{28}$`)
+var workflowIDRe = regexp.MustCompile(WorkflowIDPattern)
+
+// WorkflowIDPattern is the regular expression every workflow (and batch) id matches.
+const WorkflowIDPattern = `^wf-[0-9a-f]{28}$`
 
 // NewWorkflowID returns a fresh workflow id: "wf-", 12 hex digits of milliseconds since the
 // epoch, 16 random hex digits.
