@@ -24,15 +24,15 @@ exit: 0 ok, 1 error or no answer, 2 usage, 3 no such job, 4 not in a state the c
 
 // command is one run of jobguard jobs VERB: its flags' values.
 type command struct {
-	verb, id      string
-	url, token    string
-	output        string
-	tenant        string
-	status, typ   string
-	limit         int
-	cursor        string
-	reason        string
-	stdout        io.Writer
+	verb, id    string
+	url, token  string
+	output      string
+	tenant      string
+	status, typ string
+	limit       int
+	cursor      string
+	reason      string
+	stdout      io.Writer
 }
 
 // Jobs runs jobguard jobs with args (the arguments after "jobs") and returns the exit code. Every
