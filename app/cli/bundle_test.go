@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,32 @@ type page struct {
 		Status string `json:"status"`
 	} `json:"jobs"`
 	NextCursor string `json:"next_cursor"`
+}
+
+// ids are the page's job ids, sorted: the tests compare sets, as jobs created within one
+// millisecond are listed in id order, not creation order.
+func (p page) ids() []string {
+	var out []string
+	for _, j := range p.Jobs {
+		out = append(out, j.JobID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (p page) tenantOf(id string) string {
+	for _, j := range p.Jobs {
+		if j.JobID == id {
+			return j.Tenant
+		}
+	}
+	return ""
+}
+
+func sorted(ids ...string) []string {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return out
 }
 
 // view is jobguard jobs show --output json, as far as the tests read it.
