@@ -46,8 +46,14 @@ func runReencrypt(ctx context.Context, args []string, lookup func(string) (strin
 	fs.SetOutput(io.Discard)
 	output := fs.String("output", "text", "text or json")
 	fs.StringVar(output, "o", "text", "text or json")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || (*output != "text" && *output != "json") {
-		fmt.Fprintln(stderr, "usage: jobguard jobs reencrypt [--output text|json]")
+	const usage = "usage: jobguard jobs reencrypt [--output text|json]"
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, usage)
+		return 0
+	}
+	if err != nil || fs.NArg() > 0 || (*output != "text" && *output != "json") {
+		fmt.Fprintln(stderr, usage)
 		return 2
 	}
 	cfg, err := config.FromLookup(lookup, list)

@@ -79,7 +79,12 @@ func lookupFrom(env map[string]string) func(string) (string, bool) {
 // enqueue posts a reserve-stock order for tenant with token ("" none) and returns the job id.
 func (s *server) enqueue(t *testing.T, token, tenant, order string) string {
 	t.Helper()
-	body := `{"tenant_id":"` + tenant + `","order_id":"` + order + `","sku":"s-1","quantity":1}`
+	return s.enqueueBody(t, token, `{"tenant_id":"`+tenant+`","order_id":"`+order+`","sku":"s-1","quantity":1}`)
+}
+
+// enqueueBody posts body as a reserve-stock request with token ("" none) and returns the job id.
+func (s *server) enqueueBody(t *testing.T, token, body string) string {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, s.url+"/jobs/reserve-stock", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {

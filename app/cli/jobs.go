@@ -6,11 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 )
 
 // JobsUsage is jobguard jobs' usage, printed by jobguard jobs -h and after a wrong command line.
-const JobsUsage = `usage: jobguard jobs list [--tenant T] [--status S] [--type T] [--limit N] [--cursor C] [flags]
+const JobsUsage = `usage: jobguard jobs list [--tenant T] [--status S] [--type T] [--limit N] [--cursor C] [search] [flags]
        jobguard jobs show ID [flags]                (get is the same)
        jobguard jobs cancel ID [--reason R] [flags]
        jobguard jobs retry ID [flags]
@@ -18,6 +19,8 @@ const JobsUsage = `usage: jobguard jobs list [--tenant T] [--status S] [--type T
 flags: --url URL    the API (JOBGUARD_URL; default http://127.0.0.1 on HTTP_ADDR's port, 8080)
        --token T    one of the API's API_TOKENS, sent as a bearer token (JOBGUARD_TOKEN)
        --output F   text or json (-o); json is the API's answer as it came
+search: --tag T (repeat for several; --tags-match all for all of them), --error TEXT (in last_error),
+       --created-after, --created-before (RFC 3339)
 list: a token lists its tenant's jobs; an open API (no API_TOKENS) every tenant's, or --tenant's.
 exit: 0 ok, 1 error or no answer, 2 usage, 3 no such job, 4 not in a state the command applies to
       (cancel: ended; retry: not failed)`
@@ -31,6 +34,7 @@ type command struct {
 	status, typ string
 	limit       int
 	cursor      string
+	search      url.Values // tag, tags_match, error, created_after, created_before: as the API takes them
 	reason      string
 	stdout      io.Writer
 }
@@ -100,6 +104,18 @@ func parse(args []string, env Env) (*command, error) {
 		fs.StringVar(&cmd.typ, "type", "", "only jobs of this task type")
 		fs.IntVar(&cmd.limit, "limit", 50, "page size, 1-200")
 		fs.StringVar(&cmd.cursor, "cursor", "", "the next cursor a previous page printed")
+		cmd.search = url.Values{}
+		for flagName, param := range map[string]string{"tag": "tag", "tags-match": "tags_match", "error": "error",
+			"created-after": "created_after", "created-before": "created_before"} {
+			fs.Func(flagName, "passed to GET /jobs as "+param, func(v string) error {
+				if param == "tag" {
+					cmd.search.Add(param, v)
+				} else {
+					cmd.search.Set(param, v)
+				}
+				return nil
+			})
+		}
 	case "cancel":
 		fs.StringVar(&cmd.reason, "reason", "", "why, kept on the timeline and in last_error")
 	case "show", "get", "retry":

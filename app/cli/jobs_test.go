@@ -155,3 +155,31 @@ func TestJobsOnAnOpenAPIListsEveryTenant(t *testing.T) {
 		t.Fatalf("as text: exit %d\n%s", code, out)
 	}
 }
+
+// list's search flags are GET /jobs's search: tags (any or all), error text, a creation window; a
+// value the API refuses is exit 2.
+func TestJobsListSearch(t *testing.T) {
+	t.Parallel()
+	s := startAPI(t, nil)
+	eu := s.enqueueBody(t, "", `{"tenant_id":"t1","order_id":"o-1","sku":"s-1","quantity":1,"tags":["eu","vip"]}`)
+	s.enqueueBody(t, "", `{"tenant_id":"t1","order_id":"o-2","sku":"s-1","quantity":1,"tags":["us"]}`)
+	at := map[string]string{"JOBGUARD_URL": s.url}
+	for args, want := range map[string][]string{
+		"--tag eu":                              {eu},
+		"--tag eu --tag vip --tags-match all":   {eu},
+		"--tag eu --tag us --tags-match all":    nil,
+		"--error nothing-failed":                nil,
+		"--created-before 2000-01-01T00:00:00Z": nil,
+	} {
+		code, out, errOut := run(t, at, append([]string{"list", "-o", "json"}, strings.Fields(args)...)...)
+		var p page
+		if decode(t, out, &p); code != 0 || !slices.Equal(p.ids(), want) {
+			t.Errorf("list %s: exit %d %s %s, want %v", args, code, out, errOut, want)
+		}
+	}
+	for _, args := range []string{"--tags-match some", "--created-after yesterday", "--tag no/slash"} {
+		if code, out, errOut := run(t, at, append([]string{"list"}, strings.Fields(args)...)...); code != 2 || out != "" || !strings.Contains(errOut, "Bad Request") {
+			t.Errorf("list %s: exit %d %q %q, want 2", args, code, out, errOut)
+		}
+	}
+}

@@ -11,6 +11,9 @@ import (
 // list is jobguard jobs list: one page of GET /jobs, newest first, and the cursor of the next.
 func (cmd *command) list(ctx context.Context, c *client) error {
 	q := url.Values{}
+	for name, vs := range cmd.search {
+		q[name] = vs
+	}
 	for name, v := range map[string]string{"tenant": cmd.tenant, "status": cmd.status, "type": cmd.typ, "cursor": cmd.cursor} {
 		if v != "" {
 			q.Set(name, v)
