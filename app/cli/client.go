@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/jobguard/jobguard/internal/freetext"
 )
 
 // requestTimeout bounds one command's request: the server's own REQUEST_TIMEOUT (default 10 s)
@@ -76,7 +78,7 @@ func (c *client) call(ctx context.Context, method, path string, query url.Values
 	}
 	if out != nil {
 		if !isJSON(resp.Header.Get("Content-Type")) {
-			return nil, fmt.Errorf("%w: %s answered %s with %q, not JSON (is --url a jobguard API?)", errNotJobguard, c.shown(), resp.Status, resp.Header.Get("Content-Type"))
+			return nil, fmt.Errorf("%w: %s answered %s with %q, not JSON (is --url a jobguard API?)", errNotJobguard, c.shown(), freetext.Escape(resp.Status), resp.Header.Get("Content-Type"))
 		}
 		if err := json.Unmarshal(raw, out); err != nil {
 			return nil, fmt.Errorf("%w: the answer of %s %s is not the JSON the CLI knows: %v", errNotJobguard, method, path, err)
