@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // JobsUsage is jobguard jobs' usage, printed by jobguard jobs -h and after a wrong command line.
@@ -19,6 +20,7 @@ const JobsUsage = `usage: jobguard jobs list [--tenant T] [--status S] [--type T
 flags: --url URL    the API (JOBGUARD_URL; default http://127.0.0.1 on HTTP_ADDR's port, 8080)
        --token T    one of the API's API_TOKENS, sent as a bearer token (JOBGUARD_TOKEN)
        --output F   text or json (-o); json is the API's answer as it came
+       (these three may also come before the verb)
 search: --tag T (repeat for several; --tags-match all for all of them), --error TEXT (in last_error),
        --created-after, --created-before (RFC 3339)
 list: a token lists its tenant's jobs; an open API (no API_TOKENS) every tenant's, or --tenant's.
@@ -54,7 +56,7 @@ func Jobs(ctx context.Context, args []string, env Env) int {
 		fmt.Fprintln(env.Stdout, env.Version)
 		return ExitOK
 	}
-	cmd, err := parse(args, env)
+	cmd, err := parse(verbFirst(args), env)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(env.Stdout, JobsUsage)
 		return ExitOK
@@ -134,6 +136,36 @@ func parse(args []string, env Env) (*command, error) {
 		return nil, errors.New("--limit must be from 1 to 200, not " + strconv.Itoa(cmd.limit))
 	}
 	return cmd, nil
+}
+
+// sharedFlags are the flags every verb takes, which may also come before it (jobguard jobs --url U
+// list), as they would in an alias.
+var sharedFlags = map[string]bool{"url": true, "token": true, "output": true, "o": true}
+
+// verbFirst moves the shared flags given before the verb to after it; anything else before the
+// verb is left where it is, for parse to refuse.
+func verbFirst(args []string) []string {
+	var lead []string
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !sharedFlags[name] {
+			break
+		}
+		n := 2
+		if hasValue {
+			n = 1
+		}
+		if i+n > len(args) {
+			break
+		}
+		lead = append(lead, args[i:i+n]...)
+		i += n
+	}
+	if len(lead) == 0 || i == len(args) {
+		return args
+	}
+	return append(append([]string{args[i]}, lead...), args[i+1:]...)
 }
 
 // parseInterspersed parses fs's flags before and after the one positional argument (the job id)

@@ -130,6 +130,9 @@ func TestJobsTokenRequiredAndWrongTokenAnswered(t *testing.T) {
 	if code, out, errOut = run(t, at, "show", id, "--token", tokenA, "-o", "json"); code != 0 || !strings.Contains(out, id) {
 		t.Fatalf("--token: exit %d %q %q", code, out, errOut)
 	}
+	if code, out, errOut = run(t, nil, "--url", s.url, "--token="+tokenA, "-o", "json", "show", id); code != 0 || !strings.Contains(out, id) {
+		t.Fatalf("the shared flags before the verb: exit %d %q %q", code, out, errOut)
+	}
 	if code, _, errOut = run(t, at, "list", "--token", "two words"); code != 2 || strings.Contains(errOut, "two words") {
 		t.Fatalf("a token no header can carry: exit %d %q", code, errOut)
 	}
