@@ -15,7 +15,9 @@ import (
 
 	"github.com/jobguard/jobguard/app"
 	"github.com/jobguard/jobguard/app/cli"
+	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 // The CLI's tests run it against a real server: the whole app (app.New, as cmd/jobguard does) on
@@ -44,7 +46,7 @@ func startAPI(t *testing.T, env map[string]string) *server {
 	for k, v := range env {
 		full[k] = v
 	}
-	cfg, err := app.FromLookup(lookupFrom(full))
+	cfg, err := config.FromLookup(lookupFrom(full), registry.All())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/jobguard/jobguard/internal/redact"
 )
 
-// DefaultHTTPAddr is the server's HTTP_ADDR default (app.Defaults; TestDefaultsAreTheServers
+// DefaultHTTPAddr is the server's HTTP_ADDR default (config.Defaults; TestDefaultHTTPAddrIsTheServers
 // keeps the two equal): with no URL given, the CLI asks the instance jobguard starts by default.
 const DefaultHTTPAddr = "127.0.0.1:8080"
 

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobguard/jobguard/app"
 	"github.com/jobguard/jobguard/app/cli"
+	"github.com/jobguard/jobguard/app/config"
 )
 
 // unprintable are texts that act on a terminal: ESC and BEL (an OSC title sequence), NUL, VT,
@@ -49,7 +49,7 @@ func TestJobsTextOutputEscapesStoredText(t *testing.T) {
 // With no URL the CLI asks the instance the server starts by default.
 func TestDefaultHTTPAddrIsTheServers(t *testing.T) {
 	t.Parallel()
-	if got, want := cli.DefaultHTTPAddr, app.Defaults().HTTPAddr; got != want {
+	if got, want := cli.DefaultHTTPAddr, config.Defaults().HTTPAddr; got != want {
 		t.Fatalf("cli.DefaultHTTPAddr %q, the server's default HTTP_ADDR %q", got, want)
 	}
 }
