@@ -20,6 +20,7 @@ import (
 
 	"github.com/jobguard/jobguard/app/admin"
 	"github.com/jobguard/jobguard/app/auth"
+	"github.com/jobguard/jobguard/app/cli"
 	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/app/observe"
 	"github.com/jobguard/jobguard/app/store"
@@ -412,12 +413,17 @@ func (a *App) Close() {
 // Main is the whole program behind cmd/jobguard: args are the command-line arguments after the
 // program name, lookup reads the environment. It returns the process exit code; configuration
 // errors are one line on stderr naming the variable. Besides the roles it runs the subcommands
-// version, help (-h, --help) and healthcheck, which print to stdout and start nothing. list is the
-// task types the process runs (cmd/jobguard hands in tasks/registry's; a service's own binary or
-// a test's probe its own): every role, subcommand and help sees list, and app knows no other.
+// version (-v, --version), help (-h, --help), migrate, and the operator CLI's healthcheck and
+// jobs (app/cli, clients of the HTTP API), which start nothing. list is the task types the process
+// runs (cmd/jobguard hands in tasks/registry's; a service's own binary or a test's probe its own):
+// every role, subcommand and help sees list, and app knows no other.
 func Main(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer, list []tasks.Task) int {
+	env := cli.Env{Lookup: lookup, Stdout: stdout, Stderr: stderr, Version: Build().String()}
 	if len(args) > 0 && args[0] == "jobs" {
-		return runJobs(ctx, args[1:], lookup, stdout, stderr, list)
+		if len(args) > 1 && args[1] == "reencrypt" { // the key ring's pass on the stores, not an API request
+			return runReencrypt(ctx, args[2:], lookup, stdout, stderr, list)
+		}
+		return cli.Jobs(ctx, args[1:], env)
 	}
 	if len(args) > 1 {
 		fmt.Fprintln(stderr, usageLine)
@@ -428,8 +434,8 @@ func Main(ctx context.Context, args []string, lookup func(string) (string, bool)
 		roleArg = args[0]
 	}
 	switch roleArg {
-	case "version", "--version":
-		fmt.Fprintln(stdout, Build())
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, env.Version)
 		return 0
 	case "help", "-h", "--help":
 		writeHelp(stdout, list)
@@ -437,12 +443,7 @@ func Main(ctx context.Context, args []string, lookup func(string) (string, bool)
 	case "migrate":
 		return runMigrate(ctx, lookup, stdout, stderr, list)
 	case "healthcheck":
-		u, err := healthcheckURL(lookup)
-		if err != nil {
-			fmt.Fprintln(stderr, "jobguard healthcheck:", err)
-			return 1
-		}
-		return healthcheck(ctx, u, stderr)
+		return cli.Healthcheck(ctx, env)
 	}
 	role, err := ParseRole(roleArg)
 	if err != nil {

@@ -3,6 +3,7 @@ package app
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -107,7 +108,7 @@ func TestEncryptedTypeAtRestInRedisAndSQL(t *testing.T) {
 		t.Fatalf("reencrypt: exit %d %s %s", code, out.String(), errOut.String())
 	}
 	var reports []reencryptReport
-	if decodeCLI(t, out.String(), &reports); len(reports) != 2 || reports[1].Store != "sql" || reports[1].Rewritten != 2 {
+	if decodeOutput(t, out.String(), &reports); len(reports) != 2 || reports[1].Store != "sql" || reports[1].Rewritten != 2 {
 		t.Fatalf("reencrypt: %s", out.String())
 	}
 	var payload, result string
@@ -121,7 +122,7 @@ func TestEncryptedTypeAtRestInRedisAndSQL(t *testing.T) {
 	if code := Main(t.Context(), []string{"jobs", "reencrypt", "-o", "json"}, lookupFrom(rot), &out, &errOut, registry.All()); code != 0 {
 		t.Fatalf("reencrypt with b alone: exit %d %s %s", code, out.String(), errOut.String())
 	}
-	if decodeCLI(t, out.String(), &reports); reports[1].Rewritten != 0 || len(reports[1].Failed) != 0 {
+	if decodeOutput(t, out.String(), &reports); reports[1].Rewritten != 0 || len(reports[1].Failed) != 0 {
 		t.Fatalf("second pass: %s", out.String())
 	}
 	if strings.Contains(out.String()+errOut.String(), keyA) || strings.Contains(out.String()+errOut.String(), keyB) {
@@ -173,5 +174,13 @@ func TestEncryptionConfigErrorsNameTheVariableNotTheKey(t *testing.T) {
 	cfg, err := config.FromLookup(lookupFrom(map[string]string{"ENCRYPTION_KEYS_FILE": goodFile, "ENCRYPT_TYPES": "reserve-stock, rebuild-cache"}), registry.All())
 	if err != nil || cfg.EncryptionKeys.Current() != "b" || len(config.EncryptedTypes(cfg.Tasks)) != 2 {
 		t.Fatalf("%v, %v", cfg.EncryptionKeys, err)
+	}
+}
+
+// decodeOutput reads a command's --output json.
+func decodeOutput(t *testing.T, s string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, s)
 	}
 }

@@ -25,16 +25,18 @@ Usage:
   jobguard migrate      apply every pending PostgreSQL schema step to DATABASE_URL, and say which
   jobguard healthcheck  exit 0 when HEALTHCHECK_URL answers 200 within 2s, else 1 (for a container's HEALTHCHECK)
   jobguard jobs list [--tenant T] [--status S] [--type T] [--limit N] [--cursor C]
-  jobguard jobs get|cancel|retry ID
-                        operate on jobs straight on REDIS_URL (no API token; for operators on the host);
-                        every tenant's jobs without --tenant; --output json; cancel takes --reason.
-                        Exit 0 ok, 1 error, 2 usage, 3 no such job, 4 not in a state the command
-                        applies to (cancel: ended; retry: not failed)
+  jobguard jobs show|cancel|retry ID
+                        operate on jobs through the HTTP API of a running jobguard: --url (JOBGUARD_URL,
+                        default http://127.0.0.1 on HTTP_ADDR's port), --token (JOBGUARD_TOKEN, one of
+                        API_TOKENS); an open API lists every tenant's jobs without --tenant; --output json;
+                        cancel takes --reason; jobguard jobs -h has the rest.
+                        Exit 0 ok, 1 error or no answer, 2 usage, 3 no such job, 4 not in a state the
+                        command applies to (cancel: ended; retry: not failed)
   jobguard jobs reencrypt
                         move encrypted job data (Redis, and the SQL history with DATABASE_URL) to
                         the first key of ENCRYPTION_KEYS; re-runnable; exit 1 lists jobs whose key is
                         missing from the ring
-  jobguard version      print version, commit and Go version
+  jobguard version      print version, commit and Go version (also -v, --version)
   jobguard help         this text (also -h, --help)
 
 Every role serves /metrics, /healthz and /readyz: on ADMIN_ADDR when it is set (no token), else on

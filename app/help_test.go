@@ -101,8 +101,8 @@ func TestHelpListsRolesSubcommandsAndEveryVariable(t *testing.T) {
 }
 
 // MainWith runs a program's own task list: help lists its tasks' settings, and the configuration
-// of a role and of jobguard jobs knows its types (TASK_LIMITS may name them), where Main knows
-// the registry's only.
+// of a role and of jobguard jobs reencrypt knows its types (TASK_LIMITS may name them), where Main
+// knows the registry's only.
 func TestMainWithRunsItsTaskList(t *testing.T) {
 	t.Parallel()
 	own := greet
@@ -113,7 +113,7 @@ func TestMainWithRunsItsTaskList(t *testing.T) {
 		t.Fatalf("help: exit %d, greet's setting not listed:\n%s", code, out.String())
 	}
 	env := lookupFrom(map[string]string{"TASK_LIMITS": "greet=concurrency:x"})
-	for _, args := range [][]string{{"worker"}, {"jobs", "list"}} {
+	for _, args := range [][]string{{"worker"}, {"jobs", "reencrypt"}} {
 		out.Reset()
 		errOut.Reset()
 		if code := Main(context.Background(), args, env, &out, &errOut, list); code != 2 || !strings.Contains(errOut.String(), `greet: concurrency "x"`) {

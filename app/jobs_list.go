@@ -19,7 +19,8 @@ import (
 	"github.com/jobguard/jobguard/internal/freetext"
 )
 
-// listView is GET /jobs: a page of the caller's tenant's jobs, newest first.
+// listView is GET /jobs: a page of the caller's tenant's jobs (an open API's: of tenant=, else of
+// every tenant), newest first.
 type listView struct {
 	Jobs []listedJob `json:"jobs"`
 	// NextCursor continues the list; omitted after the last page.
@@ -28,6 +29,7 @@ type listView struct {
 
 type listedJob struct {
 	JobID      string     `json:"job_id" openapi:"ref=JobID"`
+	Tenant     string     `json:"tenant"`
 	Type       string     `json:"type"`
 	Queue      string     `json:"queue"`
 	Status     string     `json:"status" openapi:"ref=JobStatus"`
@@ -39,13 +41,13 @@ type listedJob struct {
 }
 
 // list is GET /jobs?status=&type=&tag=&tags_match=&error=&created_after=&created_before=&cursor=&limit=
-// (and tenant= when the API is open).
+// (and tenant=, optional when the API is open).
 func (a *api) list(c *fiber.Ctx) error {
 	tenant := tenantOf(c)
 	if asked := c.Query("tenant"); tenant == "" {
-		if asked == "" {
-			return &problem.HTTPError{Status: http.StatusBadRequest, Field: "tenant", Detail: "tenant is required when the API is open (no API_TOKENS)"}
-		}
+		// An open API (no API_TOKENS) has no tenants to keep apart, as its operator routes are
+		// open too: without tenant= it lists every tenant's jobs (jobguard jobs list on the
+		// quickstart instance).
 		tenant = strings.Clone(asked)
 	} else if asked != "" && asked != tenant {
 		return &problem.HTTPError{Status: http.StatusForbidden, Field: "tenant", Detail: "tenant is not the tenant of this token"}
@@ -81,7 +83,7 @@ func (a *api) list(c *fiber.Ctx) error {
 	}
 	out := listView{Jobs: make([]listedJob, 0, len(p.Jobs)), NextCursor: p.Next}
 	for _, j := range p.Jobs {
-		out.Jobs = append(out.Jobs, listedJob{JobID: j.JobID, Type: j.Type, Queue: j.Queue, Status: string(j.Status),
+		out.Jobs = append(out.Jobs, listedJob{JobID: j.JobID, Tenant: j.Tenant, Type: j.Type, Queue: j.Queue, Status: string(j.Status),
 			Attempt: j.Attempt, CreatedAt: stamp(j.CreatedAt), UpdatedAt: stamp(j.UpdatedAt), FinishedAt: stamp(j.FinishedAt), Tags: j.Tags})
 	}
 	return c.JSON(out)
@@ -149,4 +151,13 @@ func searchOf(c *fiber.Ctx, q *engine.ListQuery) error {
 		}
 	}
 	return nil
+}
+
+// statusList names the job statuses, for the answer to a status= no job can have.
+func statusList() string {
+	names := make([]string, len(jobstore.Statuses))
+	for i, s := range jobstore.Statuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }

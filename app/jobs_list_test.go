@@ -40,7 +40,7 @@ func TestListEndpoint(t *testing.T) {
 	if len(seen) != 3 || !seen[ids[0]] || !seen[ids[1]] || !seen[ids[2]] {
 		t.Fatalf("listed %+v, want %v", all, ids)
 	}
-	if j := p1.Jobs[0]; j.Type != "rebuild-cache" || j.Status != "queued" || j.CreatedAt == nil {
+	if j := p1.Jobs[0]; j.Type != "rebuild-cache" || j.Tenant != "t1" || j.Status != "queued" || j.CreatedAt == nil {
 		t.Fatalf("listed job: %+v", j)
 	}
 	var b listView
@@ -61,5 +61,24 @@ func TestListEndpoint(t *testing.T) {
 	}
 	if code := getJSON(t, r, "/jobs", nil); code != 401 {
 		t.Errorf("without a token: %d", code)
+	}
+}
+
+// An open API (no API_TOKENS) lists every tenant's jobs without tenant= (its operator routes are
+// open too; jobguard jobs list relies on it), each naming its tenant, and tenant='s with it.
+func TestListEndpointOnAnOpenAPI(t *testing.T) {
+	t.Parallel()
+	r := startApp(t, RoleAPI, nil)
+	for _, tenant := range []string{"t1", "t2"} {
+		if resp, body := post(t, r, "/jobs/rebuild-cache", `{"tenant_id":"`+tenant+`","resource_id":"a"}`); resp.StatusCode != 202 {
+			t.Fatalf("enqueue: %d %s", resp.StatusCode, body)
+		}
+	}
+	var all, one listView
+	if code := getJSON(t, r, "/jobs", &all); code != 200 || len(all.Jobs) != 2 || all.Jobs[0].Tenant == all.Jobs[1].Tenant || all.Jobs[0].Tenant == "" || all.Jobs[1].Tenant == "" {
+		t.Fatalf("every tenant's: %d %+v", code, all)
+	}
+	if code := getJSON(t, r, "/jobs?tenant=t1", &one); code != 200 || len(one.Jobs) != 1 || one.Jobs[0].Tenant != "t1" {
+		t.Fatalf("t1's: %d %+v", code, one)
 	}
 }

@@ -1,10 +1,14 @@
 package app
 
 import (
+	"bytes"
+	"context"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/jobguard/jobguard/tasks/registry"
 )
 
 func TestBuildInfoPrefersTheLinkerThenTheModule(t *testing.T) {
@@ -38,9 +42,16 @@ func TestBuildInfoPrefersTheLinkerThenTheModule(t *testing.T) {
 	}
 }
 
+func runMain(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), args, lookupFrom(env), &out, &errOut, registry.All())
+	return code, out.String(), errOut.String()
+}
+
 func TestVersionSubcommand(t *testing.T) {
 	t.Parallel()
-	for _, arg := range []string{"version", "--version"} {
+	for _, arg := range []string{"version", "--version", "-v"} {
 		code, out, _ := runMain(t, nil, arg)
 		if code != 0 || out != Build().String()+"\n" || !strings.Contains(out, runtime.Version()) {
 			t.Errorf("%s: exit %d, %q", arg, code, out)

@@ -265,7 +265,7 @@ func TestCancelDuringAKillRescue(t *testing.T) {
 					time.Sleep(20 * time.Millisecond)
 				}
 			}
-			code, out, errOut := jobsCmd(t, url, "cancel", id, "--reason", "kill test")
+			code, out, errOut := jobsCmd(t, []string{"JOBGUARD_URL=http://" + api.addr}, "cancel", id, "--reason", "kill test")
 			runs := src.calls.Load() // the runs that started before the answer
 			if code != 0 {
 				t.Fatalf("cancel: exit %d %q %q", code, out, errOut)

@@ -87,6 +87,9 @@ func TestDependencyDirection(t *testing.T) {
 		{"app/problem", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "web")},
 		{"app/observe", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "app/config", "app/strictjson")},
 		{"app", notProject("cmd", "tasks/rebuildcache", "tasks/reservestock", "tasks/registry")},
+		// The operator CLI is a client of the HTTP API: the JSON is its contract, not the API's
+		// package or the engine. It may print text safely and keep URLs' secrets out of errors.
+		{"app/cli", onlyProject("internal/freetext", "internal/redact")},
 	} {
 		for _, d := range deps(t, root, c.pkg) {
 			if !c.allowed(d) {

@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"context"
@@ -8,26 +8,19 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jobguard/jobguard/app/config"
 	"github.com/jobguard/jobguard/internal/redact"
 )
 
-// healthcheckTimeout bounds jobguard healthcheck's whole request.
-const healthcheckTimeout = 2 * time.Second
+// HealthcheckTimeout bounds jobguard healthcheck's whole request.
+const HealthcheckTimeout = 2 * time.Second
 
 // healthcheckURL is what jobguard healthcheck asks: HEALTHCHECK_URL, else /readyz on the loopback
 // address of the port the probes are served on (ADMIN_ADDR's, else HTTP_ADDR's).
-func healthcheckURL(lookup func(string) (string, bool)) (string, error) {
-	if u, ok := lookup("HEALTHCHECK_URL"); ok && u != "" {
+func healthcheckURL(env Env) (string, error) {
+	if u := env.get("HEALTHCHECK_URL"); u != "" {
 		return u, nil
 	}
-	addr := config.Defaults().HTTPAddr
-	if v, ok := lookup("HTTP_ADDR"); ok && v != "" {
-		addr = v
-	}
-	if v, ok := lookup("ADMIN_ADDR"); ok && v != "" {
-		addr = v
-	}
+	addr := firstSet(env.get("ADMIN_ADDR"), env.get("HTTP_ADDR"), DefaultHTTPAddr)
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", fmt.Errorf("config: HTTP_ADDR/ADMIN_ADDR %q is not host:port", addr)
@@ -35,10 +28,19 @@ func healthcheckURL(lookup func(string) (string, bool)) (string, error) {
 	return "http://" + net.JoinHostPort("127.0.0.1", port) + "/readyz", nil
 }
 
-// healthcheck is jobguard healthcheck: 0 when url answers 200 within healthcheckTimeout, else 1
-// with one line on stderr saying why. No shell or curl needed in the image.
+// Healthcheck is jobguard healthcheck: 0 when its URL (healthcheckURL) answers 200 within
+// HealthcheckTimeout, else 1 with one line on stderr saying why. No shell or curl needed in the image.
+func Healthcheck(ctx context.Context, env Env) int {
+	url, err := healthcheckURL(env)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "jobguard healthcheck:", err)
+		return ExitError
+	}
+	return healthcheck(ctx, url, env.Stderr)
+}
+
 func healthcheck(ctx context.Context, url string, stderr io.Writer) int {
-	ctx, cancel := context.WithTimeout(ctx, healthcheckTimeout)
+	ctx, cancel := context.WithTimeout(ctx, HealthcheckTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+)
+
+// cancel is jobguard jobs cancel ID [--reason R]: POST /jobs/{id}/cancel. The API checks the
+// reason (one line of printable text, at most 200 bytes); its 400 is exit 2.
+func (cmd *command) cancel(ctx context.Context, c *client) error {
+	var body any // no body without a reason, as the API allows
+	if cmd.reason != "" {
+		body = map[string]string{"reason": cmd.reason}
+	}
+	var a cancelAnswer
+	raw, err := c.call(ctx, http.MethodPost, jobPath(cmd.id, "/cancel"), nil, body, &a)
+	if err != nil {
+		return err
+	}
+	if cmd.output == "json" {
+		return writeRaw(cmd.stdout, raw)
+	}
+	fmt.Fprintf(cmd.stdout, "cancelled %s (was %s", shown(a.JobID), shown(a.Was))
+	switch {
+	case a.Was == "processing":
+		fmt.Fprintln(cmd.stdout, "; its run is fenced out and its handler's context cancelled)")
+	case a.DeliveryDeleted:
+		fmt.Fprintln(cmd.stdout, "; its pending delivery was deleted)")
+	default:
+		fmt.Fprintln(cmd.stdout, "; its delivery will be acknowledged without running)")
+	}
+	return nil
+}
+
+// retry is jobguard jobs retry ID: POST /jobs/{id}/retry, for a failed job (409 otherwise: exit 4).
+func (cmd *command) retry(ctx context.Context, c *client) error {
+	var a jobAnswer
+	raw, err := c.call(ctx, http.MethodPost, jobPath(cmd.id, "/retry"), nil, nil, &a)
+	if err != nil {
+		return err
+	}
+	if cmd.output == "json" {
+		return writeRaw(cmd.stdout, raw)
+	}
+	fmt.Fprintf(cmd.stdout, "retrying %s: queued again with its attempts reset\n", shown(a.JobID))
+	return nil
+}
