@@ -33,6 +33,12 @@ var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"stamp":    stampText,
 	"duration": func(d time.Duration) string { return d.Round(time.Millisecond).String() },
 	"join":     strings.Join,
+	"statusClass": func(s string) string {
+		if knownStatus(s) {
+			return "st-" + s
+		}
+		return "st-unknown"
+	},
 }).ParseFS(templateFiles, "templates/*.html"))
 
 // ErrReadOnly answers a cancel or retry sent to a read-only UI.
@@ -88,6 +94,9 @@ func (p *pages) serve(c *fiber.Ctx) (handled bool, err error) {
 		c.Set(fiber.HeaderContentType, "text/javascript; charset=utf-8")
 		c.Set(fiber.HeaderCacheControl, "no-cache")
 		return true, c.Send(jobsScript)
+	}
+	if handled, err := p.serveWorkflows(c, path); handled {
+		return true, err
 	}
 	rest, ok := strings.CutPrefix(path, p.root+"/jobs/")
 	if !ok {
