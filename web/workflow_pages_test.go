@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
 	"github.com/jobguard/jobguard/app"
 	"github.com/jobguard/jobguard/internal/testsupport"
 )
@@ -190,4 +193,82 @@ func TestWorkflowPageThousandNodes(t *testing.T) {
 		t.Fatalf("the 1,000-node page is %d bytes", len(page))
 	}
 	t.Logf("1,000 nodes, %d edges: page %d bytes, answered in %s", edges, len(page), took)
+}
+
+// In a browser: the jobs page links a node's job to its workflow; the workflow's page draws its
+// nodes and refreshes itself until the workflow ends (cancelled here through the API), then stops;
+// on a second workflow, Cancel asks for confirmation (accepted) and the page shows it cancelled.
+func TestBrowserWorkflowPage(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	b := startApp(t, nil)
+	poll := func(what, expr string) string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			v, err := chromedp.Run(ctx, chromedp.Poll[string](expr, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(2*time.Second)))
+			if err == nil {
+				return v
+			}
+			if time.Now().After(deadline) {
+				text, _ := chromedp.Run(ctx, chromedp.Evaluate[string]("document.body.innerText"))
+				t.Fatalf("browser: %s: %v\npage text: %.2000s", what, err, text)
+			}
+		}
+	}
+	first, _ := b.createWorkflow(t, probeNode("a", "block-br-a"), probeNode("b", "br-b", "a"), probeNode("c", "br-c", "a", "b"))
+	if err := chromedp.Do(ctx, chromedp.Navigate(b.base+"/monitoring/jobs?tenant=t1&refresh=1")); err != nil {
+		t.Fatal(err)
+	}
+	poll("a node's row links to its workflow", `document.querySelector("#jobs a.wf") ? "yes" : ""`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#jobs a.wf"))); err != nil {
+		t.Fatal(err)
+	}
+	drawn := poll("the DAG is drawn", `(() => { const n = document.querySelectorAll("#dag a.node"); return n.length === 3 && document.querySelectorAll("#dag path").length === 3 ? "yes" : ""; })()`)
+	if drawn != "yes" {
+		t.Fatal(drawn)
+	}
+	// Live refresh: the page sees the cancel made elsewhere, then stops refreshing.
+	if err := chromedp.Do(ctx, chromedp.Navigate(b.base+"/monitoring/workflows/"+first+"?refresh=1")); err != nil {
+		t.Fatal(err)
+	}
+	poll("the page is live", `document.querySelector("#live-state") ? "yes" : ""`)
+	if code, out := b.do(t, http.MethodPost, "/workflows/"+first+"/cancel", ""); code != http.StatusOK {
+		t.Fatalf("cancel through the API: %d %s", code, out)
+	}
+	poll("the live page shows the workflow cancelled and stops", `(() => { const s = document.querySelector("#wf-status"); const st = document.querySelector("#live-state");
+		return s && s.textContent === "cancelled" && st.textContent.startsWith("ended") && !document.querySelector("#wf-cancel") ? "yes" : ""; })()`)
+
+	second, _ := b.createWorkflow(t, probeNode("a", "block-br2-a"), probeNode("b", "br2-b", "a"))
+	if err := chromedp.Do(ctx, chromedp.Navigate(b.base+"/monitoring/workflows/"+second)); err != nil {
+		t.Fatal(err)
+	}
+	poll("the cancel button is shown", `document.querySelector("#wf-cancel") ? "yes" : ""`)
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	asked := make(chan string, 1)
+	go func() {
+		for ev, err := range dialogs {
+			if err != nil {
+				return
+			}
+			asked <- ev.Message
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+			return
+		}
+	}()
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#wf-cancel"))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case q := <-asked:
+		if !strings.Contains(q, second) {
+			t.Fatalf("the confirmation asked %q", q)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no confirmation was asked")
+	}
+	poll("the page shows the workflow cancelled", `(() => { const s = document.querySelector("#wf-status"); return s && s.textContent === "cancelled" ? "yes" : ""; })()`)
+	if st := b.workflowStatus(t, second); st != "cancelled" {
+		t.Fatalf("after the button the workflow is %s", st)
+	}
 }
