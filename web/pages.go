@@ -20,8 +20,10 @@ import (
 // check: {root}/jobs (search by id; a tenant's jobs by status, type, tags, error text and creation
 // window, with counts per status and type, live refresh and bulk cancel and retry: search.go,
 // bulk.go), {root}/jobs/{id} (record, live lease, progress, deliveries, timeline, cancel and
-// retry) and {root}/schedules (pause and resume). Rendered on the server with html/template; the
-// one script is the jobs page's live refresh (static/jobs.js), and the pages work without it.
+// retry), {root}/workflows and {root}/workflows/{id} (the DAG, live, cancel: workflow_pages.go)
+// and {root}/schedules (pause and resume). Rendered on the server with html/template; the one
+// script (static/jobs.js) is the live refresh and the confirmation before a cancel, and the pages
+// work without it.
 
 //go:embed templates/*.html
 var templateFiles embed.FS
