@@ -138,6 +138,9 @@ func TestWorkflowPage(t *testing.T) {
 	if strings.Contains(page, `id="wf-cancel"`) || !strings.Contains(page, `data-ended="yes"`) || status["a"] != "cancelled" || status["d"] != "cancelled" {
 		t.Fatalf("the cancelled workflow's page: nodes %v\n%s", status, page)
 	}
+	if _, p := b.do(t, http.MethodGet, "/monitoring/workflows", ""); strings.Contains(p, wfLink) {
+		t.Fatal("the list of running workflows shows an ended one")
+	}
 	if code, _ := b.do(t, http.MethodGet, "/monitoring/workflows/wf-0123456789abcdef0123456789ab", ""); code != http.StatusNotFound {
 		t.Fatalf("unknown workflow: %d", code)
 	}
