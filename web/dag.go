@@ -18,7 +18,7 @@ const (
 	dagNodeH  = 26
 	dagColW   = 200 // a column's width: the box and the room its edges leave
 	dagRowH   = 36
-	dagLabel  = 20   // runes of a node's id shown in its box (the full id is in its tooltip)
+	dagLabel  = 18   // runes of a node's id shown in its box (the full id is in its tooltip)
 	dagEdgeMx = 5000 // edges drawn at most: a page stays a page (the nodes are always drawn)
 )
 
