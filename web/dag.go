@@ -20,6 +20,7 @@ const (
 	dagRowH   = 36
 	dagLabel  = 18   // runes of a node's id shown in its box (the full id is in its tooltip)
 	dagEdgeMx = 5000 // edges drawn at most: a page stays a page (the nodes are always drawn)
+	dagWrap   = 25   // rows of a drawing without edges before it wraps into another column
 )
 
 // dagNode is a node's box.
@@ -84,13 +85,23 @@ func layoutDAG(nodes []WorkflowNode, link func(jobID string) string) dagDrawing 
 		}
 	}
 	out := dagDrawing{Nodes: make([]dagNode, len(nodes)), Depth: cols}
-	rows := 0
+	col := depth
+	if cols == 1 && len(nodes) > dagWrap {
+		// No edges at all (a batch): one column of up to 1,000 boxes would be a page tall; the
+		// boxes wrap into columns of dagWrap instead.
+		col = make([]int, len(nodes))
+		for i := range nodes {
+			col[i], row[i] = i/dagWrap, i%dagWrap
+		}
+	}
+	rows, width := 0, 0
 	for i, n := range nodes {
-		x, y := dagPad+depth[i]*dagColW, dagPad+row[i]*dagRowH
+		x, y := dagPad+col[i]*dagColW, dagPad+row[i]*dagRowH
+		width = max(width, col[i])
 		out.Nodes[i] = dagNode{WorkflowNode: n, X: x, Y: y, TextX: x + 8, TextY: y + 17, Label: cut(n.ID, dagLabel), Link: link(n.JobID), Depth: depth[i], Row: row[i]}
 		rows = max(rows, row[i]+1)
 	}
-	out.Width = 2*dagPad + max(cols-1, 0)*dagColW + dagNodeW
+	out.Width = 2*dagPad + width*dagColW + dagNodeW
 	out.Height = 2*dagPad + max(rows-1, 0)*dagRowH + dagNodeH
 	for i, n := range nodes {
 		for _, p := range n.Parents {

@@ -122,3 +122,20 @@ func BenchmarkWorkflowPageRender(b *testing.B) {
 	}
 	b.ReportMetric(float64(size), "bytes/page")
 }
+
+// A workflow without edges (a batch) wraps into columns of dagWrap boxes instead of one column
+// as tall as its nodes.
+func TestLayoutDAGWrapsABatch(t *testing.T) {
+	t.Parallel()
+	nodes := make([]WorkflowNode, 60)
+	for i := range nodes {
+		nodes[i] = WorkflowNode{ID: "j" + strconv.Itoa(i)}
+	}
+	d := layoutDAG(nodes, func(string) string { return "" })
+	if d.Height != 2*dagPad+(dagWrap-1)*dagRowH+dagNodeH || d.Width != 2*dagPad+2*dagColW+dagNodeW {
+		t.Fatalf("60 boxes without edges drawn %dx%d", d.Width, d.Height)
+	}
+	if d.Nodes[26].X != dagPad+dagColW || d.Nodes[26].Y != dagPad+dagRowH {
+		t.Fatalf("box 26 at (%d,%d)", d.Nodes[26].X, d.Nodes[26].Y)
+	}
+}
