@@ -1,9 +1,14 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/locking"
 )
 
 // A bulk with an Idempotency-Key is answered as the single route is: the same key and body get
@@ -118,5 +123,38 @@ func TestBulkIdempotencyKeyConcurrent(t *testing.T) {
 	var a bulkAnswer
 	if err := json.Unmarshal([]byte(out), &a); err != nil || resp.StatusCode != 200 || a.Created != 0 || a.Deduplicated != 3 {
 		t.Fatalf("after the race: %d %s", resp.StatusCode, out)
+	}
+}
+
+// A bulk that kept nothing because an item failed for a reason that may pass (503 dedup_pending:
+// a duplicate of a job whose enqueue was never confirmed) is not stored for its Idempotency-Key:
+// the retry with the key runs again and creates the job once the duplicate is gone.
+func TestBulkIdempotencyKeyNotKeptAfterA5xx(t *testing.T) {
+	t.Parallel()
+	r := startApp(t, RoleAPI, nil)
+	locks := locking.New(r.Redis(), locking.WithPrefix("jobguard"))
+	tag := engine.ResourceTag("t1:bulk-home")
+	dead := engine.NewJobID("t1:bulk-home", time.Now())
+	markers := []string{locks.Key(tag, "dedup:rebuild"), locks.Key(tag, "dedup-pending:rebuild")}
+	for _, k := range markers {
+		r.Redis().Set(context.Background(), k, dead, time.Minute)
+	}
+	body := `{"items":[{"tenant_id":"t1","resource_id":"bulk-home"}]}`
+	key := []string{"Idempotency-Key", `"bulk-5xx"`}
+	resp, out := post(t, r, "/jobs/rebuild-cache/bulk", body, key...)
+	var a bulkAnswer
+	if err := json.Unmarshal([]byte(out), &a); err != nil || resp.StatusCode != 200 || a.Refused != 1 || a.Items[0].Status != 503 ||
+		a.Items[0].Problem.Code != CodeDedupPending {
+		t.Fatalf("bulk with a pending duplicate: %d %s", resp.StatusCode, out)
+	}
+	idem := idempotency{rdb: r.Redis(), prefix: "jobguard"}
+	if n := r.Redis().Exists(context.Background(), idem.recordKey("", "bulk-5xx")).Val(); n != 0 {
+		t.Fatal("the Idempotency-Key was kept after a bulk that kept nothing and failed with a 503")
+	}
+	r.Redis().Del(context.Background(), markers...)
+	resp, out = post(t, r, "/jobs/rebuild-cache/bulk", body, key...)
+	a = bulkAnswer{}
+	if err := json.Unmarshal([]byte(out), &a); err != nil || resp.StatusCode != 200 || a.Created != 1 || resp.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("the retry with the key: %d %s", resp.StatusCode, out)
 	}
 }
