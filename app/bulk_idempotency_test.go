@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/locking"
 )
@@ -35,7 +36,7 @@ func TestBulkIdempotencyKey(t *testing.T) {
 	}
 	other := `{"items":[{"tenant_id":"t1","resource_id":"ik3"}]}`
 	resp, out := post(t, r, "/jobs/rebuild-cache/bulk", other, key...)
-	if p := decodeProblem(t, resp, out); p.Status != 422 || p.Field != "Idempotency-Key" || p.Code != CodeIdempotencyKeyReused {
+	if p := decodeProblem(t, resp, out); p.Status != 422 || p.Field != "Idempotency-Key" || p.Code != problem.CodeIdempotencyKeyReused {
 		t.Fatalf("other body, same key: %+v", p)
 	}
 	resp, out = post(t, r, "/jobs/rebuild-cache/bulk?atomic=true", body, key...)
@@ -144,7 +145,7 @@ func TestBulkIdempotencyKeyNotKeptAfterA5xx(t *testing.T) {
 	resp, out := post(t, r, "/jobs/rebuild-cache/bulk", body, key...)
 	var a bulkAnswer
 	if err := json.Unmarshal([]byte(out), &a); err != nil || resp.StatusCode != 200 || a.Refused != 1 || a.Items[0].Status != 503 ||
-		a.Items[0].Problem.Code != CodeDedupPending {
+		a.Items[0].Problem.Code != problem.CodeDedupPending {
 		t.Fatalf("bulk with a pending duplicate: %d %s", resp.StatusCode, out)
 	}
 	idem := idempotency{rdb: r.Redis(), prefix: "jobguard"}

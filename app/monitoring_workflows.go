@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/web"
@@ -50,9 +51,9 @@ func (m monitoringJobs) CancelWorkflow(ctx context.Context, id string) error {
 	err := m.stack.CancelWorkflow(ctx, id)
 	switch {
 	case errors.Is(err, engine.ErrWorkflowNotFound):
-		return &HTTPError{Status: http.StatusNotFound, Detail: "no workflow " + id}
+		return &problem.HTTPError{Status: http.StatusNotFound, Detail: "no workflow " + id}
 	case errors.Is(err, engine.ErrWorkflowEnded):
-		return &HTTPError{Status: http.StatusConflict, Code: CodeWorkflowEnded, Detail: "the workflow has ended: " + err.Error()}
+		return &problem.HTTPError{Status: http.StatusConflict, Code: problem.CodeWorkflowEnded, Detail: "the workflow has ended: " + err.Error()}
 	}
 	return err
 }
