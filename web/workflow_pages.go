@@ -23,7 +23,7 @@ const (
 )
 
 // workflowStatuses are the node statuses a workflow's counts show, in a run's order.
-var workflowStatuses = []string{"held", "queued", "processing", "retrying", "done", "failed", "skipped", "cancelled", "revoked", "expired"}
+var workflowStatuses = []string{"held", "queued", "waiting", "processing", "retrying", "done", "failed", "skipped", "cancelled", "revoked", "expired"}
 
 // knownStatus says whether a status has a colour of its own (anything else is drawn as unknown).
 func knownStatus(s string) bool {
