@@ -58,6 +58,7 @@ func (m monitoringJobs) Job(ctx context.Context, id string) (*web.Job, error) {
 		Record: make(map[string]string, len(v.Raw)),
 		Lease:  web.Lease{Owner: v.Lease.Owner, Remaining: v.Lease.Remaining, Fence: v.Lease.Fence},
 	}
+	j.Workflow, j.WorkflowNode, _ = jobstore.WorkflowOf(r.Workflow)
 	if seal.Sealed(j.Result) {
 		j.Result = encryptedLabel
 	}
@@ -108,7 +109,8 @@ func (m monitoringJobs) List(ctx context.Context, q web.JobQuery) (web.JobPage, 
 	for _, l := range p.Jobs {
 		out.Jobs = append(out.Jobs, web.JobRow{ID: l.JobID, Tenant: l.Tenant, Type: l.Type, Queue: l.Queue, Status: string(l.Status),
 			Ended: l.Status.Terminal(), Failed: l.Status == jobstore.StatusFailed, Attempt: l.Attempt, CreatedAt: l.CreatedAt,
-			UpdatedAt: l.UpdatedAt, Tags: l.Tags, LastError: l.LastError, Progress: l.Progress, ProgressReported: !l.ProgressAt.IsZero()})
+			UpdatedAt: l.UpdatedAt, Tags: l.Tags, LastError: l.LastError, Progress: l.Progress, ProgressReported: !l.ProgressAt.IsZero(),
+			Workflow: workflowID(l.Workflow)})
 	}
 	return out, nil
 }

@@ -336,12 +336,16 @@ func coreOperations() []apidoc.Operation {
 				{Status: http.StatusServiceUnavailable, Ref: "Unavailable"},
 			}},
 		{Method: http.MethodGet, Path: "/workflows/{id}/events", ID: "workflowEvents", Summary: "The workflow's node statuses as server-sent events",
-			Tags:   []string{"workflows"},
-			Params: []apidoc.Param{{Ref: "WorkflowIDPath"}},
+			Tags: []string{"workflows"},
+			Params: []apidoc.Param{{Ref: "WorkflowIDPath"},
+				{Name: "Last-Event-ID", In: "header", Description: "Resume after this event id (a decimal; anything else is 400): the node ends " +
+					"numbered above it, in order, and the current status of each node not ended that is no longer as created.",
+					Schema: apidoc.Schema{"type": "integer", "minimum": 0, "maximum": 9223372036854775806}}},
 			Responses: []apidoc.Response{
 				{Status: http.StatusOK, Description: "`text/event-stream`: `event: node` for each node status not sent yet on this stream (the first " +
-					"read sends every node's; `data` = a WorkflowNodeEvent), `event: end` once the workflow has " +
-					"ended (`data` = a WorkflowEventEnd), `: ping` every 15 s; a stream lasts at most 10 minutes.",
+					"read sends every node's; `data` = a WorkflowNodeEvent; `id` = the number of the node's end, or of the last end sent for a " +
+					"node not ended), `event: end` once the workflow has ended (`data` = a WorkflowEventEnd), `: ping` every 15 s; a stream " +
+					"lasts at most 10 minutes.",
 					Headers: rateHeaders, ContentType: "text/event-stream",
 					Body: apidoc.Schema{"type": "string"}},
 				{Status: http.StatusBadRequest, Ref: "BadRequest"},

@@ -4,21 +4,29 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 )
 
-// workflowEvents is GET /workflows/{id}/events: server-sent events, one `event: node` per node
-// status the stream has not sent yet (the first read sends every node's; data: id, job_id,
-// status), then `event: end` with the workflow's status once it has ended. Ids count the
-// stream's events; a reconnecting client gets every node's status again (a workflow's state is
-// its nodes' statuses, not a history). The machinery is the jobs' stream's (events.go): the
-// App's stream context, eventsMaxStream, the streams' caps per caller and in all, a fresh
-// REQUEST_TIMEOUT per poll, the write deadline pushed on by each write.
+// workflowEvents is GET /workflows/{id}/events: server-sent events, `event: node` (data: id,
+// job_id, status) for each node status the stream has not sent yet, then `event: end` with the
+// workflow's status once it has ended.
+//
+// Ids (workflowFeed): a node's end, once told to the workflow, is numbered in the workflow's hash
+// (1 for the first node to end, then 2...), and its event carries that number; an event of a
+// node still running carries the number of the last end sent. Last-Event-ID: n resumes after the
+// n-th end: the ends numbered above n, then the nodes that have not ended and are no longer as
+// created (held with parents, queued without). The first read of a fresh stream sends every
+// node's. The machinery is the jobs' stream's (events.go): the App's stream context,
+// eventsMaxStream, the streams' caps per caller and in all, a fresh REQUEST_TIMEOUT per poll, the
+// write deadline pushed on by each write.
 func (a *api) workflowEvents(c *fiber.Ctx) error {
+	from, err := lastEventID(c.Get("Last-Event-ID"))
+	if err != nil {
+		return err
+	}
 	timeout := 5 * time.Second
 	if d, ok := c.UserContext().Deadline(); ok {
 		timeout = time.Until(d)
@@ -39,13 +47,13 @@ func (a *api) workflowEvents(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
+	c.Context().Response.ImmediateHeaderFlush = true
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer release()
 		ctx, cancel := context.WithTimeout(a.streams, eventsMaxStream)
 		defer cancel()
 		s := eventStream{w: w, conn: conn}
-		sent := map[string]string{}
-		seq := 0
+		f := newWorkflowFeed(from)
 		tick := time.NewTicker(eventsPoll)
 		defer tick.Stop()
 		idle := time.Now()
@@ -56,18 +64,8 @@ func (a *api) workflowEvents(c *fiber.Ctx) error {
 			if err != nil {
 				return
 			}
-			var b strings.Builder
-			for _, n := range viewOfWorkflow(v).Nodes {
-				if sent[n.ID] == n.Status {
-					continue
-				}
-				sent[n.ID] = n.Status
-				data, _ := json.Marshal(workflowNodeEvent{ID: n.ID, JobID: n.JobID, Status: n.Status})
-				fmt.Fprintf(&b, "id: %d\nevent: node\ndata: %s\n\n", seq, data)
-				seq++
-			}
-			if b.Len() > 0 {
-				if !s.write(b.String()) {
+			if text := f.next(v); text != "" {
+				if !s.write(text) {
 					return
 				}
 				idle = time.Now()
@@ -87,6 +85,9 @@ func (a *api) workflowEvents(c *fiber.Ctx) error {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
+				if peerGone(conn) {
+					return
+				}
 			}
 		}
 	})

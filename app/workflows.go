@@ -189,6 +189,12 @@ func (a *api) checkTenant(c *fiber.Ctx, tenant string) error {
 // get the stored answer again (Idempotent-Replayed), another body 422, a request still in flight
 // 409; the answer is stored once create succeeded, and the claim released when it failed.
 func (a *api) once(c *fiber.Ctx, tenant string, create func() (answer, error)) error {
+	return a.onceFor(c, tenant, fingerprint(c.Method(), c.Path(), c.Body()), create)
+}
+
+// onceFor is once for a request fingerprinted fp (a route whose query changes what it does puts
+// that in the fingerprint, so the same key and body with another query is 422, not a replay).
+func (a *api) onceFor(c *fiber.Ctx, tenant, fp string, create func() (answer, error)) error {
 	key, err := idempotencyKeyOf(c)
 	if err != nil {
 		return err
@@ -197,7 +203,7 @@ func (a *api) once(c *fiber.Ctx, tenant string, create func() (answer, error)) e
 	var cl *claim
 	if key != "" {
 		var stored *answer
-		cl, stored, err = a.idem.begin(c.UserContext(), tenant, key, fingerprint(c.Method(), c.Path(), c.Body()))
+		cl, stored, err = a.idem.begin(c.UserContext(), tenant, key, fp)
 		if err := trip.judgeClaim(stored, err); errors.Is(err, errReplay) {
 			return trip.replay()
 		} else if err != nil {
@@ -205,6 +211,13 @@ func (a *api) once(c *fiber.Ctx, tenant string, create func() (answer, error)) e
 		}
 	}
 	ans, err := create()
+	if errors.Is(err, errAnswerNotKept) {
+		if cl != nil {
+			a.idem.release(c.UserContext(), cl)
+		}
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Status(ans.status).Send(ans.body)
+	}
 	if err != nil && ans.status == 0 {
 		if cl != nil {
 			a.idem.release(c.UserContext(), cl)
@@ -221,10 +234,16 @@ func (a *api) once(c *fiber.Ctx, tenant string, create func() (answer, error)) e
 	if err != nil {
 		return err
 	}
-	c.Set(fiber.HeaderLocation, ans.location)
+	if ans.location != "" {
+		c.Set(fiber.HeaderLocation, ans.location)
+	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Status(ans.status).Send(ans.body)
 }
+
+// errAnswerNotKept: create's answer is sent but not stored for the Idempotency-Key, whose claim
+// is released (nothing was kept, and the failure may pass: a retry with the key runs again).
+var errAnswerNotKept = errors.New("app: answer not kept for the Idempotency-Key")
 
 // loadWorkflow reads the workflow of the path's id, 404 when there is none or it is another
 // tenant's.

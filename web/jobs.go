@@ -27,6 +27,13 @@ type Jobs interface {
 	// PauseSchedule pauses (paused true) or resumes a schedule, as POST /schedules/{name}/pause
 	// and /resume do (no such schedule: an error the app's error handler answers 404).
 	PauseSchedule(ctx context.Context, name string, paused bool) error
+	// Workflow reads a workflow and its nodes; nil (and no error) when there is none.
+	Workflow(ctx context.Context, id string) (*Workflow, error)
+	// Workflows lists up to n running workflows, the newest first (ended ones are not listed).
+	Workflows(ctx context.Context, n int) ([]WorkflowRow, error)
+	// CancelWorkflow cancels a running workflow, as POST /workflows/{id}/cancel does (no such
+	// workflow 404, ended 409 through the app's error handler).
+	CancelWorkflow(ctx context.Context, id string) error
 }
 
 // Job is a job as the jobs page shows it.
@@ -51,6 +58,8 @@ type Job struct {
 	Lease  Lease
 	// Timeline is oldest first.
 	Timeline []Event
+	// Workflow and WorkflowNode name the workflow the job is a node of ("" none).
+	Workflow, WorkflowNode string
 }
 
 // Lease is the live lease of a job's resource.
@@ -100,6 +109,8 @@ type JobRow struct {
 	// Progress is the last a handler reported; ProgressReported is false when none did.
 	Progress         int
 	ProgressReported bool
+	// Workflow is the id of the workflow the job is a node of ("" none).
+	Workflow string
 }
 
 // Schedules is the scheduler's overview.

@@ -20,8 +20,10 @@ import (
 // check: {root}/jobs (search by id; a tenant's jobs by status, type, tags, error text and creation
 // window, with counts per status and type, live refresh and bulk cancel and retry: search.go,
 // bulk.go), {root}/jobs/{id} (record, live lease, progress, deliveries, timeline, cancel and
-// retry) and {root}/schedules (pause and resume). Rendered on the server with html/template; the
-// one script is the jobs page's live refresh (static/jobs.js), and the pages work without it.
+// retry), {root}/workflows and {root}/workflows/{id} (the DAG, live, cancel: workflow_pages.go)
+// and {root}/schedules (pause and resume). Rendered on the server with html/template; the one
+// script (static/jobs.js) is the live refresh and the confirmation before a cancel, and the pages
+// work without it.
 
 //go:embed templates/*.html
 var templateFiles embed.FS
@@ -33,6 +35,12 @@ var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"stamp":    stampText,
 	"duration": func(d time.Duration) string { return d.Round(time.Millisecond).String() },
 	"join":     strings.Join,
+	"statusClass": func(s string) string {
+		if knownStatus(s) {
+			return "st-" + s
+		}
+		return "st-unknown"
+	},
 }).ParseFS(templateFiles, "templates/*.html"))
 
 // ErrReadOnly answers a cancel or retry sent to a read-only UI.
@@ -88,6 +96,9 @@ func (p *pages) serve(c *fiber.Ctx) (handled bool, err error) {
 		c.Set(fiber.HeaderContentType, "text/javascript; charset=utf-8")
 		c.Set(fiber.HeaderCacheControl, "no-cache")
 		return true, c.Send(jobsScript)
+	}
+	if handled, err := p.serveWorkflows(c, path); handled {
+		return true, err
 	}
 	rest, ok := strings.CutPrefix(path, p.root+"/jobs/")
 	if !ok {

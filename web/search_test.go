@@ -164,7 +164,8 @@ func TestJobsPageSearchCountsAndBulk(t *testing.T) {
 	}
 
 	// asynqmon's page links to jobguard's.
-	if page = get("/monitoring/"); !strings.Contains(page, `id="jobguard-banner"`) || !strings.Contains(page, `href="/monitoring/jobs"`) || !strings.Contains(page, `href="/monitoring/schedules"`) {
+	if page = get("/monitoring/"); !strings.Contains(page, `id="jobguard-banner"`) || !strings.Contains(page, `href="/monitoring/jobs"`) || !strings.Contains(page, `href="/monitoring/schedules"`) ||
+		!strings.Contains(page, `href="/monitoring/workflows"`) {
 		t.Fatalf("asynqmon's page has no banner:\n%.3000s", page)
 	}
 }

@@ -162,6 +162,8 @@ type Listed struct {
 	// Progress (0-100) is the last the handler reported; ProgressAt is zero when none did.
 	Progress   int
 	ProgressAt time.Time
+	// Workflow is the record's FieldWorkflow ("<workflow id>:<node id>", "" for no workflow's node).
+	Workflow string
 }
 
 // Page is one page of a list; Next is "" after the last.
@@ -175,7 +177,7 @@ type Page struct {
 
 // listFields are what a list reads of each record, in Listed's order.
 var listFields = []string{FieldType, FieldQueue, FieldStatus, FieldAttempt, FieldCreatedAt, FieldUpdatedAt, FieldFinishedAt, FieldTenant,
-	FieldTags, FieldLastError, FieldProgress, FieldProgressAt}
+	FieldTags, FieldLastError, FieldProgress, FieldProgressAt, FieldWorkflow}
 
 // indexEntry is one entry of a job index.
 type indexEntry struct {
@@ -316,7 +318,8 @@ func (s *Store) List(ctx context.Context, q ListQuery) (Page, error) {
 		derive(id, f) // a final record's created_at and updated_at
 		l := Listed{JobID: id, Type: f[FieldType], Queue: f[FieldQueue], Status: Status(f[FieldStatus]), Attempt: atoi(f[FieldAttempt]),
 			CreatedAt: stamp(f[FieldCreatedAt]), UpdatedAt: stamp(f[FieldUpdatedAt]), FinishedAt: stamp(f[FieldFinishedAt]), Tenant: f[FieldTenant],
-			Tags: splitTags(f[FieldTags]), LastError: f[FieldLastError], Progress: atoi(f[FieldProgress]), ProgressAt: stamp(f[FieldProgressAt])}
+			Tags: splitTags(f[FieldTags]), LastError: f[FieldLastError], Progress: atoi(f[FieldProgress]), ProgressAt: stamp(f[FieldProgressAt]),
+			Workflow: f[FieldWorkflow]}
 		if !q.Match(l) {
 			continue
 		}

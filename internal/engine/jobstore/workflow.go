@@ -40,6 +40,7 @@ const (
 	WfBad      = "b:"   // how many of its parents ended other than done
 	WfWhy      = "why:" // the first parent that ended other than done, and how
 	WfEnd      = "e:"   // its job's terminal status, once told
+	WfEndSeq   = "n:"   // when it was told: 1 for the first node told, 2 for the next, ...
 )
 
 // Workflow statuses.
@@ -348,6 +349,9 @@ type WorkflowNodeState struct {
 	// Pending is how many parents have not ended; Ended the node's status once told ("" before).
 	Pending int
 	Ended   Status
+	// EndSeq numbers the node's end among the workflow's (1 first; 0 before it ended, or for an
+	// end told before the field was written).
+	EndSeq int
 	// Why is the first parent that ended other than done, and how.
 	Why string
 }
@@ -372,7 +376,7 @@ func (s *Store) LoadWorkflow(ctx context.Context, id string) (WorkflowRecord, er
 			pol = PolicyAllDone
 		}
 		w.Nodes = append(w.Nodes, WorkflowNodeState{ID: n, JobID: f[WfJob+n], Policy: pol, Parents: splitList(f[WfParents+n]),
-			Pending: atoi(f[WfPending+n]), Ended: Status(f[WfEnd+n]), Why: f[WfWhy+n]})
+			Pending: atoi(f[WfPending+n]), Ended: Status(f[WfEnd+n]), EndSeq: atoi(f[WfEndSeq+n]), Why: f[WfWhy+n]})
 	}
 	return w, nil
 }

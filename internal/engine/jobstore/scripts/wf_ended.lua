@@ -3,7 +3,8 @@
 -- told (the ending process, the sweeper's repair pass): every child's pending-parent count goes
 -- down by one, and a child whose count reaches 0 is decided: released, or skipped when a parent
 -- did not end done and its policy is all_done. A cancelled workflow decides nothing (its cancel
--- ends every node). When every node has ended the workflow's status becomes done (every node
+-- ends every node). The node's end is numbered (its 'n:' field: 1 for the first node to end, and
+-- so on). When every node has ended the workflow's status becomes done (every node
 -- done), cancelled (it was cancelled) or failed.
 -- KEYS[1] workflow hash
 -- ARGV[1] node id, ARGV[2] the node's job status, ARGV[3] now (unix ms), ARGV[4] retention ms
@@ -16,6 +17,8 @@ if not status then return {'gone', ''} end
 if redis.call('HEXISTS', wf, 'j:' .. node) == 0 then return {'unknown', status} end
 if redis.call('HSETNX', wf, 'e:' .. node, st) == 0 then return {'noted', status} end
 local ended = redis.call('HINCRBY', wf, 'ended', 1)
+-- The node's place in the order of ends: the workflow's event stream uses it as the event's id.
+redis.call('HSET', wf, 'n:' .. node, ended)
 local notdone = tonumber(redis.call('HGET', wf, 'notdone') or '0')
 if st ~= 'done' then notdone = redis.call('HINCRBY', wf, 'notdone', 1) end
 local cancelled = redis.call('HGET', wf, 'cancelled') == '1'
