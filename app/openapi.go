@@ -129,6 +129,9 @@ func describeSchemas(d *apidoc.Document) {
 // rateHeaders are the headers of an answer that went through the rate limit.
 var rateHeaders = []string{"X-Request-ID", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
 
+// replayedHeaders are an answer's headers on a route that takes an Idempotency-Key.
+var replayedHeaders = append(append([]string{}, rateHeaders...), "Idempotent-Replayed")
+
 // defineShared adds the headers, parameters, answers and security schemes the routes share.
 func defineShared(d *apidoc.Document) {
 	d.Header("X-Request-ID", apidoc.Header{Description: "The request's id (an incoming X-Request-ID of up to 128 visible characters is kept); also the " +
@@ -196,6 +199,10 @@ func defineShared(d *apidoc.Document) {
 		"(`too_many_streams`).",
 		Headers: []string{"X-Request-ID", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After"},
 		Codes:   []string{problem.CodeRateLimited, problem.CodeTooManyStreams}})
+	d.Response("IdempotencyInFlight", apidoc.Response{Description: "A request with this Idempotency-Key is still being processed. Codes: `idempotency_key_in_flight`.",
+		Headers: rateHeaders, Codes: []string{problem.CodeIdempotencyInFlight}})
+	d.Response("IdempotencyKeyReused", apidoc.Response{Description: "The Idempotency-Key was used for a different request. Codes: `idempotency_key_reused`.",
+		Headers: rateHeaders, Codes: []string{problem.CodeIdempotencyKeyReused}})
 	d.Response("Internal", apidoc.Response{Description: "A fault of jobguard, logged under `request_id`. Codes: `internal`.",
 		Headers: []string{"X-Request-ID"},
 		Codes:   []string{problem.CodeInternal}})
@@ -238,8 +245,7 @@ func taskOperations(d *apidoc.Document, t tasks.Task) []apidoc.Operation {
 			inFlight,
 			{Status: http.StatusRequestEntityTooLarge, Ref: "BodyTooLarge"},
 			{Status: http.StatusUnsupportedMediaType, Ref: "UnsupportedMediaType"},
-			{Status: http.StatusUnprocessableEntity, Description: "The Idempotency-Key was used for a different request. Codes: `idempotency_key_reused`.",
-				Headers: rateHeaders, Codes: []string{problem.CodeIdempotencyKeyReused}},
+			{Status: http.StatusUnprocessableEntity, Ref: "IdempotencyKeyReused"},
 			{Status: http.StatusTooManyRequests, Ref: "RateLimited"},
 			{Status: http.StatusInternalServerError, Ref: "Internal"},
 			{Status: http.StatusServiceUnavailable, Description: "Redis did not answer, the job could not be queued, a duplicate's first enqueue is not " +
@@ -260,16 +266,15 @@ func taskOperations(d *apidoc.Document, t tasks.Task) []apidoc.Operation {
 			Schema: apidoc.Schema{"type": "string", "enum": []string{"true", "false"}}}},
 		Request: bulkRequest{},
 		Responses: []apidoc.Response{
-			{Status: http.StatusOK, Description: "Every item's answer.", Headers: append(append([]string{}, rateHeaders...), "Idempotent-Replayed"), Body: bulkAnswer{}},
+			{Status: http.StatusOK, Description: "Every item's answer.", Headers: replayedHeaders, Body: bulkAnswer{}},
 			{Status: http.StatusBadRequest, Ref: "BadRequest"},
 			{Status: http.StatusUnauthorized, Ref: "Unauthorized"},
 			{Status: http.StatusForbidden, Ref: "Forbidden"},
 			{Status: http.StatusNotFound, Ref: "NotServed"},
-			inFlight,
+			{Status: http.StatusConflict, Ref: "IdempotencyInFlight"},
 			{Status: http.StatusRequestEntityTooLarge, Ref: "BodyTooLarge"},
 			{Status: http.StatusUnsupportedMediaType, Ref: "UnsupportedMediaType"},
-			{Status: http.StatusUnprocessableEntity, Description: "The Idempotency-Key was used for a different request (another body or mode). Codes: `idempotency_key_reused`.",
-				Headers: rateHeaders, Codes: []string{problem.CodeIdempotencyKeyReused}},
+			{Status: http.StatusUnprocessableEntity, Ref: "IdempotencyKeyReused"},
 			{Status: http.StatusTooManyRequests, Ref: "RateLimited"},
 			{Status: http.StatusInternalServerError, Ref: "Internal"},
 			{Status: http.StatusServiceUnavailable, Ref: "Unavailable"},
