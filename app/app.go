@@ -22,6 +22,7 @@ import (
 	"github.com/jobguard/jobguard/app/auth"
 	"github.com/jobguard/jobguard/app/cli"
 	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/app/httpapi"
 	"github.com/jobguard/jobguard/app/observe"
 	"github.com/jobguard/jobguard/app/store"
 	"github.com/jobguard/jobguard/history"
@@ -88,7 +89,7 @@ type App struct {
 	// streams ends the open event streams (GET /jobs/{id}/events) before the HTTP shutdown waits for them.
 	streams     context.Context
 	stopStreams context.CancelFunc
-	feeds       *feeds // the event streams' shared pollers and caps; nil when the role serves no API
+	api         *httpapi.API // nil when the role serves no API
 
 	closeOnce sync.Once
 }
@@ -166,14 +167,14 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 		return nil, &config.Error{Var: "SCHEDULES", Err: err}
 	}
 
-	hm := newHTTPMetrics()
+	hm := httpapi.NewMetrics()
 	// HTTP_ADDR serves the API and UI, and the admin endpoints without ADMIN_ADDR: a worker whose
 	// admin endpoints moved there has nothing for it, so it does not listen on it at all.
 	if role.serves(RoleAPI) || cfg.AdminAddr == "" {
-		a.http = newFiber(cfg, a.log, hm)
+		a.http = httpapi.NewServer(cfg, a.log, hm)
 	}
 	ping := func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() }
-	own := append(hm.collectors(), a.guard.Collectors()...)
+	own := append(hm.Collectors(), a.guard.Collectors()...)
 	reg := observe.NewRegistry(append(own, a.sched.Collectors()...), a.inspector, ping)
 	reg.MustRegister(buildInfoCollector(Build()))
 	if role.serves(RoleWorker) {
@@ -181,9 +182,9 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 	}
 	pr := admin.Probes{Ping: ping, Worker: a.worker}
 	if cfg.AdminAddr != "" {
-		a.admin = newFiber(cfg, a.log, hm)
+		a.admin = httpapi.NewServer(cfg, a.log, hm)
 		admin.Routes(a.admin, pr, reg, nil)
-		a.admin.Use(fallback(a.admin))
+		a.admin.Use(httpapi.Fallback(a.admin))
 	} else {
 		var guard fiber.Handler
 		if len(cfg.APITokens) > 0 {
@@ -193,21 +194,13 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 	}
 
 	if role.serves(RoleAPI) {
-		// One limiter: what it saw of a budget (spent, or Redis failing) serves every route.
-		a.feeds = newFeeds(a.streams, a.stack.Store(), eventsPoll, cfg.RequestTimeout, cfg.EventStreamsPerTenant, cfg.EventStreamsMax)
-		limiter := newRateLimiter(a.rdb, cfg.KeyPrefix, cfg.RateLimit, cfg.RateLimitBurst, a.log) // nil when RATE_LIMIT=0
-		doc, err := apiDocument(cfg.Tasks)
-		if err != nil {
-			return nil, fmt.Errorf("app: the API's description: %w", err) // a bad `openapi` tag on a task's type
+		apiDeps := httpapi.Deps{
+			Config: cfg, Log: a.log, Redis: a.rdb, Stack: a.stack, Client: a.client, Sched: a.sched, SQL: a.sql,
+			Metrics: hm, Streams: a.streams,
 		}
-		openAPIRoute(a.http, doc) // no token: the description is public
-		(&api{
-			stack: a.stack, client: a.client, tokens: auth.NewTokens(cfg.APITokens), tasks: cfg.Tasks, metrics: hm, sql: a.sql, streams: a.streams,
-			limiter: limiter,
-			feeds:   a.feeds,
-			idem:    idempotency{rdb: a.rdb, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention, deadline: a.stack.WriteDeadline},
-		}).routes(a.http)
-		operatorRoutes(a.http, a.sched, auth.NewTokens(cfg.OperatorTokens), auth.NewTokens(cfg.APITokens), limiter.handler())
+		if a.api, err = httpapi.Mount(a.http, apiDeps); err != nil {
+			return nil, err
+		}
 		if err := web.Mount(a.http, a.rdb, web.Monitoring{
 			User:     cfg.MonitoringUser,
 			Password: cfg.MonitoringPassword,
@@ -217,7 +210,7 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 			PrometheusAddress: cfg.MonitoringPrometheus,
 			Timeout:           cfg.RequestTimeout,
 			// The UI's task actions act on jobs, and the jobs and schedules pages are served.
-			Jobs: monitoringJobs{stack: a.stack, client: a.client, sched: a.sched, decrypt: cfg.MonitoringDecrypt},
+			Jobs: httpapi.MonitoringJobs(apiDeps),
 		}); err != nil {
 			return nil, &config.Error{Var: "MONITORING_USER", Err: err}
 		}
@@ -234,7 +227,7 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 		}))
 	}
 	if a.http != nil {
-		a.http.Use(fallback(a.http)) // 405 for a known path's wrong method, else 404
+		a.http.Use(httpapi.Fallback(a.http)) // 405 for a known path's wrong method, else 404
 		a.ln, err = net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
 			return nil, &config.Error{Var: "HTTP_ADDR", Err: err}
@@ -271,6 +264,9 @@ func (a *App) Redis() redis.UniversalClient { return a.rdb }
 
 // Client is the process's asynq client, on the shared Redis client.
 func (a *App) Client() *asynq.Client { return a.client }
+
+// API is the HTTP API the process serves, nil when its role serves none.
+func (a *App) API() *httpapi.API { return a.api }
 
 // Run serves until ctx ends, then stops taking work, lets running handlers finish within
 // SHUTDOWN_TIMEOUT and closes everything. A clean stop returns nil.

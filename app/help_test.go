@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"reflect"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/jobguard/jobguard/app/config"
+	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/guardstack"
 	"github.com/jobguard/jobguard/tasks"
 	"github.com/jobguard/jobguard/tasks/registry"
 )
@@ -149,4 +152,39 @@ func TestEnvExampleIsCurrent(t *testing.T) {
 			t.Errorf(".env.example lacks %s=%s", v.Name, v.Default)
 		}
 	}
+}
+
+// greet is a third task type, written as a file in tasks/ would be (a copy of httpapi's test task:
+// Main is app's, the routes that run it are httpapi's).
+type greetRequest struct {
+	TenantID string `json:"tenant_id"`
+	Name     string `json:"name"`
+}
+
+func (g *greetRequest) Validate() error {
+	if g.TenantID == "" {
+		return &tasks.FieldError{Field: "tenant_id", Detail: "is required"}
+	}
+	if g.Name == "" {
+		return &tasks.FieldError{Field: "name", Detail: "is required"}
+	}
+	return nil
+}
+func (g *greetRequest) Tenant() string { return g.TenantID }
+func (g *greetRequest) Spec() engine.Spec {
+	b, _ := json.Marshal(g)
+	return engine.Spec{Type: "greet", Tenant: g.TenantID, Resource: g.TenantID + ":" + g.Name, Payload: b}
+}
+
+var greet = tasks.Task{
+	Type:    "greet",
+	Request: func() tasks.Request { return &greetRequest{} },
+	Handler: guardstack.EngineHandlerOf(func(tasks.Deps) engine.Handler {
+		return func(ctx context.Context, j *engine.Job) error {
+			var g greetRequest
+			_ = json.Unmarshal(j.Payload, &g)
+			j.SetResult("hello " + g.Name)
+			return nil
+		}
+	}),
 }

@@ -2,14 +2,16 @@
 // cmd -> (app, tasks/registry); tasks/registry -> the example tasks (tasks/rebuildcache,
 // tasks/reservestock) -> tasks, and nothing else imports an example;
 // app -> its rooms, each imported by app alone and never importing app:
+// app -> app/httpapi -> (app/admin, app/config, app/problem, app/auth, app/strictjson), never back up;
 // (app/store, app/observe) -> app/config -> app/strictjson; app/admin -> (app/problem, app/auth);
-// app/problem and app/auth import no room;
+// app/problem and app/auth import no room; no package outside cmd imports cmd;
 // app and its rooms -> (web, tasks, schedule, middleware); tasks -> (schedule, middleware);
 // middleware -> internal/engine -> locking; locking -> go-redis only.
 package archtest
 
 import (
 	"go/build"
+	"io/fs"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -86,6 +88,10 @@ func TestDependencyDirection(t *testing.T) {
 		{"app/admin", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "web", "app/auth", "app/problem")},
 		{"app/problem", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "web")},
 		{"app/observe", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "app/config", "app/strictjson")},
+		// The HTTP API: app wires it into a process; it knows no role, no process and no other room
+		// that imports it.
+		{"app/httpapi", onlyProject("internal/", "middleware", "locking", "schedule", "tasks", "web", "history", "sqlfence",
+			"app/admin", "app/auth", "app/config", "app/problem", "app/strictjson")},
 		{"app", notProject("cmd", "tasks/rebuildcache", "tasks/reservestock", "tasks/registry")},
 		// The operator CLI is a client of the HTTP API: the JSON is its contract, not the API's
 		// package or the engine. It may print text safely and keep URLs' secrets out of errors.
@@ -127,5 +133,38 @@ func notProject(pkgs ...string) func(string) bool {
 			}
 		}
 		return true
+	}
+}
+
+// Nothing imports cmd: a binary wires the project, the project never reaches into a binary. Direct
+// imports suffice: a package that imported cmd indirectly would import, directly, one that does.
+func TestNothingImportsCmd(t *testing.T) {
+	t.Parallel()
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if name := d.Name(); rel != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+			return filepath.SkipDir
+		}
+		p, err := build.ImportDir(path, 0)
+		if err != nil {
+			return nil // no Go files here
+		}
+		if rel == "cmd" || strings.HasPrefix(rel, "cmd"+string(filepath.Separator)) {
+			return nil
+		}
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if imp == module+"cmd" || strings.HasPrefix(imp, module+"cmd/") {
+				t.Errorf("%s imports %s", filepath.ToSlash(rel), imp)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

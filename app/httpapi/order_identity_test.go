@@ -1,0 +1,96 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jobguard/jobguard/app/problem"
+	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/locking"
+)
+
+// An order is (tenant, order id): the same order id with another sku (or quantity) is a 409 that
+// names order_id, and only the first is reserved; the same body again is the same order.
+func TestConflictingOrderIs409(t *testing.T) {
+	t.Parallel()
+	r := startApp(t, RoleAll, nil)
+	first := `{"tenant_id":"t1","order_id":"o1","sku":"s1","quantity":2}`
+	resp, body := post(t, r, "/jobs/reserve-stock", first)
+	var a jobAnswer
+	_ = json.Unmarshal([]byte(body), &a)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatal(resp.StatusCode, body)
+	}
+	for _, other := range []string{
+		`{"tenant_id":"t1","order_id":"o1","sku":"s2","quantity":2}`,
+		`{"tenant_id":"t1","order_id":"o1","sku":"s1","quantity":3}`,
+	} {
+		resp, body := post(t, r, "/jobs/reserve-stock", other)
+		p := decodeProblem(t, resp, body)
+		if p.Status != http.StatusConflict || p.Code != problem.CodeOrderConflict || p.Field != "order_id" {
+			t.Fatalf("%s: %+v", other, p)
+		}
+	}
+	// The same body at once: the same job (until_done dedup), or, if it already ran, a job that
+	// finds the order applied.
+	resp, body = post(t, r, "/jobs/reserve-stock", first)
+	var dup jobAnswer
+	_ = json.Unmarshal([]byte(body), &dup)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("the same order at once: %d %s", resp.StatusCode, body)
+	}
+	if v := waitJob(t, r, dup.JobID, "done"); dup.JobID != a.JobID && v.Result != "already_applied" {
+		t.Fatalf("the same order at once applied again: %+v", v)
+	}
+	waitJob(t, r, a.JobID, "done")
+	// The same body again: the same order, reserved once (the job is done, so a new job finds it applied).
+	resp, body = post(t, r, "/jobs/reserve-stock", first)
+	var again jobAnswer
+	_ = json.Unmarshal([]byte(body), &again)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("the same order again: %d %s", resp.StatusCode, body)
+	}
+	if v := waitJob(t, r, again.JobID, "done"); again.JobID != a.JobID && v.Result != "already_applied" {
+		t.Fatalf("the same order again applied: %+v", v)
+	}
+	// Another tenant's o1 is another order.
+	if resp, body := post(t, r, "/jobs/reserve-stock", `{"tenant_id":"t2","order_id":"o1","sku":"s2","quantity":1}`); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("another tenant's o1: %d %s", resp.StatusCode, body)
+	}
+	type stock struct {
+		Reserved      int64 `json:"reserved"`
+		OrdersApplied int64 `json:"orders_applied"`
+	}
+	var s1, s2 stock
+	getJSON(t, r, "/stock/t1/s1", &s1)
+	getJSON(t, r, "/stock/t1/s2", &s2)
+	if s1.Reserved != 2 || s1.OrdersApplied != 1 || s2.Reserved != 0 || s2.OrdersApplied != 0 {
+		t.Fatalf("stock s1 %+v, s2 %+v: want o1 reserved once, on s1", s1, s2)
+	}
+}
+
+// A request whose enqueue kept nothing (here: a duplicate of a job whose enqueue never got
+// confirmed, answered 503) releases the order claim it created, so the order is free again.
+func TestOrderClaimReleasedWhenNothingWasKept(t *testing.T) {
+	t.Parallel()
+	r := startApp(t, RoleAPI, nil)
+	locks := locking.New(r.Redis(), locking.WithPrefix("jobguard"))
+	tag := engine.ResourceTag("t1:s1")
+	dead := engine.NewJobID("t1:s1", time.Now())
+	for _, name := range []string{"dedup:order:t1:o9", "dedup-pending:order:t1:o9"} {
+		r.Redis().Set(context.Background(), locks.Key(tag, name), dead, time.Minute)
+	}
+	resp, body := post(t, r, "/jobs/reserve-stock", `{"tenant_id":"t1","order_id":"o9","sku":"s1","quantity":1}`)
+	if p := decodeProblem(t, resp, body); p.Status != http.StatusServiceUnavailable || p.Code != problem.CodeDedupPending {
+		t.Fatalf("duplicate of an unconfirmed job: %+v", p)
+	}
+	if n := r.Redis().Exists(context.Background(), "jobguard:{order:t1:o9}").Val(); n != 0 {
+		t.Fatal("the order claim outlived a 503 that kept nothing")
+	}
+	if resp, body := post(t, r, "/jobs/reserve-stock", `{"tenant_id":"t1","order_id":"o9","sku":"s2","quantity":1}`); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("the order, free again, with another sku: %d %s", resp.StatusCode, body)
+	}
+}

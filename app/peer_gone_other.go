@@ -1,8 +1,0 @@
-//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
-
-package app
-
-import "net"
-
-// peerGone cannot tell here: a stream learns that its client left when a write fails.
-func peerGone(net.Conn) bool { return false }
