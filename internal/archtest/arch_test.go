@@ -21,16 +21,32 @@ import (
 
 const module = "github.com/jobguard/jobguard/"
 
+// importsOf reads the imports of the project's packages from their directories, once each:
+// build.Import would ask the go command to resolve every path (a go list per call, most of a
+// minute for the whole walk).
+type importsOf struct {
+	root   string
+	byPath map[string][]string
+}
+
+func (c *importsOf) of(t *testing.T, path string) []string {
+	if imps, ok := c.byPath[path]; ok {
+		return imps
+	}
+	p, err := build.ImportDir(filepath.Join(c.root, filepath.FromSlash(strings.TrimPrefix(path, module))), 0)
+	if err != nil {
+		t.Fatalf("import %s: %v", path, err)
+	}
+	c.byPath[path] = p.Imports
+	return p.Imports
+}
+
 // deps is every package pkg imports, directly or not, that is not in the standard library.
-func deps(t *testing.T, root, pkg string) []string {
+func deps(t *testing.T, c *importsOf, pkg string) []string {
 	seen := map[string]bool{}
 	var walk func(path string)
 	walk = func(path string) {
-		p, err := build.Import(path, root, 0)
-		if err != nil {
-			t.Fatalf("import %s: %v", path, err)
-		}
-		for _, imp := range p.Imports {
+		for _, imp := range c.of(t, path) {
 			if seen[imp] || !strings.Contains(strings.Split(imp, "/")[0], ".") {
 				continue // done, or the standard library
 			}
@@ -53,6 +69,7 @@ func TestDependencyDirection(t *testing.T) {
 	t.Parallel()
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
+	imports := &importsOf{root: root, byPath: map[string][]string{}}
 	for _, c := range []struct {
 		pkg string
 		// allowed reports whether pkg may depend on d.
@@ -97,7 +114,7 @@ func TestDependencyDirection(t *testing.T) {
 		// package or the engine. It may print text safely and keep URLs' secrets out of errors.
 		{"app/cli", onlyProject("internal/freetext", "internal/redact")},
 	} {
-		for _, d := range deps(t, root, c.pkg) {
+		for _, d := range deps(t, imports, c.pkg) {
 			if !c.allowed(d) {
 				t.Errorf("%s depends on %s", c.pkg, d)
 			}
