@@ -233,28 +233,19 @@ func taskOperations(d *apidoc.Document, t tasks.Task) []apidoc.Operation {
 		Method: http.MethodPost, Path: "/jobs/" + t.Type, ID: "enqueue" + name, Summary: "Enqueue a " + t.Type + " job",
 		Description: t.Description,
 		Tags:        []string{"jobs"}, Params: []apidoc.Param{{Ref: "IdempotencyKey"}}, Request: apidoc.Ref(name + "Job"),
-		Responses: []apidoc.Response{
+		Responses: withProblems([]apidoc.Response{
 			{Status: http.StatusOK, Description: "A duplicate of a job that is still live: its id (deduplicated: true).",
 				Headers: accepted,
 				Body:    jobAnswer{}},
 			{Status: http.StatusAccepted, Description: "Queued.", Headers: accepted, Body: jobAnswer{}},
-			{Status: http.StatusBadRequest, Ref: "BadRequest"},
-			{Status: http.StatusUnauthorized, Ref: "Unauthorized"},
-			{Status: http.StatusForbidden, Ref: "Forbidden"},
-			{Status: http.StatusNotFound, Ref: "NotServed"},
 			inFlight,
-			{Status: http.StatusRequestEntityTooLarge, Ref: "BodyTooLarge"},
-			{Status: http.StatusUnsupportedMediaType, Ref: "UnsupportedMediaType"},
-			{Status: http.StatusUnprocessableEntity, Ref: "IdempotencyKeyReused"},
-			{Status: http.StatusTooManyRequests, Ref: "RateLimited"},
-			{Status: http.StatusInternalServerError, Ref: "Internal"},
 			{Status: http.StatusServiceUnavailable, Description: "Redis did not answer, the job could not be queued, a duplicate's first enqueue is not " +
 				"confirmed yet, " +
 				"or the outcome is unknown (retry with the same Idempotency-Key), or (durable mode) the replicas did not acknowledge the job in time. " +
 				"Codes: `redis_unavailable`, `enqueue_failed`, `dedup_pending`, `outcome_unknown`, `not_durable`.",
 				Headers: []string{"X-Request-ID", "Retry-After"},
 				Codes:   []string{problem.CodeRedisUnavailable, problem.CodeEnqueueFailed, problem.CodeDedupPending, problem.CodeOutcomeUnknown, problem.CodeNotDurable}},
-		},
+		}, "BadRequest", "Unauthorized", "Forbidden", "NotServed", "BodyTooLarge", "UnsupportedMediaType", "IdempotencyKeyReused", "RateLimited", "Internal"),
 	}, {
 		Method: http.MethodPost, Path: "/jobs/" + t.Type + "/bulk", ID: "bulk" + name,
 		Summary: fmt.Sprintf("Enqueue up to %d %s jobs at once", engine.MaxBulk, t.Type),
@@ -265,20 +256,9 @@ func taskOperations(d *apidoc.Document, t tasks.Task) []apidoc.Operation {
 		Params: []apidoc.Param{{Ref: "IdempotencyKey"}, {Name: "atomic", In: "query", Description: "true: all or nothing.",
 			Schema: apidoc.Schema{"type": "string", "enum": []string{"true", "false"}}}},
 		Request: bulkRequest{},
-		Responses: []apidoc.Response{
+		Responses: withProblems([]apidoc.Response{
 			{Status: http.StatusOK, Description: "Every item's answer.", Headers: replayedHeaders, Body: bulkAnswer{}},
-			{Status: http.StatusBadRequest, Ref: "BadRequest"},
-			{Status: http.StatusUnauthorized, Ref: "Unauthorized"},
-			{Status: http.StatusForbidden, Ref: "Forbidden"},
-			{Status: http.StatusNotFound, Ref: "NotServed"},
-			{Status: http.StatusConflict, Ref: "IdempotencyInFlight"},
-			{Status: http.StatusRequestEntityTooLarge, Ref: "BodyTooLarge"},
-			{Status: http.StatusUnsupportedMediaType, Ref: "UnsupportedMediaType"},
-			{Status: http.StatusUnprocessableEntity, Ref: "IdempotencyKeyReused"},
-			{Status: http.StatusTooManyRequests, Ref: "RateLimited"},
-			{Status: http.StatusInternalServerError, Ref: "Internal"},
-			{Status: http.StatusServiceUnavailable, Ref: "Unavailable"},
-		},
+		}, "BadRequest", "Unauthorized", "Forbidden", "NotServed", "IdempotencyInFlight", "BodyTooLarge", "UnsupportedMediaType", "IdempotencyKeyReused", "RateLimited", "Internal", "Unavailable"),
 	}}
 	for _, r := range t.Routes {
 		ops = append(ops, readModelOperation(r, name))
@@ -310,16 +290,9 @@ func readModelOperation(r tasks.Route, typeName string) apidoc.Operation {
 	return apidoc.Operation{
 		Method: http.MethodGet, Path: r.Path, ID: "read" + exportedName(fixedSegments(r.Path)), Summary: summary,
 		Tags: []string{"read models"}, Params: params,
-		Responses: []apidoc.Response{
+		Responses: withProblems([]apidoc.Response{
 			{Status: http.StatusOK, Description: "The read model.", Headers: rateHeaders, Body: body},
-			{Status: http.StatusBadRequest, Ref: "BadRequest"},
-			{Status: http.StatusUnauthorized, Ref: "Unauthorized"},
-			{Status: http.StatusForbidden, Ref: "Forbidden"},
-			{Status: http.StatusNotFound, Ref: "NotFound"},
-			{Status: http.StatusTooManyRequests, Ref: "RateLimited"},
-			{Status: http.StatusInternalServerError, Ref: "Internal"},
-			{Status: http.StatusServiceUnavailable, Ref: "Unavailable"},
-		},
+		}, "BadRequest", "Unauthorized", "Forbidden", "NotFound", "RateLimited", "Internal", "Unavailable"),
 	}
 }
 
@@ -348,19 +321,10 @@ func commandOperation(c tasks.Command, typeName string) apidoc.Operation {
 	return apidoc.Operation{
 		Method: http.MethodPost, Path: c.Path, ID: "post" + exportedName(c.Path), Summary: summary,
 		Tags: []string{"read models"}, Request: c.Accept(), Extensions: ext,
-		Responses: append(replies,
-			apidoc.Response{Status: http.StatusBadRequest, Ref: "BadRequest"},
-			apidoc.Response{Status: http.StatusUnauthorized, Ref: "Unauthorized"},
-			apidoc.Response{Status: http.StatusForbidden, Ref: "Forbidden"},
-			notFound,
+		Responses: withProblems(append(replies, notFound,
 			apidoc.Response{Status: http.StatusConflict, Headers: rateHeaders, Codes: []string{problem.CodeOrderConflict},
-				Description: "The request contradicts what exists (tasks.Conflict). Codes: `order_conflict`."},
-			apidoc.Response{Status: http.StatusRequestEntityTooLarge, Ref: "BodyTooLarge"},
-			apidoc.Response{Status: http.StatusUnsupportedMediaType, Ref: "UnsupportedMediaType"},
-			apidoc.Response{Status: http.StatusTooManyRequests, Ref: "RateLimited"},
-			apidoc.Response{Status: http.StatusInternalServerError, Ref: "Internal"},
-			apidoc.Response{Status: http.StatusServiceUnavailable, Ref: "Unavailable"},
-		),
+				Description: "The request contradicts what exists (tasks.Conflict). Codes: `order_conflict`."}),
+			"BadRequest", "Unauthorized", "Forbidden", "BodyTooLarge", "UnsupportedMediaType", "RateLimited", "Internal", "Unavailable"),
 	}
 }
 
