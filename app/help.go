@@ -52,18 +52,7 @@ Environment (name, default, meaning):
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", name, def, help)
 	}
-	for _, v := range config.Variables {
-		help := v.Help
-		if v.Reader != "" {
-			help += " [" + v.Reader + "]"
-		}
-		row(v.Name, v.Default, help)
-	}
-	for _, t := range list {
-		for _, s := range t.Settings {
-			row(s.Name, s.Default, s.Help+" [task "+t.Type+"]")
-		}
-	}
+	eachVariable(list, row)
 	_ = tw.Flush()
 }
 
@@ -75,16 +64,22 @@ func writeEnvExample(w io.Writer, list []tasks.Task) {
 	entry := func(name, def, help string) {
 		fmt.Fprintf(w, "\n# %s\n#%s=%s\n", strings.TrimSpace(help), name, def)
 	}
+	eachVariable(list, entry)
+}
+
+// eachVariable visits every variable jobguard reads: config's, then each task type's settings, with
+// the help text help and .env.example show (who reads it, in brackets).
+func eachVariable(list []tasks.Task, visit func(name, def, help string)) {
 	for _, v := range config.Variables {
 		help := v.Help
 		if v.Reader != "" {
 			help += " [" + v.Reader + "]"
 		}
-		entry(v.Name, v.Default, help)
+		visit(v.Name, v.Default, help)
 	}
 	for _, t := range list {
 		for _, s := range t.Settings {
-			entry(s.Name, s.Default, s.Help+" [task "+t.Type+"]")
+			visit(s.Name, s.Default, s.Help+" [task "+t.Type+"]")
 		}
 	}
 }

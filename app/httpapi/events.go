@@ -51,9 +51,8 @@ func (a *api) events(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	release, err := a.feeds.admit(streamer(c))
+	release, err := a.admitStream(c)
 	if err != nil {
-		c.Set(fiber.HeaderRetryAfter, streamsRetryAfter)
 		return err
 	}
 	id := strings.Clone(v.Record.JobID) // nothing of the request is used once the handler returned
@@ -110,6 +109,16 @@ func (a *api) events(c *fiber.Ctx) error {
 		}
 	})
 	return nil
+}
+
+// admitStream takes a place under the caps of open streams for the request's caller (streamer);
+// a refusal (429 too_many_streams) says when to try again.
+func (a *api) admitStream(c *fiber.Ctx) (release func(), err error) {
+	release, err = a.feeds.admit(streamer(c))
+	if err != nil {
+		c.Set(fiber.HeaderRetryAfter, streamsRetryAfter)
+	}
+	return release, err
 }
 
 // streamer is whom an open stream or long-poll counts against: the tenant, or the client's

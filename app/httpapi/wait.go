@@ -61,9 +61,8 @@ func (a *api) viewOrWait(c *fiber.Ctx) error {
 		return err
 	}
 	// A waiting long-poll holds a place as an event stream does (the same caps).
-	release, err := a.feeds.admit(streamer(c))
+	release, err := a.admitStream(c)
 	if err != nil {
-		c.Set(fiber.HeaderRetryAfter, streamsRetryAfter)
 		return err
 	}
 	defer release()

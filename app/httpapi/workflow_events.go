@@ -36,9 +36,8 @@ func (a *api) workflowEvents(c *fiber.Ctx) error {
 		return err
 	}
 	// A workflow's stream counts against the same caps as a job's (too_many_streams).
-	release, err := a.feeds.admit(streamer(c))
+	release, err := a.admitStream(c)
 	if err != nil {
-		c.Set(fiber.HeaderRetryAfter, streamsRetryAfter)
 		return err
 	}
 	id := strings.Clone(v.ID)
