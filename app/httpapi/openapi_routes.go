@@ -192,22 +192,10 @@ func coreOperations() []apidoc.Operation {
 				"ends skipped, transitively. Refused (400, `field` naming `nodes[i].<field>` and the detail the " +
 				"node's id): duplicate or malformed ids, unknown types, invalid payloads, unknown parents, " +
 				"cycles, more than 1,000 nodes.",
-			Tags:    []string{"workflows"},
-			Params:  []apidoc.Param{{Ref: "IdempotencyKey"}},
-			Request: workflowRequest{},
-			Responses: withProblems([]apidoc.Response{
-				{Status: http.StatusAccepted, Description: "Created: every job exists and will run or end without the caller.",
-					Headers: replayedHeaders,
-					OwnHeaders: map[string]apidoc.Header{"Location": {Description: "The created workflow's URL.",
-						Schema: apidoc.Schema{"type": "string", "pattern": "^/workflows/"}}},
-					Body: workflowCreated{}},
-				{Status: http.StatusServiceUnavailable, Description: "Redis did not answer, the workflow could not be created (nothing will run), or the outcome is " +
-					"unknown (retry with the same Idempotency-Key). Codes: `redis_unavailable`, `enqueue_failed`, " +
-					"`outcome_unknown`, `not_durable` (created, but the replicas did not acknowledge it in time: " +
-					"retry with the same Idempotency-Key to get it).",
-					Headers: []string{"X-Request-ID", "Retry-After"},
-					Codes:   []string{problem.CodeRedisUnavailable, problem.CodeEnqueueFailed, problem.CodeOutcomeUnknown, problem.CodeNotDurable}},
-			}, tenantCreate...)},
+			Tags:      []string{"workflows"},
+			Params:    []apidoc.Param{{Ref: "IdempotencyKey"}},
+			Request:   workflowRequest{},
+			Responses: createdAnswers("workflow", "/workflows/", workflowCreated{})},
 		{Method: http.MethodGet, Path: "/workflows/{id}", ID: "getWorkflow", Summary: "A workflow and its nodes' statuses",
 			Tags:   []string{"workflows"},
 			Params: []apidoc.Param{{Ref: "WorkflowIDPath"}},
@@ -243,22 +231,10 @@ func coreOperations() []apidoc.Operation {
 			Description: "The jobs run at once; `on_success` is enqueued exactly once when every job is done (it ends " +
 				"skipped otherwise), `on_complete` exactly once when every job has ended. A batch is a workflow " +
 				"whose callbacks have every job as parents.",
-			Tags:    []string{"workflows"},
-			Params:  []apidoc.Param{{Ref: "IdempotencyKey"}},
-			Request: batchRequest{},
-			Responses: withProblems([]apidoc.Response{
-				{Status: http.StatusAccepted, Description: "Created: every job exists and will run or end without the caller.",
-					Headers: replayedHeaders,
-					OwnHeaders: map[string]apidoc.Header{"Location": {Description: "The created batch's URL.",
-						Schema: apidoc.Schema{"type": "string", "pattern": "^/batches/"}}},
-					Body: batchCreated{}},
-				{Status: http.StatusServiceUnavailable, Description: "Redis did not answer, the batch could not be created (nothing will run), or the outcome is " +
-					"unknown (retry with the same Idempotency-Key). Codes: `redis_unavailable`, `enqueue_failed`, " +
-					"`outcome_unknown`, `not_durable` (created, but the replicas did not acknowledge it in time: " +
-					"retry with the same Idempotency-Key to get it).",
-					Headers: []string{"X-Request-ID", "Retry-After"},
-					Codes:   []string{problem.CodeRedisUnavailable, problem.CodeEnqueueFailed, problem.CodeOutcomeUnknown, problem.CodeNotDurable}},
-			}, tenantCreate...)},
+			Tags:      []string{"workflows"},
+			Params:    []apidoc.Param{{Ref: "IdempotencyKey"}},
+			Request:   batchRequest{},
+			Responses: createdAnswers("batch", "/batches/", batchCreated{})},
 		{Method: http.MethodGet, Path: "/batches/{id}", ID: "getBatch", Summary: "A batch's progress",
 			Tags:   []string{"workflows"},
 			Params: []apidoc.Param{{Ref: "WorkflowIDPath"}},
@@ -266,4 +242,23 @@ func coreOperations() []apidoc.Operation {
 				{Status: http.StatusOK, Description: "The batch.", Headers: rateHeaders, Body: batchView{}},
 			}, tenantRead...)},
 	}
+}
+
+// createdAnswers are the answers of a POST that creates a workflow or a batch (what) under an
+// Idempotency-Key: 202 with the created thing's URL (under prefix), 503 when the creation failed
+// or its outcome is unknown, and tenantCreate's shared problems.
+func createdAnswers(what, prefix string, body any) []apidoc.Response {
+	return withProblems([]apidoc.Response{
+		{Status: http.StatusAccepted, Description: "Created: every job exists and will run or end without the caller.",
+			Headers: replayedHeaders,
+			OwnHeaders: map[string]apidoc.Header{"Location": {Description: "The created " + what + "'s URL.",
+				Schema: apidoc.Schema{"type": "string", "pattern": "^" + prefix}}},
+			Body: body},
+		{Status: http.StatusServiceUnavailable, Description: "Redis did not answer, the " + what + " could not be created (nothing will run), or the outcome is " +
+			"unknown (retry with the same Idempotency-Key). Codes: `redis_unavailable`, `enqueue_failed`, " +
+			"`outcome_unknown`, `not_durable` (created, but the replicas did not acknowledge it in time: " +
+			"retry with the same Idempotency-Key to get it).",
+			Headers: []string{"X-Request-ID", "Retry-After"},
+			Codes:   []string{problem.CodeRedisUnavailable, problem.CodeEnqueueFailed, problem.CodeOutcomeUnknown, problem.CodeNotDurable}},
+	}, tenantCreate...)
 }
