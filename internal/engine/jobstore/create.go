@@ -124,12 +124,20 @@ func (s *Store) createCall(k Keys, j NewJob) ([]string, []any) {
 	}
 	args := []any{
 		j.Deadline, s.cfg.WorkerID, j.Policy, ms(j.MarkerTTL), j.ID, ms(j.ClaimTTL),
-		FieldJobID, j.ID, FieldType, j.Type, FieldQueue, j.Queue, FieldTenant, j.Tenant, FieldResource, j.Resource,
+		FieldJobID, j.ID, FieldType, j.Type, FieldQueue, j.Queue,
 		FieldStatus, string(status), FieldAttempt, 0, FieldMaxAttempts, j.MaxAttempts, FieldDeliveries, 1,
 		FieldDelivery, delivery, FieldCreatedAt, now, FieldUpdatedAt, now, FieldPayload, string(j.Payload),
 		FieldOpKey, j.OpKey, FieldDedup, j.Dedup, FieldNotBefore, notBefore, FieldStartBy, startBy,
 	}
-	if len(j.Tags) > 0 { // absent when none: a field that says none costs memory per job
+	// Absent when none: a field that says none costs memory per job, and every reader takes an
+	// absent tenant, resource or tags for none.
+	if j.Tenant != "" {
+		args = append(args, FieldTenant, j.Tenant)
+	}
+	if j.Resource != "" {
+		args = append(args, FieldResource, j.Resource)
+	}
+	if len(j.Tags) > 0 {
 		args = append(args, FieldTags, joinTags(j.Tags))
 	}
 	if j.Workflow != "" {
