@@ -15,7 +15,7 @@ import (
 func finishedJob(t *testing.T, outcome Status) (scriptJob, map[string]string, View) {
 	t.Helper()
 	j := newScriptJob(t, "queued", 0)
-	j.s.rdb.HSet(bg, j.keys.Record, FieldAttempt, 0, FieldNotBefore, 0, FieldStartBy, 0, FieldOpKey, "", FieldDedup, "",
+	j.s.rdb.HSet(bg, j.keys.Record, FieldAttempt, 0,
 		FieldPayload, "", FieldConfirmed, "1", FieldCreatedAt, idMillis(j.id), FieldUpdatedAt, idMillis(j.id),
 		FieldType, "t", FieldQueue, "default", FieldTenant, "a")
 	st, err := j.s.Start(bg, j.keys, StartArgs{Delivery: DeliveryID(j.id, 1), Owner: "owner-a", LeaseTTL: 5 * time.Second, Now: time.Now()})
@@ -82,18 +82,21 @@ func TestAFinalRecordKeepsACountOfDeliveriesAboveOne(t *testing.T) {
 	}
 }
 
-// A final record written before records left out their deliveries, tenant and resource (all of
-// them there, the last two empty) reads as it always did: a job finished during an upgrade.
+// A final record written before records left out their deliveries and the fields that say none
+// (all of them there: deliveries 1, not_before and start_by 0, empty resource, op_key and dedup)
+// reads as it always did: a job created before an upgrade and finished after it.
 func TestAFinalRecordOfThePreviousLayoutReads(t *testing.T) {
 	t.Parallel()
 	j, _, before := finishedJob(t, StatusDone)
-	j.s.rdb.HSet(bg, j.keys.Record, FieldDeliveries, "1", FieldResource, "")
+	j.s.rdb.HSet(bg, j.keys.Record, FieldDeliveries, "1", FieldResource, "", FieldNotBefore, 0, FieldStartBy, 0,
+		FieldOpKey, "", FieldDedup, "")
 	after, err := j.s.Load(bg, j.id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, b := after.Record, before.Record
-	if a.Deliveries != 1 || a.Delivery != b.Delivery || a.Resource != "" || a.Tenant != b.Tenant || a.Status != StatusDone {
+	if a.Deliveries != 1 || a.Delivery != b.Delivery || a.Resource != "" || a.Tenant != b.Tenant || a.Status != StatusDone ||
+		!a.NotBefore.IsZero() || !a.StartBy.IsZero() || a.OpKey != "" || a.Dedup != "" {
 		t.Fatalf("previous layout %+v, current %+v", a, b)
 	}
 }

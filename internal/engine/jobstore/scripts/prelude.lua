@@ -25,8 +25,9 @@
 -- record_compact(key, rec, final): end a job's record, by the run that holds its fence (the
 --   finish, or the start's own end) and has just written its status, finished_at and, when not
 --   final, updated_at: rec holds what it read of record_end_fields, and last_error as written.
---   Drops the fields that only say "none" (not_before and start_by 0; op_key, dedup and
---   last_error empty): every reader takes an absent field for the same none; and lease_owner,
+--   Drops an empty last_error (the create writes no other field that only says "none": no
+--   not_before or start_by 0, no empty op_key or dedup; every reader takes an absent field for
+--   the same none; a record created before 2026-12-05 keeps its nones); and lease_owner,
 --   the run's, which the record's fence fields keep (Store.Load reads it back from there). A
 --   final record (done or revoked: it never runs again) also drops what record_get derives
 --   (job_id, confirmed, updated_at and fencing_token always say it by then; delivery,
@@ -112,13 +113,10 @@ local function timeline_push(key, cap, ttl_ms, json)
   if cap > 0 and n > cap then redis.call('LTRIM', key, -cap, -1) end
   redis.call('PEXPIRE', key, ttl_ms)
 end
-local record_end_fields = {'delivery', 'deliveries', 'created_at', 'not_before', 'start_by', 'op_key', 'dedup'}
+local record_end_fields = {'delivery', 'deliveries', 'created_at'}
 local function record_compact(key, rec, final)
   local drop = {'lease_owner'}
-  local none = {not_before = '0', start_by = '0', op_key = '', dedup = '', last_error = ''}
-  for f, v in pairs(none) do
-    if rec[f] == v then drop[#drop + 1] = f end
-  end
+  if rec.last_error == '' then drop[#drop + 1] = 'last_error' end
   if final then
     local id = record_id(key)
     for _, f in ipairs({'job_id', 'confirmed', 'updated_at', 'fencing_token', 'heartbeat_at'}) do drop[#drop + 1] = f end
