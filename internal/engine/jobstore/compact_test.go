@@ -15,7 +15,7 @@ import (
 func finishedJob(t *testing.T, outcome Status) (scriptJob, map[string]string, View) {
 	t.Helper()
 	j := newScriptJob(t, "queued", 0)
-	j.s.rdb.HSet(bg, j.keys.Record, FieldAttempt, 0, FieldNotBefore, 0, FieldStartBy, 0, FieldOpKey, "", FieldDedup, "",
+	j.s.rdb.HSet(bg, j.keys.Record, FieldAttempt, 0,
 		FieldPayload, "", FieldConfirmed, "1", FieldCreatedAt, idMillis(j.id), FieldUpdatedAt, idMillis(j.id),
 		FieldType, "t", FieldQueue, "default", FieldTenant, "a")
 	st, err := j.s.Start(bg, j.keys, StartArgs{Delivery: DeliveryID(j.id, 1), Owner: "owner-a", LeaseTTL: 5 * time.Second, Now: time.Now()})
@@ -40,7 +40,7 @@ func TestAFinalRecordKeepsWhatItCannotDerive(t *testing.T) {
 	j, raw, v := finishedJob(t, StatusDone)
 	for _, f := range []string{FieldNotBefore, FieldStartBy, FieldOpKey, FieldDedup, FieldLastError, FieldLeaseOwner,
 		FieldJobID, FieldDelivery, FieldConfirmed, FieldCreatedAt, FieldUpdatedAt, FieldFencing, FieldPayload,
-		FieldHeartbeatAt, locking.FieldFenceOwner} {
+		FieldHeartbeatAt, locking.FieldFenceOwner, FieldDeliveries} {
 		if val, ok := raw[f]; ok {
 			t.Errorf("the done record keeps %s=%q", f, val)
 		}
@@ -48,11 +48,56 @@ func TestAFinalRecordKeepsWhatItCannotDerive(t *testing.T) {
 	r := v.Record
 	if r.JobID != j.id || r.Delivery != DeliveryID(j.id, 1) || !r.Confirmed || r.CreatedAt.UnixMilli() != idMillis(j.id) ||
 		!r.UpdatedAt.Equal(r.FinishedAt) || r.FinishedAt.IsZero() || r.FencingToken != 1 || r.Status != StatusDone ||
-		!r.NotBefore.IsZero() || !r.StartBy.IsZero() || r.LastError != "" || r.LeaseOwner != "" || r.Tenant != "a" {
+		!r.NotBefore.IsZero() || !r.StartBy.IsZero() || r.LastError != "" || r.LeaseOwner != "" || r.Tenant != "a" ||
+		r.Deliveries != 1 {
 		t.Fatalf("view of the final record: %+v raw %v", r, v.Raw)
 	}
 	if v.Raw[FieldJobID] != j.id || v.Raw[FieldConfirmed] != "1" {
 		t.Fatalf("raw view without the derived fields: %v", v.Raw)
+	}
+}
+
+// A final record keeps a count of deliveries above one (a redelivered job), and every reader
+// derives the same delivery from it.
+func TestAFinalRecordKeepsACountOfDeliveriesAboveOne(t *testing.T) {
+	t.Parallel()
+	j := newScriptJob(t, "queued", 0)
+	j.s.rdb.HSet(bg, j.keys.Record, FieldDeliveries, 2, FieldDelivery, DeliveryID(j.id, 2), FieldAttempt, 0,
+		FieldType, "t", FieldQueue, "default")
+	st, err := j.s.Start(bg, j.keys, StartArgs{Delivery: DeliveryID(j.id, 2), Owner: "owner-a", LeaseTTL: 5 * time.Second, Now: time.Now()})
+	if err != nil || st.State != "run" {
+		t.Fatalf("start: %v %v", st.State, err)
+	}
+	f, err := j.s.Finish(bg, j.keys, FinishArgs{Delivery: DeliveryID(j.id, 2), Token: st.Token, Owner: "owner-a", Now: time.Now(),
+		Outcome: Outcome{Status: StatusDone}})
+	if err != nil || f.State != "ok" {
+		t.Fatalf("finish: %v %v", f.State, err)
+	}
+	if raw := j.s.rdb.HGetAll(bg, j.keys.Record).Val(); raw[FieldDeliveries] != "2" || raw[FieldDelivery] != "" {
+		t.Fatalf("the done record of a second delivery: %v", raw)
+	}
+	v, err := j.s.Load(bg, j.id)
+	if err != nil || v.Record.Deliveries != 2 || v.Record.Delivery != DeliveryID(j.id, 2) {
+		t.Fatalf("view: %+v (%v)", v.Record, err)
+	}
+}
+
+// A final record written before records left out their deliveries and the fields that say none
+// (all of them there: deliveries 1, not_before and start_by 0, empty resource, op_key and dedup)
+// reads as it always did: a job created before an upgrade and finished after it.
+func TestAFinalRecordOfThePreviousLayoutReads(t *testing.T) {
+	t.Parallel()
+	j, _, before := finishedJob(t, StatusDone)
+	j.s.rdb.HSet(bg, j.keys.Record, FieldDeliveries, "1", FieldResource, "", FieldNotBefore, 0, FieldStartBy, 0,
+		FieldOpKey, "", FieldDedup, "")
+	after, err := j.s.Load(bg, j.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := after.Record, before.Record
+	if a.Deliveries != 1 || a.Delivery != b.Delivery || a.Resource != "" || a.Tenant != b.Tenant || a.Status != StatusDone ||
+		!a.NotBefore.IsZero() || !a.StartBy.IsZero() || a.OpKey != "" || a.Dedup != "" {
+		t.Fatalf("previous layout %+v, current %+v", a, b)
 	}
 }
 

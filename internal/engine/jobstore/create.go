@@ -124,12 +124,30 @@ func (s *Store) createCall(k Keys, j NewJob) ([]string, []any) {
 	}
 	args := []any{
 		j.Deadline, s.cfg.WorkerID, j.Policy, ms(j.MarkerTTL), j.ID, ms(j.ClaimTTL),
-		FieldJobID, j.ID, FieldType, j.Type, FieldQueue, j.Queue, FieldTenant, j.Tenant, FieldResource, j.Resource,
+		FieldJobID, j.ID, FieldType, j.Type, FieldQueue, j.Queue,
 		FieldStatus, string(status), FieldAttempt, 0, FieldMaxAttempts, j.MaxAttempts, FieldDeliveries, 1,
 		FieldDelivery, delivery, FieldCreatedAt, now, FieldUpdatedAt, now, FieldPayload, string(j.Payload),
-		FieldOpKey, j.OpKey, FieldDedup, j.Dedup, FieldNotBefore, notBefore, FieldStartBy, startBy,
 	}
-	if len(j.Tags) > 0 { // absent when none: a field that says none costs memory per job
+	// Absent when none: a field that says none costs memory per job and a conversion in every
+	// script that writes or reads it, and every reader takes an absent field for none. The end's
+	// compaction (record_compact) then has no none to look for. The payload stays, empty or not:
+	// a replay runs only a record that has one.
+	for _, f := range []struct {
+		name, value string
+	}{
+		{FieldOpKey, j.OpKey}, {FieldDedup, j.Dedup}, {FieldTenant, j.Tenant}, {FieldResource, j.Resource},
+	} {
+		if f.value != "" {
+			args = append(args, f.name, f.value)
+		}
+	}
+	if notBefore > 0 {
+		args = append(args, FieldNotBefore, notBefore)
+	}
+	if startBy > 0 {
+		args = append(args, FieldStartBy, startBy)
+	}
+	if len(j.Tags) > 0 {
 		args = append(args, FieldTags, joinTags(j.Tags))
 	}
 	if j.Workflow != "" {

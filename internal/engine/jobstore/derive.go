@@ -15,13 +15,15 @@ import (
 // A final record (done or revoked: it never runs again) leaves out the fields that say what the
 // rest of the record, or its key, says already (record_compact in scripts/prelude.lua): its
 // id, its current delivery, its confirmation, its creation time when the id carries it, its
-// last change when that was its end, and its fencing token when the fence holds the same. Every
+// last change when that was its end, its fencing token when the fence holds the same, and its
+// count of deliveries when that is one. Every
 // reader gets them back: in Lua through record_get, in Go through derive. That, with the sealed
 // fence, is what brings a finished job's record from about 650 to under 400 bytes.
 
 // derivedFields are the fields a final record may leave out; deriveSources what deriving them reads.
 var (
-	derivedFields = []string{FieldJobID, FieldDelivery, FieldConfirmed, FieldCreatedAt, FieldUpdatedAt, FieldFencing}
+	derivedFields = []string{FieldJobID, FieldDelivery, FieldConfirmed, FieldCreatedAt, FieldUpdatedAt, FieldFencing,
+		FieldDeliveries}
 	deriveSources = []string{FieldStatus, FieldDeliveries, FieldFinishedAt, locking.FieldFenceToken}
 )
 
@@ -33,6 +35,9 @@ func final(s string) bool { return s == string(StatusDone) || s == string(Status
 func derive(id string, f map[string]string) {
 	if !final(f[FieldStatus]) || !ValidJobID(id) {
 		return
+	}
+	if _, ok := f[FieldDeliveries]; !ok {
+		f[FieldDeliveries] = "1" // a final record keeps only a count above one
 	}
 	d := map[string]string{
 		FieldJobID:     id,

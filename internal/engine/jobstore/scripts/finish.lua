@@ -32,8 +32,7 @@ local function folded(rec)
 end
 
 -- What the end reads, besides status and the fence, is read with them: record_end_fields.
-local rec = record_get(KEYS[1], {'status', 'delivery', 'worker_id', 'timeline_folded', 'deliveries', 'created_at',
-  'not_before', 'start_by', 'op_key', 'dedup'})
+local rec = record_get(KEYS[1], {'status', 'delivery', 'worker_id', 'timeline_folded', 'deliveries', 'created_at'})
 local job_id = record_id(KEYS[1])
 if not rec.status then lease_release(KEYS[2], owner) return {'gone'} end
 local current = fence_check(KEYS[1], token, owner)

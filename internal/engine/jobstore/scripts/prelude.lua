@@ -6,8 +6,9 @@
 -- record_get(key, fields): the job record's fields (HMGET) as a table by name; absent ones are nil,
 --   but for the fields a final record leaves out because it can derive them (record_compact):
 --   job_id (the key's), delivery (job_id .. '.d' .. deliveries), confirmed ('1'), created_at (the
---   id's millisecond), updated_at (finished_at) and fencing_token (the fence's token), which are
---   derived when absent from a final record (jobstore/derive.go is the Go twin).
+--   id's millisecond), updated_at (finished_at), fencing_token (the fence's token) and deliveries
+--   (1: a final record keeps only a count above one), which are derived when absent from a final
+--   record (jobstore/derive.go is the Go twin).
 -- timeline_push(key, cap, ttl_ms, json): append one event (JSON object), keep the newest cap
 --   (0: all), keep the list for ttl_ms. Each event is stored with its position since the job's
 --   creation first ('{"seq":n,...'): n is the last kept event's plus one (its index in a list
@@ -24,12 +25,13 @@
 -- record_compact(key, rec, final): end a job's record, by the run that holds its fence (the
 --   finish, or the start's own end) and has just written its status, finished_at and, when not
 --   final, updated_at: rec holds what it read of record_end_fields, and last_error as written.
---   Drops the fields that only say "none" (not_before and start_by 0; op_key, dedup and
---   last_error empty): every reader takes an absent field for the same none; and lease_owner,
+--   Drops an empty last_error (the create writes no other field that only says "none": no
+--   not_before or start_by 0, no empty op_key or dedup; every reader takes an absent field for
+--   the same none; a record created before 2026-12-05 keeps its nones); and lease_owner,
 --   the run's, which the record's fence fields keep (Store.Load reads it back from there). A
 --   final record (done or revoked: it never runs again) also drops what record_get derives
---   (job_id, confirmed, updated_at and fencing_token always say it by then; delivery and
---   created_at when they do), an empty payload and heartbeat_at, and seals its fence (fence_seal:
+--   (job_id, confirmed, updated_at and fencing_token always say it by then; delivery,
+--   created_at and deliveries when they do), an empty payload and heartbeat_at, and seals its fence (fence_seal:
 --   no write of its last run's token lands any more; the owner is forgotten). About 650 -> 400 B
 --   a job for the retention.
 -- event(t): the JSON of an event table (at, event, delivery, token, attempt, worker, detail).
@@ -45,7 +47,7 @@ local function past_deadline(ms)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > ms
 end
 local derivable = {job_id = true, delivery = true, confirmed = true, created_at = true, updated_at = true,
-  fencing_token = true}
+  fencing_token = true, deliveries = true}
 local function record_id(key)
   return string.match(key, ':job:([0-9a-f%-]+)$')
 end
@@ -56,8 +58,9 @@ local function record_derived(key)
   local id = record_id(key)
   local f = redis.call('HMGET', key, 'status', 'deliveries', 'finished_at')
   if not id or (f[1] ~= 'done' and f[1] ~= 'revoked') then return {} end -- only a final record leaves them out
-  return {job_id = id, delivery = id .. '.d' .. (f[2] or '0'), confirmed = '1', created_at = id_millis(id),
-    updated_at = f[3] or nil, fencing_token = string.format('%d', fence_seen(key))}
+  local deliveries = f[2] or '1'
+  return {job_id = id, delivery = id .. '.d' .. deliveries, confirmed = '1', created_at = id_millis(id),
+    updated_at = f[3] or nil, fencing_token = string.format('%d', fence_seen(key)), deliveries = deliveries}
 end
 local function record_get(key, fields)
   local vals = redis.call('HMGET', key, unpack(fields))
@@ -110,17 +113,15 @@ local function timeline_push(key, cap, ttl_ms, json)
   if cap > 0 and n > cap then redis.call('LTRIM', key, -cap, -1) end
   redis.call('PEXPIRE', key, ttl_ms)
 end
-local record_end_fields = {'delivery', 'deliveries', 'created_at', 'not_before', 'start_by', 'op_key', 'dedup'}
+local record_end_fields = {'delivery', 'deliveries', 'created_at'}
 local function record_compact(key, rec, final)
   local drop = {'lease_owner'}
-  local none = {not_before = '0', start_by = '0', op_key = '', dedup = '', last_error = ''}
-  for f, v in pairs(none) do
-    if rec[f] == v then drop[#drop + 1] = f end
-  end
+  if rec.last_error == '' then drop[#drop + 1] = 'last_error' end
   if final then
     local id = record_id(key)
     for _, f in ipairs({'job_id', 'confirmed', 'updated_at', 'fencing_token', 'heartbeat_at'}) do drop[#drop + 1] = f end
     if rec.delivery == id .. '.d' .. (rec.deliveries or '') then drop[#drop + 1] = 'delivery' end
+    if rec.deliveries == '1' then drop[#drop + 1] = 'deliveries' end
     if rec.created_at == id_millis(id) then drop[#drop + 1] = 'created_at' end
     if redis.call('HSTRLEN', key, 'payload') == 0 then drop[#drop + 1] = 'payload' end
   end

@@ -5,7 +5,12 @@
 -- returns 1 when replaced, 0 when the job no longer waits (it started, or is gone)
 local status = redis.call('HGET', KEYS[1], 'status')
 if status ~= 'queued' and status ~= 'retrying' then return 0 end
-redis.call('HSET', KEYS[1], 'payload', ARGV[1], 'not_before', ARGV[2])
+if tonumber(ARGV[2]) > 0 then
+  redis.call('HSET', KEYS[1], 'payload', ARGV[1], 'not_before', ARGV[2])
+else
+  redis.call('HSET', KEYS[1], 'payload', ARGV[1])
+  redis.call('HDEL', KEYS[1], 'not_before') -- none, as the create leaves it
+end
 timeline_push(KEYS[2], ARGV[4], ARGV[5], ARGV[3])
 if redis.call('HGET', KEYS[1], 'confirmed') ~= '0' then
   redis.call('PEXPIRE', KEYS[1], ARGV[5])

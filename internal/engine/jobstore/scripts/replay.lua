@@ -19,7 +19,8 @@ local n = tonumber(ARGV[5])
 if tonumber(rec.deliveries or '0') >= n then return {'moved'} end
 local delivery = rec.job_id .. '.d' .. n
 redis.call('HSET', KEYS[1], 'status', 'queued', 'attempt', 0, 'deliveries', n, 'delivery', delivery,
-  'updated_at', ARGV[2], 'last_error', '', 'finished_at', '', 'start_by', 0)
+  'updated_at', ARGV[2], 'last_error', '', 'finished_at', '')
+redis.call('HDEL', KEYS[1], 'start_by') -- none, as the create leaves it
 timeline_push(KEYS[2], ARGV[4], ARGV[3], event({at = tonumber(ARGV[2]), event = 'replayed', delivery = delivery}))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {'ok'}

@@ -101,8 +101,9 @@ if implied == 2 then
   implied = 1
   timeline_imply(KEYS[1], implied, by)
 end
-if rec.resource == '' then
-  -- The job is its own resource: its fence counter dies with its record.
+if (rec.resource or '') == '' then
+  -- The job is its own resource: its fence counter dies with its record. A record written since
+  -- the create leaves out an empty resource; one written before has it empty.
   redis.call('PEXPIRE', KEYS[3], ARGV[8])
 end
 fence_record(KEYS[1], token, ARGV[2])
