@@ -87,7 +87,13 @@ func (s *server) enqueue(t *testing.T, token, tenant, order string) string {
 // enqueueBody posts body as a reserve-stock request with token ("" none) and returns the job id.
 func (s *server) enqueueBody(t *testing.T, token, body string) string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, s.url+"/jobs/reserve-stock", strings.NewReader(body))
+	return s.enqueueType(t, token, "reserve-stock", body)
+}
+
+// enqueueType posts body to POST /jobs/{typ} with token ("" none) and returns the job id.
+func (s *server) enqueueType(t *testing.T, token, typ, body string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/jobs/"+typ, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -46,3 +46,19 @@ func (cmd *command) retry(ctx context.Context, c *client) error {
 	fmt.Fprintf(cmd.stdout, "retrying %s: queued again with its attempts reset\n", shown(a.JobID))
 	return nil
 }
+
+// skip is jobguard jobs skip ID: POST /jobs/{id}/skip, for a job that failed for good in a fair
+// sequence that blocks on failure (docs/FAIRNESS.md): it stays failed and its key's next job is
+// admitted. 409 job_not_blocking otherwise: exit 4.
+func (cmd *command) skip(ctx context.Context, c *client) error {
+	var a jobAnswer
+	raw, err := c.call(ctx, http.MethodPost, jobPath(cmd.id, "/skip"), nil, nil, &a)
+	if err != nil {
+		return err
+	}
+	if cmd.output == "json" {
+		return writeRaw(cmd.stdout, raw)
+	}
+	fmt.Fprintf(cmd.stdout, "skipped %s: it stays failed, and its sequence's next job may run\n", shown(a.JobID))
+	return nil
+}

@@ -1,4 +1,4 @@
-// Package cli is jobguard's operator command line: jobguard jobs (list, show, cancel, retry) and
+// Package cli is jobguard's operator command line: jobguard jobs (list, show, cancel, retry, skip) and
 // jobguard healthcheck. Each command is a client of a running jobguard over net/http, like any
 // other client: it imports neither the HTTP API's package nor the engine, and decodes the API's
 // JSON (the contract) into views of its own. So it needs no Redis address and no configuration
@@ -15,7 +15,12 @@ const (
 	ExitError    = 1 // no answer, a refusal (401, 403, 429, 503), or another failure: nothing is known to have changed
 	ExitUsage    = 2 // bad command line, or a request the API refused as malformed (400)
 	ExitNotFound = 3 // no such job (never created, another tenant's, or gone after JOB_RETENTION)
-	ExitConflict = 4 // the job is not in a state the command applies to (cancel: ended; retry: not failed)
+	ExitConflict = 4 // the job is not in a state the command applies to (cancel: ended; retry: not failed; skip: blocks nothing)
+
+	// show --wait's outcomes; it exits 0 when the job ended done.
+	ExitFailed         = 5 // the job ended failed
+	ExitEndedOtherwise = 6 // the job ended cancelled, expired, revoked or skipped
+	ExitTimedOut       = 7 // --timeout was over before the job ended (the view printed is its last)
 )
 
 // Env is what a command reads and where it writes: the process's environment (lookup, as

@@ -9,13 +9,15 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // JobsUsage is jobguard jobs' usage, printed by jobguard jobs -h and after a wrong command line.
 const JobsUsage = `usage: jobguard jobs list [--tenant T] [--status S] [--type T] [--limit N] [--cursor C] [search] [flags]
-       jobguard jobs show ID [flags]                (get is the same)
+       jobguard jobs show ID [--wait [--timeout D]] [flags]   (get is the same)
        jobguard jobs cancel ID [--reason R] [flags]
        jobguard jobs retry ID [flags]
+       jobguard jobs skip ID [flags]                (a failed job blocking its fair sequence: let the next run)
        jobguard jobs reencrypt [--output text|json] (acts on REDIS_URL itself, not through the API)
 flags: --url URL    the API (JOBGUARD_URL; default http://127.0.0.1 on HTTP_ADDR's port, 8080)
        --token T    one of the API's API_TOKENS, sent as a bearer token (JOBGUARD_TOKEN)
@@ -23,9 +25,13 @@ flags: --url URL    the API (JOBGUARD_URL; default http://127.0.0.1 on HTTP_ADDR
        (these three may also come before the verb)
 search: --tag T (repeat for several; --tags-match all for all of them), --error TEXT (in last_error),
        --created-after, --created-before (RFC 3339)
+show --wait: block until the job ends (long-polls of GET /jobs/{id}?wait=), print its last view;
+       --timeout D (e.g. 10m) stops waiting after D (default: no limit)
 list: a token lists its tenant's jobs; an open API (no API_TOKENS) every tenant's, or --tenant's.
 exit: 0 ok, 1 error or no answer, 2 usage, 3 no such job, 4 not in a state the command applies to
-      (cancel: ended; retry: not failed)`
+      (cancel: ended; retry: not failed; skip: blocks nothing);
+      show --wait: 0 done, 5 failed, 6 ended otherwise (cancelled, expired, revoked, skipped),
+      7 --timeout over first`
 
 // command is one run of jobguard jobs VERB: its flags' values.
 type command struct {
@@ -38,6 +44,8 @@ type command struct {
 	cursor      string
 	search      url.Values // tag, tags_match, error, created_after, created_before: as the API takes them
 	reason      string
+	wait        bool          // show --wait
+	timeout     time.Duration // show --wait --timeout; 0: no limit
 	stdout      io.Writer
 }
 
@@ -81,6 +89,8 @@ func Jobs(ctx context.Context, args []string, env Env) int {
 		err = cmd.cancel(ctx, c)
 	case "retry":
 		err = cmd.retry(ctx, c)
+	case "skip":
+		err = cmd.skip(ctx, c)
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "jobguard jobs %s: %v\n", cmd.verb, err)
@@ -120,7 +130,10 @@ func parse(args []string, env Env) (*command, error) {
 		}
 	case "cancel":
 		fs.StringVar(&cmd.reason, "reason", "", "why, kept on the timeline and in last_error")
-	case "show", "get", "retry":
+	case "show", "get":
+		fs.BoolVar(&cmd.wait, "wait", false, "block until the job ends")
+		fs.DurationVar(&cmd.timeout, "timeout", 0, "with --wait, stop waiting after this long")
+	case "retry", "skip":
 	default:
 		return nil, fmt.Errorf("unknown command %q", cmd.verb)
 	}
@@ -131,6 +144,9 @@ func parse(args []string, env Env) (*command, error) {
 	cmd.id = id
 	if cmd.output != "text" && cmd.output != "json" {
 		return nil, fmt.Errorf("--output must be text or json, not %q", cmd.output)
+	}
+	if cmd.timeout < 0 || (cmd.timeout > 0 && !cmd.wait) {
+		return nil, errors.New("--timeout must be a positive duration, given with --wait")
 	}
 	if cmd.verb == "list" && (cmd.limit < 1 || cmd.limit > 200) {
 		return nil, errors.New("--limit must be from 1 to 200, not " + strconv.Itoa(cmd.limit))

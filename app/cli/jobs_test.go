@@ -186,3 +186,18 @@ func TestJobsListSearch(t *testing.T) {
 		}
 	}
 }
+
+// With API_TOKENS a token of OPERATOR_TOKENS is no key to /jobs: list and show answer 401 (exit 1),
+// as docs/OPERATIONS.md ("Across tenants") says; the CLI sees one tenant at a time.
+func TestJobsOperatorTokenSeesNoTenantsJobs(t *testing.T) {
+	t.Parallel()
+	const operator = "operator-0123456789"
+	s := startAPI(t, map[string]string{"API_TOKENS": twoTenants["API_TOKENS"], "OPERATOR_TOKENS": operator})
+	id := s.enqueue(t, tokenA, "t1", "o-1")
+	asOperator := map[string]string{"JOBGUARD_URL": s.url, "JOBGUARD_TOKEN": operator}
+	for _, args := range [][]string{{"list"}, {"list", "--tenant", "t1"}, {"show", id}} {
+		if code, out, errOut := run(t, asOperator, args...); code != 1 || out != "" || !strings.Contains(errOut, "Unauthorized") {
+			t.Fatalf("%q with an operator token: exit %d %q %q", args, code, out, errOut)
+		}
+	}
+}

@@ -135,11 +135,14 @@ func reason(err error) string {
 // exitCode is the exit code of err (nil is 0), and the line to print for it.
 func exitCode(err error) int {
 	var ae *apiError
+	var oe *outcomeError
 	switch {
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &ae):
 		return ae.exitCode()
+	case errors.As(err, &oe):
+		return oe.exitCode()
 	case errors.Is(err, errBadTarget):
 		return ExitUsage
 	}

@@ -10,12 +10,22 @@ import (
 )
 
 // show is jobguard jobs show ID (or get): GET /jobs/{id}, field by field, then its timeline.
+// With --wait it is showWait.
 func (cmd *command) show(ctx context.Context, c *client) error {
+	if cmd.wait {
+		return cmd.showWait(ctx, c)
+	}
 	var v jobView
 	raw, err := c.call(ctx, http.MethodGet, jobPath(cmd.id, ""), nil, nil, &v)
 	if err != nil {
 		return err
 	}
+	return cmd.printView(v, raw)
+}
+
+// printView prints a job view: raw as it came with --output json, else field by field and then
+// its timeline.
+func (cmd *command) printView(v jobView, raw []byte) error {
 	if cmd.output == "json" {
 		return writeRaw(cmd.stdout, raw)
 	}
