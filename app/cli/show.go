@@ -52,20 +52,11 @@ func (cmd *command) printView(v jobView, raw []byte) error {
 	row("start by", when(v.StartBy))
 	row("worker", v.WorkerID)
 	row("fencing token", fmt.Sprint(v.Fencing))
-	if v.Lease.Owner != "" {
-		left := (time.Duration(v.Lease.RemainingMS) * time.Millisecond).String()
-		row("lease", fmt.Sprintf("%s, %s left, fence %d", v.Lease.Owner, left, v.Lease.CurrentFence))
-	} else {
-		row("lease", fmt.Sprintf("none (fence %d)", v.Lease.CurrentFence))
-	}
+	row("lease", v.Lease.String())
 	row("last error", v.LastError)
 	row("result", v.Result)
 	for _, d := range v.Deliveries {
-		cur := ""
-		if d.Current {
-			cur = " (current)"
-		}
-		row("delivery", d.TaskID+" in "+d.Queue+cur)
+		row("delivery", d.String())
 	}
 	if err := tw.Flush(); err != nil {
 		return err

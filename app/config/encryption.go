@@ -15,12 +15,8 @@ import (
 // copy of list; a type not in it is an error.
 func applyEncryptTypes(v string, list []tasks.Task) ([]tasks.Task, error) {
 	out := slices.Clone(list)
-	for _, typ := range strings.Split(v, ",") {
-		typ = strings.TrimSpace(typ)
-		if typ == "" {
-			continue
-		}
-		i := slices.IndexFunc(out, func(t tasks.Task) bool { return t.Type == typ })
+	for _, typ := range taskEntries(v, ",") {
+		i := taskIndex(out, typ)
 		if i < 0 {
 			return nil, fmt.Errorf("%q does not name a task type", typ)
 		}

@@ -19,13 +19,9 @@ import (
 // It returns a copy of list; a type not in it, or a bad part, is an error.
 func applyTaskLimits(v string, list []tasks.Task) ([]tasks.Task, error) {
 	out := slices.Clone(list)
-	for _, entry := range strings.Split(v, ";") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
+	for _, entry := range taskEntries(v, ";") {
 		typ, parts, ok := strings.Cut(entry, "=")
-		i := slices.IndexFunc(out, func(t tasks.Task) bool { return t.Type == strings.TrimSpace(typ) })
+		i := taskIndex(out, typ)
 		if !ok || i < 0 {
 			return nil, fmt.Errorf("%q does not name a task type (want type=concurrency:N,rate:R/1s,burst:B)", typ)
 		}
