@@ -1,13 +1,12 @@
 package middleware
 
 import (
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/jobguard/jobguard/internal/engine"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -61,22 +60,11 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Prefix == "" {
-		c.Prefix = "jobguard"
-	}
-	if c.WorkerID == "" {
-		host, _ := os.Hostname()
-		c.WorkerID = host + "-" + strconv.Itoa(os.Getpid())
-	}
-	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 30 * time.Second
-	}
+	// The engine's defaults are the guard's for the fields they share: one place writes each.
+	e := engine.Config{Prefix: c.Prefix, WorkerID: c.WorkerID, LeaseTTL: c.LeaseTTL, Logger: c.Logger}.WithDefaults()
+	c.Prefix, c.WorkerID, c.LeaseTTL, c.Logger = e.Prefix, e.WorkerID, e.LeaseTTL, e.Logger
 	if c.RescueInterval <= 0 {
 		c.RescueInterval = 2 * time.Second
-	}
-	if c.Logger == nil {
-		nop := zerolog.Nop()
-		c.Logger = &nop
 	}
 	return c
 }

@@ -66,7 +66,9 @@ type Config struct {
 	FairMetricKeys int
 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults is c with each zero field set to its documented default. middleware.Config takes
+// the defaults of the fields it shares from here, so each is written once.
+func (c Config) WithDefaults() Config {
 	if c.Prefix == "" {
 		c.Prefix = "jobguard"
 	}

@@ -79,7 +79,7 @@ func (s *Stack) observeRescue(d time.Duration) {
 
 // New builds a stack on rdb. Close stops its keeper.
 func New(rdb redis.UniversalClient, cfg Config) *Stack {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	locks := locking.New(rdb, locking.WithPrefix(cfg.Prefix), locking.WithOwnerPrefix(cfg.WorkerID))
 	store := jobstore.New(rdb, locks, jobstore.Config{Retention: cfg.Retention, TimelineCap: cfg.TimelineCap, WorkerID: cfg.WorkerID,
 		Durability: cfg.durability()})

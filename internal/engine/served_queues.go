@@ -140,67 +140,76 @@ func decodeTaskMessage(b []byte) (*asynq.TaskInfo, error) {
 			return nil, fmt.Errorf("engine: asynq task message: %w", protowire.ParseError(n))
 		}
 		b = b[n:]
-		switch {
-		case typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return nil, fmt.Errorf("engine: asynq task message field %d: %w", num, protowire.ParseError(n))
-			}
-			b = b[n:]
-			switch num {
-			case 1:
-				info.Type = string(v)
-			case 2:
-				info.Payload = append([]byte(nil), v...)
-			case 3:
-				info.ID = string(v)
-			case 4:
-				info.Queue = string(v)
-			case 7:
-				info.LastErr = string(v)
-			case 14:
-				info.Group = string(v)
-			case 15:
-				k, val, err := decodeMapEntry(v)
-				if err != nil {
-					return nil, err
-				}
-				info.Headers[k] = val
-			}
-		case typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return nil, fmt.Errorf("engine: asynq task message field %d: %w", num, protowire.ParseError(n))
-			}
-			b = b[n:]
-			switch num {
-			case 5:
-				info.MaxRetry = int(int32(v))
-			case 6:
-				info.Retried = int(int32(v))
-			case 8:
-				info.Timeout = time.Duration(int64(v)) * time.Second
-			case 9:
-				info.Deadline = unixOrZero(int64(v))
-			case 11:
-				info.LastFailedAt = unixOrZero(int64(v))
-			case 12:
-				info.Retention = time.Duration(int64(v)) * time.Second
-			case 13:
-				info.CompletedAt = unixOrZero(int64(v))
-			}
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return nil, fmt.Errorf("engine: asynq task message field %d: %w", num, protowire.ParseError(n))
-			}
-			b = b[n:]
+		// One length check for every field; a field read below is whole, so its own Consume
+		// cannot fail.
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return nil, fmt.Errorf("engine: asynq task message field %d: %w", num, protowire.ParseError(n))
+		}
+		field := b[:n]
+		b = b[n:]
+		var err error
+		switch typ {
+		case protowire.BytesType:
+			v, _ := protowire.ConsumeBytes(field)
+			err = setBytesField(info, num, v)
+		case protowire.VarintType:
+			v, _ := protowire.ConsumeVarint(field)
+			setVarintField(info, num, v)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	if info.ID == "" || info.Type == "" {
 		return nil, errors.New("engine: asynq task message without id or type")
 	}
 	return info, nil
+}
+
+// setBytesField sets info's field numbered num (a string, bytes or map field) to v.
+func setBytesField(info *asynq.TaskInfo, num protowire.Number, v []byte) error {
+	switch num {
+	case 1:
+		info.Type = string(v)
+	case 2:
+		info.Payload = append([]byte(nil), v...)
+	case 3:
+		info.ID = string(v)
+	case 4:
+		info.Queue = string(v)
+	case 7:
+		info.LastErr = string(v)
+	case 14:
+		info.Group = string(v)
+	case 15:
+		k, val, err := decodeMapEntry(v)
+		if err != nil {
+			return err
+		}
+		info.Headers[k] = val
+	}
+	return nil
+}
+
+// setVarintField sets info's field numbered num (an integer field) to v.
+func setVarintField(info *asynq.TaskInfo, num protowire.Number, v uint64) {
+	switch num {
+	case 5:
+		info.MaxRetry = int(int32(v))
+	case 6:
+		info.Retried = int(int32(v))
+	case 8:
+		info.Timeout = time.Duration(int64(v)) * time.Second
+	case 9:
+		info.Deadline = unixOrZero(int64(v))
+	case 11:
+		info.LastFailedAt = unixOrZero(int64(v))
+	case 12:
+		info.Retention = time.Duration(int64(v)) * time.Second
+	case 13:
+		info.CompletedAt = unixOrZero(int64(v))
+	}
 }
 
 // decodeMapEntry decodes one entry of a map<string, string> field (key = 1, value = 2).

@@ -17,10 +17,10 @@ import (
 // The scripts compose fair_admit.lua (the stride scheduler) with their own body. They need none
 // of the job prelude: they touch no job record.
 var (
-	fairAdmit      = readScript("fair_admit.lua")
-	fairWaitScript = redis.NewScript(fairAdmit + "\n" + readScript("fair_wait.lua"))
-	fairDoneScript = redis.NewScript(fairAdmit + "\n" + readScript("fair_done.lua"))
-	fairPumpScript = redis.NewScript(fairAdmit + "\n" + readScript("fair_pump.lua"))
+	fairAdmit      = scripts.Read("fair_admit.lua")
+	fairWaitScript = redis.NewScript(fairAdmit + "\n" + scripts.Read("fair_wait.lua"))
+	fairDoneScript = redis.NewScript(fairAdmit + "\n" + scripts.Read("fair_done.lua"))
+	fairPumpScript = redis.NewScript(fairAdmit + "\n" + scripts.Read("fair_pump.lua"))
 )
 
 // FairKeys are the admission keys of one task type, all in one slot.

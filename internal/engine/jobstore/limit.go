@@ -19,9 +19,9 @@ import (
 // renew and release stand alone (a script's fragments are run at each call: about 20,000 of
 // Redis's instructions for the protocol and prelude, measured with callgrind).
 var (
-	limitTakeScript    = locking.NewProtocolScript(readScript("limit_take.lua"))
-	limitRenewScript   = redis.NewScript(readScript("limit_renew.lua"))
-	limitReleaseScript = redis.NewScript(readScript("limit_release.lua"))
+	limitTakeScript    = locking.NewProtocolScript(scripts.Read("limit_take.lua"))
+	limitRenewScript   = redis.NewScript(scripts.Read("limit_renew.lua"))
+	limitReleaseScript = redis.NewScript(scripts.Read("limit_release.lua"))
 )
 
 // LimitKeys are the keys of one limit key, all in its slot.

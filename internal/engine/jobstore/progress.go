@@ -16,7 +16,7 @@ import (
 var ErrProgressBackwards = errors.New("jobstore: progress may not go backwards within a run")
 
 // progressScript is fenced by locking's prelude, like SetFields: a stale run cannot move it.
-var progressScript = locking.NewFencedScript(readScript("progress.lua"))
+var progressScript = locking.NewFencedScript(scripts.Read("progress.lua"))
 
 // ProgressArgs are one progress report.
 type ProgressArgs struct {

@@ -15,21 +15,19 @@ import (
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-func readScript(name string) string {
-	return scriptfs.Read(scriptFS, name)
-}
+var scripts = scriptfs.Dir(scriptFS)
 
 // EffectFrame wraps an effect's body (engine.NewEffect): the applied-operation check before it and
 // the applied record after it, in one fenced script (scripts/effect.lua).
 func EffectFrame(body string) string {
-	return strings.Replace(readScript("effect.lua"), "-- EFFECT_BODY\n", body+"\n", 1)
+	return strings.Replace(scripts.Read("effect.lua"), "-- EFFECT_BODY\n", body+"\n", 1)
 }
 
 // prelude is put before every job script's body, after locking's protocol fragment.
-var prelude = readScript("prelude.lua")
+var prelude = scripts.Read("prelude.lua")
 
 // script builds a job script: locking's protocol fragment, the job prelude, then the body.
-func script(name string) *redis.Script { return NewScript(readScript(name)) }
+func script(name string) *redis.Script { return NewScript(scripts.Read(name)) }
 
 var (
 	createScript   = script("create.lua")

@@ -383,23 +383,13 @@ func (s *Store) LoadWorkflow(ctx context.Context, id string) (WorkflowRecord, er
 
 // Statuses reads the status of each job id in one round trip ("" for a record that is gone).
 func (s *Store) Statuses(ctx context.Context, ids []string) ([]Status, error) {
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, len(ids))
-	for i, id := range ids {
-		k, err := s.Keys(id, "")
-		if err != nil {
-			return nil, err
-		}
-		cmds[i] = pipe.HGet(ctx, k.Record, FieldStatus)
-	}
-	if len(ids) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("jobstore: read statuses: %w", err)
-		}
+	rows, err := s.recordFields(ctx, "statuses", ids, FieldStatus)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]Status, len(ids))
-	for i, c := range cmds {
-		out[i] = Status(c.Val())
+	for i, r := range rows {
+		out[i] = Status(r[0])
 	}
 	return out, nil
 }
@@ -413,26 +403,13 @@ type NodeResult struct {
 
 // NodeResults reads the status and result of each job id in one round trip.
 func (s *Store) NodeResults(ctx context.Context, ids []string) ([]NodeResult, error) {
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(ids))
-	for i, id := range ids {
-		k, err := s.Keys(id, "")
-		if err != nil {
-			return nil, err
-		}
-		cmds[i] = pipe.HMGet(ctx, k.Record, FieldStatus, FieldResult)
-	}
-	if len(ids) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("jobstore: read results: %w", err)
-		}
+	rows, err := s.recordFields(ctx, "results", ids, FieldStatus, FieldResult)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]NodeResult, len(ids))
-	for i, c := range cmds {
-		v := c.Val()
-		st, _ := v[0].(string)
-		res, _ := v[1].(string)
-		out[i] = NodeResult{JobID: ids[i], Status: Status(st), Result: res}
+	for i, r := range rows {
+		out[i] = NodeResult{JobID: ids[i], Status: Status(r[0]), Result: r[1]}
 	}
 	return out, nil
 }

@@ -70,30 +70,13 @@ type NodeState struct {
 
 // NodeStates reads the status, type and last error of each job id in one round trip.
 func (s *Store) NodeStates(ctx context.Context, ids []string) ([]NodeState, error) {
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(ids))
-	for i, id := range ids {
-		k, err := s.Keys(id, "")
-		if err != nil {
-			return nil, err
-		}
-		cmds[i] = pipe.HMGet(ctx, k.Record, FieldStatus, FieldType, FieldLastError)
-	}
-	if len(ids) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("jobstore: read nodes: %w", err)
-		}
+	rows, err := s.recordFields(ctx, "nodes", ids, FieldStatus, FieldType, FieldLastError)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]NodeState, len(ids))
-	for i, c := range cmds {
-		v := c.Val()
-		if len(v) != 3 {
-			continue
-		}
-		st, _ := v[0].(string)
-		typ, _ := v[1].(string)
-		le, _ := v[2].(string)
-		out[i] = NodeState{Status: Status(st), Type: typ, LastError: le}
+	for i, r := range rows {
+		out[i] = NodeState{Status: Status(r[0]), Type: r[1], LastError: r[2]}
 	}
 	return out, nil
 }
