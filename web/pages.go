@@ -210,11 +210,8 @@ type deliveryRow struct {
 // job is {root}/jobs/{id}.
 func (p *pages) job(ctx context.Context, c *fiber.Ctx, id string) error {
 	j, err := p.jobs.Job(ctx, id)
-	if err != nil {
+	if ok, err := p.found(c, err, j != nil, "nojob.html", id); !ok {
 		return err
-	}
-	if j == nil {
-		return render(c, fiber.StatusNotFound, "nojob.html", map[string]any{"Root": p.root, "ID": id})
 	}
 	var rows []deliveryRow
 	from := max(0, len(j.Deliveries)-maxShownDeliveries)
@@ -274,4 +271,16 @@ func stampText(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+// found is whether a page's subject (a job, a workflow) was loaded; when it was not, the error is
+// the load's, or, for one that is not there, that of rendering the 404 page tmpl naming id.
+func (p *pages) found(c *fiber.Ctx, err error, exists bool, tmpl, id string) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	if !exists {
+		return false, render(c, fiber.StatusNotFound, tmpl, map[string]any{"Root": p.root, "ID": id})
+	}
+	return true, nil
 }

@@ -92,11 +92,8 @@ type statusCount struct {
 // workflow is {root}/workflows/{id}.
 func (p *pages) workflow(ctx context.Context, c *fiber.Ctx, id string) error {
 	w, err := p.jobs.Workflow(ctx, id)
-	if err != nil {
+	if ok, err := p.found(c, err, w != nil, "noworkflow.html", id); !ok {
 		return err
-	}
-	if w == nil {
-		return render(c, fiber.StatusNotFound, "noworkflow.html", map[string]any{"Root": p.root, "ID": id})
 	}
 	drawing := layoutDAG(w.Nodes, func(jobID string) string { return p.root + "/jobs/" + url.PathEscape(jobID) })
 	n := map[string]int{}
@@ -154,11 +151,8 @@ func (p *pages) cancelWorkflow(c *fiber.Ctx, id string) error {
 		return methodNotAllowed(c, allowRead+", "+allowChange)
 	}
 	w, err := p.jobs.Workflow(ctx, id)
-	if err != nil {
+	if ok, err := p.found(c, err, w != nil, "noworkflow.html", id); !ok {
 		return err
-	}
-	if w == nil {
-		return render(c, fiber.StatusNotFound, "noworkflow.html", map[string]any{"Root": p.root, "ID": id})
 	}
 	open := 0
 	for _, n := range w.Nodes {
