@@ -6,6 +6,7 @@
 package benchpeers
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strconv"
@@ -96,12 +97,8 @@ func (c Config) withDefaults() Config {
 			c.Systems = append(c.Systems, s.Name)
 		}
 	}
-	if c.BullMQVersion == "" {
-		c.BullMQVersion = "5.81.5"
-	}
-	if c.Root == "" {
-		c.Root = "."
-	}
+	c.BullMQVersion = cmp.Or(c.BullMQVersion, "5.81.5")
+	c.Root = cmp.Or(c.Root, ".")
 	return c
 }
 

@@ -4,10 +4,22 @@
 package peerredis
 
 import (
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/benchpeers/peer"
 )
+
+// TaskType is the task type of the Redis-backed peers' benchmark job.
+const TaskType = "noop"
+
+// Open reads the peer's flags and opens its Redis client and an asynq client over it: how every
+// Redis-backed peer's main begins.
+func Open() (peer.Flags, *redis.Client, *asynq.Client) {
+	f := peer.ParseFlags()
+	rdb := Client(f)
+	return f, rdb, asynq.NewClientFromRedisClient(rdb)
+}
 
 // Client is the peer process's one client to the Redis at f.URL, pooled as the side-by-side
 // benchmark's (two connections a handler, and ten).

@@ -12,11 +12,9 @@ import (
 )
 
 func main() {
-	f := peer.ParseFlags()
-	rdb := peerredis.Client(f)
-	client := asynq.NewClientFromRedisClient(rdb)
+	f, rdb, client := peerredis.Open()
 	peer.Main(f, func(ctx context.Context, body []byte) error {
-		_, err := client.EnqueueContext(ctx, asynq.NewTask("noop", body))
+		_, err := client.EnqueueContext(ctx, asynq.NewTask(peerredis.TaskType, body))
 		return err
 	}, func() (peer.Worker, error) {
 		srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: f.Concurrency, LogLevel: asynq.FatalLevel})

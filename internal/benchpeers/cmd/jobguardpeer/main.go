@@ -13,17 +13,13 @@ import (
 	"github.com/jobguard/jobguard/internal/engine"
 )
 
-const taskType = "noop"
-
 func main() {
-	f := peer.ParseFlags()
-	rdb := peerredis.Client(f)
-	client := asynq.NewClientFromRedisClient(rdb)
+	f, rdb, client := peerredis.Open()
 	stack := engine.New(rdb, engine.Config{Concurrency: f.Concurrency})
 	var run func(context.Context, []byte) error
-	stack.Register(engine.TaskConfig{Type: taskType}, func(ctx context.Context, job *engine.Job) error { return run(ctx, job.Payload) })
+	stack.Register(engine.TaskConfig{Type: peerredis.TaskType}, func(ctx context.Context, job *engine.Job) error { return run(ctx, job.Payload) })
 	peer.Main(f, func(ctx context.Context, body []byte) error {
-		_, err := stack.Enqueue(ctx, client, engine.Spec{Type: taskType, Payload: body})
+		_, err := stack.Enqueue(ctx, client, engine.Spec{Type: peerredis.TaskType, Payload: body})
 		return err
 	}, func() (peer.Worker, error) {
 		srv := asynq.NewServerFromRedisClient(rdb, stack.ServerConfig(asynq.Config{Concurrency: f.Concurrency, LogLevel: asynq.FatalLevel}))

@@ -17,14 +17,10 @@ import (
 	"github.com/jobguard/jobguard/middleware"
 )
 
-const taskType = "noop"
-
 func main() {
-	f := peer.ParseFlags()
-	rdb := peerredis.Client(f)
-	client := asynq.NewClientFromRedisClient(rdb)
+	f, rdb, client := peerredis.Open()
 	peer.Main(f, func(ctx context.Context, body []byte) error {
-		_, err := client.EnqueueContext(ctx, asynq.NewTask(taskType, body))
+		_, err := client.EnqueueContext(ctx, asynq.NewTask(peerredis.TaskType, body))
 		return err
 	}, func() (peer.Worker, error) {
 		return &worker{rdb: rdb, concurrency: f.Concurrency}, rdb.Ping(context.Background()).Err()
@@ -42,14 +38,14 @@ type worker struct {
 // (which names the moment it was enqueued, unique enough; two alike would only take turns).
 func (w *worker) Start(run func(context.Context, []byte) error) error {
 	w.guard = middleware.New(w.rdb, middleware.Config{})
-	w.guard.ProtectLease(taskType, middleware.Lease{Resource: func(t *asynq.Task) (string, error) {
+	w.guard.ProtectLease(peerredis.TaskType, middleware.Lease{Resource: func(t *asynq.Task) (string, error) {
 		h := fnv.New64a()
 		h.Write(t.Payload())
 		return "job:" + strconv.FormatUint(h.Sum64(), 36), nil
 	}, FenceTTL: time.Hour}) // a resource per job: its counter must not outlive it for ever
 	mux := asynq.NewServeMux()
 	mux.Use(w.guard.Middleware())
-	mux.HandleFunc(taskType, func(ctx context.Context, t *asynq.Task) error { return run(ctx, t.Payload()) })
+	mux.HandleFunc(peerredis.TaskType, func(ctx context.Context, t *asynq.Task) error { return run(ctx, t.Payload()) })
 	w.srv = asynq.NewServerFromRedisClient(w.rdb, w.guard.ServerConfig(asynq.Config{Concurrency: w.concurrency, LogLevel: asynq.FatalLevel}))
 	return w.srv.Start(mux)
 }
