@@ -15,8 +15,9 @@ import (
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
+// mustScript is scripts/<name> after locking's protocol fragment.
 func mustScript(name string) *redis.Script {
-	return locking.NewProtocolScript(scriptfs.Read(scriptFiles, name))
+	return locking.NewProtocolScript(scriptfs.Dir(scriptFiles).Read(name))
 }
 
 var (

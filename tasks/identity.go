@@ -58,7 +58,7 @@ type Claim struct {
 func (c Claim) Ours(jobID string) bool { return c.State != ClaimConflict && c.JobID == jobID }
 
 var (
-	identityClaim   = jobstore.NewScript(scriptBody("identity_claim.lua")) // past_deadline
+	identityClaim   = jobstore.NewScript(scripts.Read("identity_claim.lua")) // past_deadline
 	identityRelease = mustScript("identity_release.lua")
 )
 

@@ -13,11 +13,9 @@ import (
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-// scriptBody is the text of scripts/<name>, for the bodies that engine.NewEffect and
-// locking.NewFencedScript complete with their preludes.
-func scriptBody(name string) string {
-	return scriptfs.Read(scriptFS, name)
-}
+// scripts are the task types' scripts: their bodies, which engine.NewEffect and
+// locking.NewFencedScript complete with their preludes, and whole scripts (mustScript).
+var scripts = scriptfs.Dir(scriptFS)
 
 // mustScript is scripts/<name> as a script of its own.
-func mustScript(name string) *redis.Script { return redis.NewScript(scriptBody(name)) }
+func mustScript(name string) *redis.Script { return redis.NewScript(scripts.Read(name)) }

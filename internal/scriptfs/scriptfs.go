@@ -12,3 +12,10 @@ func Read(fsys embed.FS, name string) string {
 	}
 	return string(b)
 }
+
+// Dir is a package's embedded scripts/*.lua (go:embed declares it in the package that holds the
+// files), read by name: var scripts = scriptfs.Dir(scriptFS).
+type Dir embed.FS
+
+// Read is the text of scripts/<name> (Read above).
+func (d Dir) Read(name string) string { return Read(embed.FS(d), name) }

@@ -115,7 +115,7 @@ var Task = tasks.Task{
 }
 
 // cacheWrite replaces the cache entry, fenced: value, version, token, job and time.
-var cacheWrite = locking.NewFencedScript(scriptBody("cache_write.lua"))
+var cacheWrite = locking.NewFencedScript(scripts.Read("cache_write.lua"))
 
 // validateSourceURL accepts an empty value (computed locally) or an http(s) URL; its error shows
 // the URL without its user name, password and query values.

@@ -153,7 +153,7 @@ func reserve(ctx context.Context, d tasks.Deps, job *middleware.Run, p ReserveSt
 
 // reserveEffect commits the reserved total, the ledger entry and (by Apply) the applied-order
 // record in one fenced script.
-var reserveEffect = middleware.NewEffect(scriptBody("reserve_effect.lua"))
+var reserveEffect = middleware.NewEffect(scripts.Read("reserve_effect.lua"))
 
 // Stock is the read model of a tenant's SKU.
 type Stock struct {

@@ -11,8 +11,6 @@ import (
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-// scriptBody is the text of scripts/<name>, for the bodies that middleware.NewEffect and
-// locking.NewFencedScript complete with their preludes.
-func scriptBody(name string) string {
-	return scriptfs.Read(scriptFS, name)
-}
+// scripts are this task's script bodies, which middleware.NewEffect and locking.NewFencedScript
+// complete with their preludes.
+var scripts = scriptfs.Dir(scriptFS)
