@@ -100,14 +100,9 @@ func (p *pages) serve(c *fiber.Ctx) (handled bool, err error) {
 	if handled, err := p.serveWorkflows(c, path); handled {
 		return true, err
 	}
-	rest, ok := strings.CutPrefix(path, p.root+"/jobs/")
-	if !ok {
-		return false, nil
-	}
-	id, op, _ := strings.Cut(rest, "/")
-	id, err = url.PathUnescape(id)
-	if err != nil || id == "" {
-		return true, fiber.ErrNotFound
+	id, op, under, err := pathID(path, p.root+"/jobs/")
+	if !under || err != nil {
+		return under, err
 	}
 	switch op {
 	case "":
@@ -283,4 +278,20 @@ func (p *pages) found(c *fiber.Ctx, err error, exists bool, tmpl, id string) (bo
 		return false, render(c, fiber.StatusNotFound, tmpl, map[string]any{"Root": p.root, "ID": id})
 	}
 	return true, nil
+}
+
+// pathID reads a path "{prefix}{id}[/{op}]": the id unescaped and copied (a page's closure keeps
+// it past fasthttp's buffers), and op. under is false for a path not under prefix; err is a 404
+// for an empty or badly escaped id.
+func pathID(path, prefix string) (id, op string, under bool, err error) {
+	rest, ok := strings.CutPrefix(path, prefix)
+	if !ok {
+		return "", "", false, nil
+	}
+	id, op, _ = strings.Cut(rest, "/")
+	id, err = url.PathUnescape(id)
+	if err != nil || id == "" {
+		return "", "", true, fiber.ErrNotFound
+	}
+	return strings.Clone(id), op, true, nil
 }

@@ -40,16 +40,10 @@ func (p *pages) serveWorkflows(c *fiber.Ctx, path string) (handled bool, err err
 	if path == p.root+"/workflows" || path == p.root+"/workflows/" {
 		return true, p.get(c, p.workflows)
 	}
-	rest, ok := strings.CutPrefix(path, p.root+"/workflows/")
-	if !ok {
-		return false, nil
+	id, op, under, err := pathID(path, p.root+"/workflows/")
+	if !under || err != nil {
+		return under, err
 	}
-	id, op, _ := strings.Cut(rest, "/")
-	id, err = url.PathUnescape(id)
-	if err != nil || id == "" {
-		return true, fiber.ErrNotFound
-	}
-	id = strings.Clone(id)
 	switch op {
 	case "":
 		return true, p.get(c, func(ctx context.Context, c *fiber.Ctx) error { return p.workflow(ctx, c, id) })

@@ -4,6 +4,8 @@
 package peerredis
 
 import (
+	"context"
+
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
@@ -19,6 +21,15 @@ func Open() (peer.Flags, *redis.Client, *asynq.Client) {
 	f := peer.ParseFlags()
 	rdb := Client(f)
 	return f, rdb, asynq.NewClientFromRedisClient(rdb)
+}
+
+// Enqueue is the producer of the peers that enqueue with a plain asynq client (bare asynq, the
+// lease level): a TaskType task of body.
+func Enqueue(client *asynq.Client) func(context.Context, []byte) error {
+	return func(ctx context.Context, body []byte) error {
+		_, err := client.EnqueueContext(ctx, asynq.NewTask(TaskType, body))
+		return err
+	}
 }
 
 // Client is the peer process's one client to the Redis at f.URL, pooled as the side-by-side

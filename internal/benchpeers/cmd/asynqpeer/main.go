@@ -13,10 +13,7 @@ import (
 
 func main() {
 	f, rdb, client := peerredis.Open()
-	peer.Main(f, func(ctx context.Context, body []byte) error {
-		_, err := client.EnqueueContext(ctx, asynq.NewTask(peerredis.TaskType, body))
-		return err
-	}, func() (peer.Worker, error) {
+	peer.Main(f, peerredis.Enqueue(client), func() (peer.Worker, error) {
 		srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: f.Concurrency, LogLevel: asynq.FatalLevel})
 		return &worker{srv: srv}, rdb.Ping(context.Background()).Err()
 	})
