@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/jobguard/jobguard/middleware"
@@ -14,15 +13,14 @@ import (
 // payloads, results and checkpoints are kept encrypted at rest with the key ring. It returns a
 // copy of list; a type not in it is an error.
 func applyEncryptTypes(v string, list []tasks.Task) ([]tasks.Task, error) {
-	out := slices.Clone(list)
-	for _, typ := range taskEntries(v, ",") {
+	return eachTaskEntry(v, ",", list, func(out []tasks.Task, typ string) error {
 		i := taskIndex(out, typ)
 		if i < 0 {
-			return nil, fmt.Errorf("%q does not name a task type", typ)
+			return fmt.Errorf("%q does not name a task type", typ)
 		}
 		out[i].Config.Encrypt = true
-	}
-	return out, nil
+		return nil
+	})
 }
 
 // parseKeyRing reads ENCRYPTION_KEYS; the error names the entry and its id, never a key.

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,57 +17,65 @@ import (
 // applyFairPart). The key a limit counts by stays the task's own (middleware.Limit.Key, in code).
 // It returns a copy of list; a type not in it, or a bad part, is an error.
 func applyTaskLimits(v string, list []tasks.Task) ([]tasks.Task, error) {
-	out := slices.Clone(list)
-	for _, entry := range taskEntries(v, ";") {
+	return eachTaskEntry(v, ";", list, func(out []tasks.Task, entry string) error {
 		typ, parts, ok := strings.Cut(entry, "=")
 		i := taskIndex(out, typ)
 		if !ok || i < 0 {
-			return nil, fmt.Errorf("%q does not name a task type (want type=concurrency:N,rate:R/1s,burst:B)", typ)
+			return fmt.Errorf("%q does not name a task type (want type=concurrency:N,rate:R/1s,burst:B)", typ)
 		}
 		lim, fair := out[i].Config.Limit, out[i].Config.Fair
 		for _, part := range strings.Split(parts, ",") {
 			name, val, _ := strings.Cut(strings.TrimSpace(part), ":")
+			var err error
 			switch name {
-			case "concurrency", "burst":
-				n, err := strconv.Atoi(val)
-				if err != nil || n < 0 || n > 1_000_000 {
-					return nil, fmt.Errorf("%s: %s %q is not 0-1000000", typ, name, val)
-				}
-				if name == "concurrency" {
-					lim.Concurrency = n
-				} else {
-					lim.Burst = n
-				}
-			case "rate":
-				r, per, hasPer := strings.Cut(val, "/")
-				n, err := strconv.Atoi(r)
-				if err != nil || n < 0 || n > 1_000_000 {
-					return nil, fmt.Errorf("%s: rate %q is not 0-1000000 per period", typ, val)
-				}
-				d := time.Second
-				if hasPer {
-					if d, err = time.ParseDuration(per); err != nil || d < time.Millisecond || d > 24*time.Hour {
-						return nil, fmt.Errorf("%s: rate period %q is not a duration of 1ms-24h", typ, per)
-					}
-				}
-				if n > 0 && d/time.Duration(n) < time.Millisecond {
-					return nil, fmt.Errorf("%s: rate %q is more than one start per millisecond", typ, val)
-				}
-				lim.Rate, lim.Per = n, d
+			case "concurrency", "burst", "rate":
+				err = applyLimitPart(&lim, name, val)
 			case "fair", "capacity", "weight", "sequence", "on_failure":
-				f, err := applyFairPart(fair, name, val)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", typ, err)
-				}
-				fair = f
+				fair, err = applyFairPart(fair, name, val)
 			default:
-				return nil, fmt.Errorf("%s: %q is not concurrency:N, rate:R/PERIOD, burst:B or a fair part (fair:on, capacity:N, "+
+				return fmt.Errorf("%s: %q is not concurrency:N, rate:R/PERIOD, burst:B or a fair part (fair:on, capacity:N, "+
 					"weight:KEY=W, sequence:on, on_failure:block)", typ, part)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", typ, err)
 			}
 		}
 		out[i].Config.Limit, out[i].Config.Fair = lim, fair
+		return nil
+	})
+}
+
+// applyLimitPart applies one limit part of TASK_LIMITS to lim: concurrency:N, burst:B or
+// rate:R[/PERIOD] (0 turns one off).
+func applyLimitPart(lim *middleware.Limit, name, val string) error {
+	if name == "rate" {
+		r, per, hasPer := strings.Cut(val, "/")
+		n, err := strconv.Atoi(r)
+		if err != nil || n < 0 || n > 1_000_000 {
+			return fmt.Errorf("rate %q is not 0-1000000 per period", val)
+		}
+		d := time.Second
+		if hasPer {
+			if d, err = time.ParseDuration(per); err != nil || d < time.Millisecond || d > 24*time.Hour {
+				return fmt.Errorf("rate period %q is not a duration of 1ms-24h", per)
+			}
+		}
+		if n > 0 && d/time.Duration(n) < time.Millisecond {
+			return fmt.Errorf("rate %q is more than one start per millisecond", val)
+		}
+		lim.Rate, lim.Per = n, d
+		return nil
 	}
-	return out, nil
+	n, err := strconv.Atoi(val)
+	if err != nil || n < 0 || n > 1_000_000 {
+		return fmt.Errorf("%s %q is not 0-1000000", name, val)
+	}
+	if name == "concurrency" {
+		lim.Concurrency = n
+	} else {
+		lim.Burst = n
+	}
+	return nil
 }
 
 // applyFairPart applies one fair-dispatch part of TASK_LIMITS to a copy of f (docs/FAIRNESS.md):
