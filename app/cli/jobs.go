@@ -28,6 +28,7 @@ search: --tag T (repeat for several; --tags-match all for all of them), --error 
 show --wait: block until the job ends (long-polls of GET /jobs/{id}?wait=), print its last view;
        --timeout D (e.g. 10m) stops waiting after D (default: no limit)
 list: a token lists its tenant's jobs; an open API (no API_TOKENS) every tenant's, or --tenant's.
+      No token reads across tenants (OPERATOR_TOKENS are refused): docs/OPERATIONS.md, Across tenants.
 exit: 0 ok, 1 error or no answer, 2 usage, 3 no such job, 4 not in a state the command applies to
       (cancel: ended; retry: not failed; skip: blocks nothing);
       show --wait: 0 done, 5 failed, 6 ended otherwise (cancelled, expired, revoked, skipped),
