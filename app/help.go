@@ -25,13 +25,14 @@ Usage:
   jobguard migrate      apply every pending PostgreSQL schema step to DATABASE_URL, and say which
   jobguard healthcheck  exit 0 when HEALTHCHECK_URL answers 200 within 2s, else 1 (for a container's HEALTHCHECK)
   jobguard jobs list [--tenant T] [--status S] [--type T] [--limit N] [--cursor C]
-  jobguard jobs show|cancel|retry ID
+  jobguard jobs show|cancel|retry|skip ID
                         operate on jobs through the HTTP API of a running jobguard: --url (JOBGUARD_URL,
                         default http://127.0.0.1 on HTTP_ADDR's port), --token (JOBGUARD_TOKEN, one of
                         API_TOKENS); an open API lists every tenant's jobs without --tenant; --output json;
-                        cancel takes --reason; jobguard jobs -h has the rest.
-                        Exit 0 ok, 1 error or no answer, 2 usage, 3 no such job, 4 not in a state the
-                        command applies to (cancel: ended; retry: not failed)
+                        cancel takes --reason; show --wait blocks until the job ends; jobguard jobs -h
+                        has the rest. Exit 0 ok, 1 error or no answer, 2 usage, 3 no such job, 4 not in
+                        a state the command applies to (cancel: ended; retry: not failed; skip: blocks
+                        no sequence)
   jobguard jobs reencrypt
                         move encrypted job data (Redis, and the SQL history with DATABASE_URL) to
                         the first key of ENCRYPTION_KEYS; re-runnable; exit 1 lists jobs whose key is
