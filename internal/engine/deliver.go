@@ -18,7 +18,7 @@ func (s *Stack) deliver(ctx context.Context, client *asynq.Client, tc TaskConfig
 // deliverTo is deliver to asynq queue queue: the one the job's record names, for a job that has
 // one (shards.go: recordQueue).
 func (s *Stack) deliverTo(ctx context.Context, client *asynq.Client, tc TaskConfig, queue, id, delivery, opKey, dedup string, extra map[string]string, delay time.Duration) error {
-	headers := map[string]string{HeaderJobID: id}
+	headers := map[string]string{HeaderJobID: id, HeaderPrefix: s.cfg.Prefix}
 	if opKey != "" {
 		headers[HeaderOpKey] = opKey
 	}

@@ -318,8 +318,8 @@ func (r *Reconciler) dropOrphaned(ctx context.Context, queue string, tasks []*as
 	var ids []string
 	for _, t := range tasks {
 		id := t.Headers[HeaderJobID]
-		if _, known := r.s.TaskConfig(t.Type); !known || !ValidJobID(id) {
-			continue // not a delivery of this stack's jobs
+		if _, known := r.s.TaskConfig(t.Type); !known || !r.s.owns(t.Headers) {
+			continue // not a delivery of this stack's jobs (another application's, say: ownership.go)
 		}
 		ours = append(ours, t)
 		ids = append(ids, id)
