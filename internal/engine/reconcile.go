@@ -168,14 +168,7 @@ func (r *Reconciler) openRecords(ctx context.Context, done Repairs) error {
 // queue asynq:queues does not name (Redis restarted empty) is read directly: its tasks are not
 // lost for the inspector's refusing it.
 func (r *Reconciler) deliveryState(ctx context.Context, queue, id string) (asynq.TaskState, error) {
-	info, err := r.insp.GetTaskInfo(queue, id)
-	if errors.Is(err, asynq.ErrQueueNotFound) {
-		return unlistedTaskState(ctx, r.s.rdb, queue, id)
-	}
-	if err != nil {
-		return 0, err
-	}
-	return info.State, nil
+	return taskState(ctx, r.insp, r.s.rdb, queue, id)
 }
 
 func (r *Reconciler) counted(typ, kind string, done Repairs) {

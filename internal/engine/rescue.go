@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -110,6 +111,8 @@ func (r *Rescuer) rescue(ctx context.Context, t *asynq.TaskInfo) bool {
 		log.Warn().Str("event", "failed").Msg("worker lost during the last attempt")
 		r.s.endedIn(jobID, t.Headers[HeaderWorkflow])
 		return true
+	case jobstore.RescuedBefore:
+		return r.enqueueAgain(ctx, tc, t, res.Delivery)
 	case jobstore.Rescued:
 	default:
 		return false
@@ -135,3 +138,30 @@ func (r *Rescuer) rescue(ctx context.Context, t *asynq.TaskInfo) bool {
 
 // unrescueTimeout bounds putting a job back when its rescue's delivery was not enqueued.
 const unrescueTimeout = 2 * time.Second
+
+// enqueueAgain enqueues delivery, which an earlier rescue of active delivery t made the job's,
+// when asynq lacks it: that rescue wrote the record, then Redis went away before its enqueue and
+// its put-back. Without this the job waited for the reconciler's grace. A delivery asynq has (or
+// had, and ran) is left alone; two rescuers enqueueing it meet asynq's task-id uniqueness.
+func (r *Rescuer) enqueueAgain(ctx context.Context, tc TaskConfig, t *asynq.TaskInfo, delivery string) bool {
+	jobID := t.Headers[HeaderJobID]
+	queue := r.s.recordQueue(tc.Queue, jobID, t.Queue)
+	_, err := taskState(ctx, r.insp, r.s.rdb, queue, delivery)
+	if !errors.Is(err, asynq.ErrTaskNotFound) {
+		return false // asynq has it, or could not say: the next pass asks again
+	}
+	headers := map[string]string{}
+	for k, v := range t.Headers {
+		headers[k] = v
+	}
+	log := r.s.log.With().Str("job_id", jobID).Str("delivery", t.ID).Str("worker_id", r.s.cfg.WorkerID).Logger()
+	err = r.s.deliverTo(ctx, r.client, tc, queue, jobID, delivery, headers[HeaderOpKey], headers[HeaderDedup], headers, 0)
+	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+		log.Warn().Err(err).Str("new_delivery", delivery).Msg("rescue delivery not enqueued again; next pass")
+		return false
+	}
+	r.s.Stats.Rescued.Add(1)
+	r.s.m.rescues.WithLabelValues(t.Type, "rescued").Inc()
+	log.Info().Str("event", "rescued").Str("new_delivery", delivery).Msg("delivery of an earlier rescue, missing from asynq, enqueued")
+	return true
+}

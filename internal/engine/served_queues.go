@@ -108,6 +108,19 @@ func unlistedActive(ctx context.Context, rdb redis.UniversalClient, queue string
 	return out, nil
 }
 
+// taskState is the state of task id of queue in asynq, asynq.ErrTaskNotFound when it has none; a
+// queue asynq:queues does not name (Redis restarted empty) is read directly.
+func taskState(ctx context.Context, insp *asynq.Inspector, rdb redis.UniversalClient, queue, id string) (asynq.TaskState, error) {
+	info, err := insp.GetTaskInfo(queue, id)
+	if errors.Is(err, asynq.ErrQueueNotFound) {
+		return unlistedTaskState(ctx, rdb, queue, id)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return info.State, nil
+}
+
 // unlistedTaskState is the state of task id of a queue asynq:queues does not name, as the
 // inspector's GetTaskInfo would give it; asynq.ErrTaskNotFound when it has no task hash.
 func unlistedTaskState(ctx context.Context, rdb redis.UniversalClient, queue, id string) (asynq.TaskState, error) {

@@ -19,6 +19,10 @@ const (
 	Skip RescueState = "skip"
 	// Alive: its lease is held or it beat recently.
 	Alive RescueState = "alive"
+	// RescuedBefore: a rescue of this delivery made the job retrying with the next (Delivery),
+	// which asynq may lack: that rescue's enqueue and put-back both failed (Redis went away).
+	// Nothing was written; the caller enqueues Delivery unless asynq has it.
+	RescuedBefore RescueState = "rescued_before"
 )
 
 // Rescue is the rescue script's answer.
@@ -40,6 +44,9 @@ func (s *Store) Rescue(ctx context.Context, k Keys, active string, now time.Time
 	}
 	r := Rescue{State: RescueState(state)}
 	switch r.State {
+	case RescuedBefore:
+		r.Delivery, err = stringAt("rescue", rest, 0)
+		return r, err
 	case Rescued:
 		if r.Delivery, err = stringAt("rescue", rest, 0); err != nil {
 			return Rescue{}, err

@@ -8,8 +8,19 @@
 -- ms, ARGV[5] timeline cap, ARGV[6] rescuer's worker id, ARGV[7] "1" to clear the marker when the
 -- job ends (until_done)
 -- returns {"rescued", new delivery id, heartbeat ms}; {"failed", heartbeat ms}; {"skip"} (not
---         processing, or not this delivery); {"alive"} (its lease is held or it beat recently)
-local rec = record_get(KEYS[1], {'status', 'delivery', 'heartbeat_at', 'attempt', 'max_attempts', 'job_id', 'lease_owner'})
+--         processing, or not this delivery); {"alive"} (its lease is held or it beat recently);
+--         {"rescued_before", delivery id}: the job is retrying with the delivery after this one, as
+--         a rescue of this one left it (nothing written): the caller enqueues it if asynq lacks it
+--         (the rescue's enqueue failed, and so did its put-back)
+local rec = record_get(KEYS[1], {'status', 'delivery', 'heartbeat_at', 'attempt', 'max_attempts', 'job_id', 'lease_owner',
+  'deliveries'})
+if rec.status == 'retrying' and rec.job_id then
+  local n = tonumber(string.match(ARGV[1], '%.d(%d+)$') or '')
+  local next = n and rec.job_id .. '.d' .. (n + 1)
+  if next and ARGV[1] == rec.job_id .. '.d' .. n and rec.delivery == next and tonumber(rec.deliveries) == n + 1 then
+    return {'rescued_before', next}
+  end
+end
 if rec.status ~= 'processing' or rec.delivery ~= ARGV[1] then return {'skip'} end
 local now = tonumber(ARGV[2])
 local beat = tonumber(rec.heartbeat_at or '0')
