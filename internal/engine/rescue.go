@@ -28,10 +28,9 @@ type Rescuer struct {
 	client   *asynq.Client
 	interval time.Duration
 	served   func() []string
-	// unstarted is when this rescuer first saw each active delivery that no live server lists
-	// (rescue_unstarted.go); a pass keeps only the deliveries it saw.
-	unstarted map[string]time.Time
-	passing   sync.Mutex // one pass at a time: unstarted is the last pass's
+	// unstarted notes the active deliveries that no live server lists (rescue_unstarted.go).
+	unstarted *UnstartedWatch
+	passing   sync.Mutex // one pass at a time: unstarted keeps the last pass's
 }
 
 // NewRescuer returns a rescuer for the stack's task types; interval 0 means DefaultRescueInterval.
@@ -39,7 +38,7 @@ func (s *Stack) NewRescuer(insp *asynq.Inspector, client *asynq.Client, interval
 	if interval <= 0 {
 		interval = DefaultRescueInterval
 	}
-	return &Rescuer{s: s, insp: insp, client: client, interval: interval}
+	return &Rescuer{s: s, insp: insp, client: client, interval: interval, unstarted: NewUnstartedWatch(s.cfg.Clock)}
 }
 
 // Serving makes the rescuer also walk the queues served gives (the queues this process's server
@@ -68,17 +67,15 @@ func (r *Rescuer) Pass(ctx context.Context) (int, error) {
 		served = r.served()
 	}
 	rescued := 0
-	listed, lerr := r.listedByLiveServers()
-	seen := map[string]time.Time{}
+	unstarted := r.unstarted.Begin(r.insp)
 	err := WalkActive(ctx, r.s.rdb, r.insp, served, func(t *asynq.TaskInfo) {
-		switch {
-		case r.rescue(ctx, t):
+		if r.rescue(ctx, t) {
 			rescued++
-		case lerr == nil && !listed[t.ID] && r.rescueUnstarted(ctx, t, seen):
+		} else if since, due := unstarted.Due(t.ID); due && r.rescueUnstarted(ctx, t, since) {
 			rescued++
 		}
 	})
-	r.unstarted = seen
+	unstarted.End()
 	if err != nil {
 		return rescued, fmt.Errorf("engine: rescue: %w", err)
 	}

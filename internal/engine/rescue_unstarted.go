@@ -12,43 +12,15 @@ import (
 // retrying) with the delivery in asynq's active list: no lease lapses, so the rescue of a lost run
 // never sees it, and the reconciler finds the delivery present. Only asynq's recoverer brought it
 // back, 60-120 s later (make chaos-workflows found a fan-in waiting 61 s on one such leaf). The
-// rescuer now gives such a delivery a new one once it has seen it active for unstartedGrace while
-// no live asynq server lists it among its workers (Inspector.Servers).
+// rescuer now gives such a delivery a new one once it has seen it active for UnstartedGrace while
+// no live asynq server lists it among its workers (UnstartedWatch, which the lease level's rescuer
+// shares). A live worker that starts it later still is refused at the start (its delivery is no
+// longer the job's): nothing runs twice.
 
-// unstartedGrace is how long a delivery must have been seen active, and listed by no live server,
-// before it is taken for one whose worker died before its start: two of asynq's 5 s heartbeats,
-// so that a live server that took it has listed it. A live worker that starts it later still is
-// refused at the start (its delivery is no longer the job's): nothing runs twice.
-const unstartedGrace = 10 * time.Second
-
-// listedByLiveServers is the set of task ids the live asynq servers say they are working on.
-func (r *Rescuer) listedByLiveServers() (map[string]bool, error) {
-	servers, err := r.insp.Servers()
-	if err != nil {
-		return nil, err
-	}
-	listed := map[string]bool{}
-	for _, srv := range servers {
-		for _, w := range srv.ActiveWorkers {
-			listed[w.TaskID] = true
-		}
-	}
-	return listed, nil
-}
-
-// rescueUnstarted gives active delivery t, which no live server lists, a new delivery when this
-// rescuer has seen it so for unstartedGrace and its job never started it; seen collects the
-// deliveries of this pass with when they were first seen.
-func (r *Rescuer) rescueUnstarted(ctx context.Context, t *asynq.TaskInfo, seen map[string]time.Time) bool {
+// rescueUnstarted gives active delivery t, which no live server has listed for UnstartedGrace
+// (UnstartedWatch), a new delivery when its job never started it.
+func (r *Rescuer) rescueUnstarted(ctx context.Context, t *asynq.TaskInfo, since time.Duration) bool {
 	now := r.s.now()
-	first, ok := r.unstarted[t.ID]
-	if !ok {
-		first = now
-	}
-	seen[t.ID] = first
-	if now.Sub(first) < unstartedGrace {
-		return false
-	}
 	jobID := t.Headers[HeaderJobID]
 	tc, known := r.s.TaskConfig(t.Type)
 	keys, err := r.s.keysFor(jobID, "", t.Headers[HeaderDedup])
@@ -82,6 +54,6 @@ func (r *Rescuer) rescueUnstarted(ctx context.Context, t *asynq.TaskInfo, seen m
 	}
 	r.s.Stats.Rescued.Add(1)
 	r.s.m.rescues.WithLabelValues(t.Type, "rescued").Inc()
-	log.Info().Str("event", "rescued").Str("new_delivery", next).Dur("since_seen", now.Sub(first)).Msg("job taken by a worker that never started it redelivered")
+	log.Info().Str("event", "rescued").Str("new_delivery", next).Dur("since_seen", since).Msg("job taken by a worker that never started it redelivered")
 	return true
 }

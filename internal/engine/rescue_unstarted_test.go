@@ -29,7 +29,7 @@ func takenByADeadWorker(t *testing.T, rdb *redis.Client, queue, id string) {
 // A worker killed between asynq's dequeue and the start script left its job queued, and only
 // asynq's recoverer (60-120 s) brought the delivery back (make chaos-workflows: a fan-in waited
 // 61 s on one such leaf). The rescuer gives it a new delivery once it has seen it unstarted, and
-// listed by no live server, for unstartedGrace; the job's attempt is not spent. Before the fix no
+// listed by no live server, for UnstartedGrace; the job's attempt is not spent. Before the fix no
 // pass ever rescued it.
 func TestRescueRedeliversADeliveryTakenByAWorkerThatDiedBeforeItsStart(t *testing.T) {
 	t.Parallel()
@@ -50,7 +50,7 @@ func TestRescueRedeliversADeliveryTakenByAWorkerThatDiedBeforeItsStart(t *testin
 	if n, err := r.Pass(bg); err != nil || n != 0 {
 		t.Fatalf("first pass: %d rescued, %v; want 0 (just seen)", n, err)
 	}
-	clock.Advance(unstartedGrace - time.Second)
+	clock.Advance(UnstartedGrace - time.Second)
 	if n, _ := r.Pass(bg); n != 0 {
 		t.Fatalf("a pass within the grace rescued %d", n)
 	}
@@ -66,7 +66,7 @@ func TestRescueRedeliversADeliveryTakenByAWorkerThatDiedBeforeItsStart(t *testin
 		t.Fatalf("new delivery in asynq: %+v %v", info, err)
 	}
 	// The next pass finds the old delivery no longer the job's.
-	clock.Advance(unstartedGrace)
+	clock.Advance(UnstartedGrace)
 	if n, _ := r.Pass(bg); n != 0 {
 		t.Fatalf("a later pass rescued %d more", n)
 	}
@@ -103,7 +103,7 @@ func TestRescueLeavesAnUnstartedDeliveryOfALiveServerAlone(t *testing.T) {
 	defer close(hold)
 	// asynq lists a server's workers at its next heartbeat (every 5 s).
 	testsupport.Eventually(t, 15*time.Second, "the server lists the delivery", func() bool {
-		listed, _ := s.NewRescuer(insp, client, 0).listedByLiveServers()
+		listed, _ := listedByLiveServers(insp)
 		return listed[d1]
 	})
 	r := s.NewRescuer(insp, client, 0)
@@ -111,7 +111,7 @@ func TestRescueLeavesAnUnstartedDeliveryOfALiveServerAlone(t *testing.T) {
 		if n, err := r.Pass(bg); err != nil || n != 0 {
 			t.Fatalf("a pass rescued %d, %v: the delivery's server is alive", n, err)
 		}
-		clock.Advance(unstartedGrace)
+		clock.Advance(UnstartedGrace)
 	}
 	if v, _ := s.Get(bg, created.JobID); v.Raw["delivery"] != d1 || has(v, "rescued") {
 		t.Fatalf("the job was rescued: %v %v", v.Record, events(v))
@@ -139,7 +139,7 @@ func TestRescueOfAnUnstartedDeliveryWhoseEnqueueFailsChangesNothing(t *testing.T
 	defer unreachable.Close()
 	broken := s.NewRescuer(insp, asynq.NewClientFromRedisClient(unreachable), 0)
 	_, _ = broken.Pass(bg)
-	clock.Advance(unstartedGrace + time.Second)
+	clock.Advance(UnstartedGrace + time.Second)
 	if n, _ := broken.Pass(bg); n != 0 {
 		t.Fatalf("a rescue whose enqueue failed counted %d", n)
 	}
@@ -148,7 +148,7 @@ func TestRescueOfAnUnstartedDeliveryWhoseEnqueueFailsChangesNothing(t *testing.T
 	}
 	r := s.NewRescuer(insp, client, 0)
 	_, _ = r.Pass(bg)
-	clock.Advance(unstartedGrace + time.Second)
+	clock.Advance(UnstartedGrace + time.Second)
 	if n, err := r.Pass(bg); err != nil || n != 1 {
 		t.Fatalf("the next rescuer's pass: %d rescued, %v; want 1", n, err)
 	}
