@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/hibiken/asynq"
@@ -87,11 +88,22 @@ func (g *Guard) rescuePass(ctx context.Context, insp *asynq.Inspector, jobs *eng
 // servers the guard configured (ServerConfig). It returns how many it rescued.
 func (g *Guard) RescueLeases(ctx context.Context, insp *asynq.Inspector) (int, error) {
 	rescued := 0
-	err := engine.WalkActive(ctx, g.rdb, insp, g.servedQueues(), func(t *asynq.TaskInfo) {
-		if g.rescueLease(ctx, t) {
+	served := g.servedQueues()
+	unstarted := g.unstarted.Begin(insp)
+	err := engine.WalkActive(ctx, g.rdb, insp, served, func(t *asynq.TaskInfo) {
+		switch {
+		case g.rescueLease(ctx, t):
 			rescued++
+		case !slices.Contains(served, t.Queue):
+			// Not a queue of this process's servers: another application's task, maybe a plain
+			// asynq one of the same type name, which a copy would run twice.
+		default:
+			if since, due := unstarted.Due(t.ID); due && g.rescueUnstartedLease(ctx, t, since) {
+				rescued++
+			}
 		}
 	})
+	unstarted.End()
 	if err != nil {
 		return rescued, fmt.Errorf("middleware: rescue: %w", err)
 	}
@@ -144,6 +156,12 @@ func (g *Guard) rescueLease(ctx context.Context, info *asynq.TaskInfo) bool {
 // enqueueCopy enqueues the copy that continues info: same type, payload, queue and limits.
 func (g *Guard) enqueueCopy(ctx context.Context, info *asynq.TaskInfo) (string, error) {
 	t := asynq.NewTaskWithHeaders(info.Type, info.Payload, info.Headers)
+	return g.enqueueContinuation(ctx, t, info.ID, copyOptions(info)...)
+}
+
+// copyOptions are the enqueue options of a copy of info: its queue, the retries it had left, its
+// timeout, deadline and retention.
+func copyOptions(info *asynq.TaskInfo) []asynq.Option {
 	opts := []asynq.Option{asynq.Queue(info.Queue), asynq.MaxRetry(max(info.MaxRetry-info.Retried, 0))}
 	if info.Timeout > 0 {
 		opts = append(opts, asynq.Timeout(info.Timeout))
@@ -154,5 +172,5 @@ func (g *Guard) enqueueCopy(ctx context.Context, info *asynq.TaskInfo) (string, 
 	if info.Retention > 0 {
 		opts = append(opts, asynq.Retention(info.Retention))
 	}
-	return g.enqueueContinuation(ctx, t, info.ID, opts...)
+	return opts
 }

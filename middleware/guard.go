@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sync"
@@ -33,6 +34,8 @@ type Guard struct {
 	leases map[string]Lease
 	jobs   map[string]Job
 	served []string // the queues of the server configs ServerConfig built
+	// unstarted notes the active tasks no live asynq server lists (lease_unstarted.go).
+	unstarted *engine.UnstartedWatch
 }
 
 // New returns a guard on rdb (a *redis.Client, a Sentinel failover client or a cluster client).
@@ -49,7 +52,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Guard {
 	g := &Guard{
 		cfg: cfg, rdb: rdb, stack: stack, locks: locks, keeper: locks.NewKeeper(),
 		client: asynq.NewClientFromRedisClient(rdb), log: *cfg.Logger,
-		leases: map[string]Lease{}, jobs: map[string]Job{},
+		leases: map[string]Lease{}, jobs: map[string]Job{}, unstarted: engine.NewUnstartedWatch(cmp.Or(cfg.Clock, locking.SystemClock)),
 	}
 	g.m = newMetrics()
 	if cfg.Registerer != nil {

@@ -165,6 +165,26 @@ func runLeaseRescue(ctx context.Context, rdb redis.Scripter, k leaseKeys, copyID
 	return "", replyError("lease_rescue", res)
 }
 
+// runLeaseAdopt hands task k.marker's, which never started, to copy copyID (undo: takes that
+// back, when the copy was not enqueued); true when the task is the copy's now.
+func runLeaseAdopt(ctx context.Context, rdb redis.Scripter, k leaseKeys, copyID string, undo bool) (bool, error) {
+	mode := "adopt"
+	if undo {
+		mode = "unadopt"
+	}
+	res, err := leaseRescueScript.Run(ctx, rdb, []string{k.lease, k.marker}, mode, copyID, supersededTTL.Milliseconds()).Result()
+	if err != nil {
+		return false, fmt.Errorf("middleware: lease %s: %w", mode, err)
+	}
+	switch state, _ := res.(string); {
+	case state == "superseded" && !undo:
+		return true, nil
+	case state == "skip":
+		return false, nil
+	}
+	return false, replyError("lease_rescue", res)
+}
+
 func replyError(script string, res any) error {
 	return fmt.Errorf("middleware: %s script: unexpected reply %v", script, res)
 }

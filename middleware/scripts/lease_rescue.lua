@@ -1,12 +1,25 @@
 -- lease_rescue: whether a lease-level run lost its worker, and (commit) handing its task to a copy.
 -- A run is lost when its marker says running under an owner that no longer holds the resource's
 -- lease: its worker died or paused past the lease, and no renewal can bring that lease back.
+-- Adopt hands a task that never started (no marker: its worker died between asynq's dequeue and
+-- the start) to a copy before the copy is enqueued; unadopt takes that back when the enqueue failed.
 -- KEYS[1] the resource's lease, KEYS[2] the task's run marker
--- ARGV[1] "check" or "commit", ARGV[2] the copy's task id (commit), ARGV[3] superseded marker TTL ms
+-- ARGV[1] "check", "commit", "adopt" or "unadopt", ARGV[2] the copy's task id (commit, adopt, unadopt),
+-- ARGV[3] superseded marker TTL ms
 -- returns "lost" (check: enqueue a copy, then commit), "superseded" (commit: the copy is the task now,
---         or the copy, delivered before this commit, took it over itself), "alive" (its owner holds
---         the lease), "skip" (no run marker: not started, ended, or handed to another copy)
+--         or the copy, delivered before this commit, took it over itself; adopt: the copy is the
+--         task now), "alive" (its owner holds the lease), "skip" (no run marker: not started, ended,
+--         or handed to another copy; adopt: a marker; unadopt: always)
 local marker = redis.call('GET', KEYS[2])
+if ARGV[1] == 'adopt' then
+  if marker then return 'skip' end
+  redis.call('SET', KEYS[2], 'superseded:' .. ARGV[2], 'PX', ARGV[3])
+  return 'superseded'
+end
+if ARGV[1] == 'unadopt' then
+  if marker == 'superseded:' .. ARGV[2] then redis.call('DEL', KEYS[2]) end
+  return 'skip'
+end
 if ARGV[1] == 'commit' and marker == 'superseded:' .. ARGV[2] then return 'superseded' end
 if not marker or string.sub(marker, 1, 8) ~= 'running:' then return 'skip' end
 if lease_holder(KEYS[1]) == string.sub(marker, 9) then return 'alive' end
