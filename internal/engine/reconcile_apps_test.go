@@ -18,8 +18,9 @@ func TestReconcilerLeavesAnotherAppsDeliveriesAlone(t *testing.T) {
 	t.Parallel()
 	db := redistest.NewDB(t)
 	client, insp := asynq.NewClientFromRedisClient(db.Client), asynq.NewInspectorFromRedisClient(db.Client)
+	clock := newFakeClock()
 	app := func(prefix string) *Stack {
-		s := New(db.Client, Config{Prefix: prefix, WorkerID: prefix})
+		s := New(db.Client, Config{Prefix: prefix, WorkerID: prefix, Clock: clock})
 		s.Register(TaskConfig{Type: "work", MaxAttempts: 3}, func(context.Context, *Job) error { return nil })
 		t.Cleanup(s.Close)
 		return s
@@ -36,12 +37,17 @@ func TestReconcilerLeavesAnotherAppsDeliveriesAlone(t *testing.T) {
 	takenByADeadWorker(t, db.Client, "default", DeliveryID(active.JobID, 1))
 
 	r := a.NewReconciler(insp, client, ReconcilerConfig{Grace: time.Millisecond})
-	time.Sleep(2 * time.Millisecond) // past the millisecond of grace
+	clock.Advance(time.Second) // past the millisecond of grace
 	if got, err := r.Pass(bg); err != nil || len(got) != 0 {
 		t.Fatalf("A's reconciler repaired %v (%v) in B's deliveries", got, err)
 	}
-	if _, err := a.NewRescuer(insp, client, 0).Pass(bg); err != nil {
-		t.Fatal(err)
+	// A's rescuer: B's active delivery, listed by no live server, is past the unstarted grace.
+	rescuer := a.NewRescuer(insp, client, 0)
+	for range 2 {
+		if n, err := rescuer.Pass(bg); err != nil || n != 0 {
+			t.Fatalf("A's rescuer rescued %d (%v) of B's deliveries", n, err)
+		}
+		clock.Advance(UnstartedGrace + time.Second)
 	}
 	if info, err := insp.GetTaskInfo("default", DeliveryID(scheduled.JobID, 1)); err != nil || info.State != asynq.TaskStateScheduled {
 		t.Fatalf("B's scheduled delivery after A's passes: %+v %v", info, err)
@@ -52,6 +58,9 @@ func TestReconcilerLeavesAnotherAppsDeliveriesAlone(t *testing.T) {
 	// B's own reconciler still drops its delivery whose record is gone.
 	k, _ := b.store.Keys(scheduled.JobID, "")
 	db.Client.Del(bg, k.Record, k.Timeline)
+	if _, err := insp.GetTaskInfo("default", DeliveryID(active.JobID, 2)); err == nil {
+		t.Fatal("A's rescuer gave B's job a second delivery")
+	}
 	rb := b.NewReconciler(insp, client, ReconcilerConfig{Grace: time.Millisecond})
 	if got, err := rb.Pass(bg); err != nil || got[RepairDropped] != 1 {
 		t.Fatalf("B's reconciler: %v %v, want its own orphaned delivery dropped", got, err)
