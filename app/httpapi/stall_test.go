@@ -194,6 +194,7 @@ func TestRedisStall(t *testing.T) {
 
 // TestRedisDown kills Redis: every route that needs it answers a fast 503 problem+json with
 // Retry-After (the UI's API too, without the raw dial error), and the process answers /healthz.
+// Fast is within 10 REQUEST_TIMEOUTs: 2 s failed once at load 15-22; a hang meets the client's 30 s.
 func TestRedisDown(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -219,7 +220,7 @@ func TestRedisDown(t *testing.T) {
 	} {
 		a := timedRequest(c.method, r.base+c.path, c.body, "Content-Type", "application/json", "Origin", r.base)
 		if a.err != nil || a.status != http.StatusServiceUnavailable || !strings.HasPrefix(a.contentType, problem.ContentType) ||
-			a.retryAfter == "" || a.took > 2*time.Second {
+			a.retryAfter == "" || a.took > 10*time.Second {
 			t.Errorf("%s with Redis down: %d %q Retry-After %q after %s (%v); want a fast 503 problem+json", a.what, a.status, a.contentType, a.retryAfter, a.took, a.err)
 		}
 	}
@@ -229,7 +230,7 @@ func TestRedisDown(t *testing.T) {
 	// A scrape still answers, at once, and says Redis is down.
 	start := time.Now()
 	resp, body = get(t, r.base+"/metrics")
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "jobguard_redis_up 0") || time.Since(start) > 2*time.Second {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "jobguard_redis_up 0") || time.Since(start) > 10*time.Second {
 		t.Errorf("/metrics with Redis down: %d after %s, redis_up 0: %v", resp.StatusCode, time.Since(start), strings.Contains(body, "jobguard_redis_up 0"))
 	}
 	// Back up, the process serves again without a restart (and go-redis's redial loop ends).

@@ -121,7 +121,8 @@ func TestCancelRetryingJob(t *testing.T) {
 }
 
 // A running job whose handler ignores its context: the cancel answers at once, the handler's
-// context ends with ErrCancelled within a third of the lease TTL (plus a tick), and everything the
+// context ends with ErrCancelled (the keeper's renewal, at a third of the lease TTL, learns of it;
+// a lapsed lease would be ErrLeaseLost), and everything the
 // handler writes afterwards is refused by the fence, to the record and to targets of its own that no
 // run wrote before (the resource's fence counter moved past its token); its finish is stale and the
 // job stays cancelled. Its dedup marker is released, so the same request makes a new job.
@@ -166,15 +167,11 @@ func TestCancelRunningJobFencesLateWrites(t *testing.T) {
 	}
 	select {
 	case cause := <-noticed:
-		if !errors.Is(cause, ErrCancelled) {
-			t.Fatalf("handler's cause = %v, want ErrCancelled", cause)
+		if !errors.Is(cause, ErrCancelled) || errors.Is(cause, locking.ErrLeaseLost) {
+			t.Fatalf("handler's cause = %v, want ErrCancelled (from the renewal, not a lapsed lease)", cause)
 		}
-	case <-time.After(ttl):
-		t.Fatal("the handler's context was not cancelled within the lease TTL")
-	}
-	// The keeper renews at TTL/3 (its tick is 100 ms): the handler knows by then.
-	if wait := time.Since(asked); wait > ttl/3+500*time.Millisecond {
-		t.Fatalf("handler learned of the cancel after %s, want within TTL/3 (%s)", wait, ttl/3)
+	case <-time.After(30 * time.Second): // generous: a loaded machine (load 15-22) took over 1 s
+		t.Fatal("the handler's context was not cancelled")
 	}
 	t.Logf("handler's context cancelled %s after the cancel answered", time.Since(asked))
 	close(release)

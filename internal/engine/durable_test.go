@@ -24,7 +24,7 @@ func replicated(t *testing.T) (master, replica *redistest.Server) {
 }
 
 // With the replica up, a durable enqueue returns once the replica holds the job; with it paused
-// (SIGSTOP) the enqueue fails with ErrNotDurable within the timeout, its delivery's start does
+// (SIGSTOP) the enqueue fails with ErrNotDurable (the WAIT's verdict, not the caller's deadline), its delivery's start does
 // not run the handler (the start is undone: queued, attempt given back), and once the replica
 // is back the job runs once.
 func TestDurableModeWaitsForTheReplica(t *testing.T) {
@@ -33,7 +33,8 @@ func TestDurableModeWaitsForTheReplica(t *testing.T) {
 	db := redistest.DB{Server: master, Client: master.Client(t, 0)}
 	rc := replica.Client(t, 0)
 	var runs atomic.Int32
-	const timeout = 300 * time.Millisecond
+	// Generous: with the replica up, a loaded machine (load 15-22) once took over 300 ms to ack.
+	const timeout = 3 * time.Second
 	h := newHarnessOn(t, db, db.Client, Config{DurableReplicas: 1, DurableTimeout: timeout}, func(s *Stack) {
 		s.Register(TaskConfig{Type: "ok"}, func(ctx context.Context, j *Job) error {
 			runs.Add(1)
@@ -49,7 +50,7 @@ func TestDurableModeWaitsForTheReplica(t *testing.T) {
 	if got := rc.HGet(bg, record(id), "confirmed").Val(); got != "1" {
 		t.Fatalf("the replica's copy of the acknowledged job: confirmed=%q", got)
 	}
-	h.waitStatus(id, "done", 10*time.Second)
+	h.waitStatus(id, "done", time.Minute)
 
 	if err := replica.Pause(); err != nil {
 		t.Fatal(err)
@@ -60,20 +61,15 @@ func TestDurableModeWaitsForTheReplica(t *testing.T) {
 			_ = replica.Resume()
 		}
 	}()
-	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
 	defer cancel()
-	began := time.Now()
 	paused := NewJobID("t1:paused", time.Now())
 	res, err := h.stack.Enqueue(ctx, h.client, Spec{Type: "ok", Tenant: "t1", Resource: "t1:paused", JobID: paused})
-	took := time.Since(began)
-	if !errors.Is(err, ErrNotDurable) || !errors.Is(err, ErrOutcomeUnknown) || res.JobID != "" {
-		t.Fatalf("enqueue with the replica paused: %+v, %v", res, err)
-	}
-	if took < timeout || took > timeout+time.Second {
-		t.Fatalf("the enqueue answered after %s (timeout %s)", took, timeout)
+	if !errors.Is(err, ErrNotDurable) || !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, context.DeadlineExceeded) || res.JobID != "" {
+		t.Fatalf("enqueue with the replica paused: %+v, %v; want the WAIT's verdict", res, err)
 	}
 	// The job stands on the master (its confirmation ran); its starts are not durable either.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !strings.Contains(strings.Join(events(h.view(paused)), ","), "requeued") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no undone start on the timeline: %v", events(h.view(paused)))
@@ -90,7 +86,7 @@ func TestDurableModeWaitsForTheReplica(t *testing.T) {
 	if err := replica.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	h.waitStatus(paused, "done", 15*time.Second)
+	h.waitStatus(paused, "done", time.Minute)
 	if n := runs.Load(); n != 2 {
 		t.Fatalf("handler runs %d, want 2", n)
 	}
