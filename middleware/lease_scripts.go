@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -165,24 +166,31 @@ func runLeaseRescue(ctx context.Context, rdb redis.Scripter, k leaseKeys, copyID
 	return "", replyError("lease_rescue", res)
 }
 
-// runLeaseAdopt hands task k.marker's, which never started, to copy copyID (undo: takes that
-// back, when the copy was not enqueued); true when the task is the copy's now.
-func runLeaseAdopt(ctx context.Context, rdb redis.Scripter, k leaseKeys, copyID string, undo bool) (bool, error) {
-	mode := "adopt"
-	if undo {
-		mode = "unadopt"
-	}
-	res, err := leaseRescueScript.Run(ctx, rdb, []string{k.lease, k.marker}, mode, copyID, supersededTTL.Milliseconds()).Result()
+// The steps of handing a task that never started to a copy (lease_rescue.lua).
+const (
+	adoptMark   = "adopt"   // mark the task adopting by the copy; answers the copy to enqueue
+	adoptCommit = "adopted" // the copy is enqueued: the task is superseded by it
+	adoptUndo   = "unadopt" // the copy was not enqueued: the mark goes
+)
+
+// runLeaseAdopt runs one step of handing task k.marker's, which never started, to copy copyID.
+// Mark answers the copy to enqueue (copyID, or the one an earlier pass marked) and true, or false
+// when the task started; commit answers true when the task is the copy's; undo answers false.
+func runLeaseAdopt(ctx context.Context, rdb redis.Scripter, k leaseKeys, step, copyID string) (string, bool, error) {
+	res, err := leaseRescueScript.Run(ctx, rdb, []string{k.lease, k.marker}, step, copyID, supersededTTL.Milliseconds()).Result()
 	if err != nil {
-		return false, fmt.Errorf("middleware: lease %s: %w", mode, err)
+		return "", false, fmt.Errorf("middleware: lease %s: %w", step, err)
 	}
-	switch state, _ := res.(string); {
-	case state == "superseded" && !undo:
-		return true, nil
+	state, _ := res.(string)
+	switch {
 	case state == "skip":
-		return false, nil
+		return "", false, nil
+	case step == adoptMark && strings.HasPrefix(state, "adopting:") && len(state) > len("adopting:"):
+		return strings.TrimPrefix(state, "adopting:"), true, nil
+	case step == adoptCommit && state == "superseded":
+		return copyID, true, nil
 	}
-	return false, replyError("lease_rescue", res)
+	return "", false, replyError("lease_rescue", res)
 }
 
 func replyError(script string, res any) error {

@@ -2,6 +2,8 @@ package middleware_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -95,6 +97,86 @@ func TestLeaseLevelRescuesATaskTakenByAWorkerThatDiedBeforeItsStart(t *testing.T
 		t.Fatalf("the plain app's task: %+v %v", info, err)
 	}
 
+	var runs atomic.Int64
+	b.serve(t, asynq.Config{Concurrency: 2}, map[string]asynq.HandlerFunc{"reserve": func(context.Context, *asynq.Task) error {
+		runs.Add(1)
+		return nil
+	}})
+	eventually(t, 30*time.Second, "the copy ran", func() bool { return runs.Load() == 1 })
+	backToPending(b.rdb, "default", original.ID)
+	eventually(t, 30*time.Second, "the original acknowledged", func() bool { return b.completed(t, "default") == 2 })
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("%d runs, want 1 (the copy; the original was superseded)", n)
+	}
+}
+
+// cutAtEnqueue fails every command from asynq's first enqueue of a task on, until the test ends
+// the cut: Redis went away just after
+// the rescuer marked the task adopting, so the copy's enqueue and the mark's removal both fail.
+type cutAtEnqueue struct{ cut, once atomic.Bool }
+
+var errCut = errors.New("cut: connection reset")
+
+func (c *cutAtEnqueue) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *cutAtEnqueue) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		for _, a := range cmd.Args() {
+			if s, ok := a.(string); ok && strings.HasPrefix(s, "asynq:{") && strings.Contains(s, "}:t:") && !c.once.Swap(true) {
+				c.cut.Store(true) // the first enqueue only
+			}
+		}
+		if c.cut.Load() {
+			cmd.SetErr(errCut)
+			return errCut
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *cutAtEnqueue) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if c.cut.Load() {
+			return errCut
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A rescue of an unstarted task whose copy's enqueue and mark's removal both failed (Redis away
+// for a moment) leaves the task marked adopting by a copy that does not exist; the next pass
+// enqueues that copy and finishes the hand-over, the copy runs once and the original, given back
+// by asynq, is acknowledged without running.
+func TestLeaseLevelUnstartedRescueCutAtItsEnqueueIsFinishedByTheNextPass(t *testing.T) {
+	t.Parallel()
+	b := setup(t, middleware.Config{})
+	b.guard.ProtectLease("reserve", middleware.Lease{Resource: skuOf})
+	original, err := b.client.Enqueue(asynq.NewTask("reserve", []byte("10")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	takenByADeadWorker(t, b.rdb, "default", original.ID)
+	cut := &cutAtEnqueue{}
+	flaky := redis.NewClient(b.rdb.Options())
+	flaky.AddHook(cut)
+	defer flaky.Close()
+	clock := &steppedClock{}
+	rescuer := middleware.New(flaky, middleware.Config{Prefix: "t", Clock: clock, WorkerID: "rescuer"})
+	defer rescuer.Close()
+	rescuer.ProtectLease("reserve", middleware.Lease{Resource: skuOf})
+	_ = rescuer.ServerConfig(asynq.Config{})
+	_, _ = rescuer.RescueLeases(ctx, b.insp)
+	clock.Advance(engine.UnstartedGrace + time.Second)
+	if n, _ := rescuer.RescueLeases(ctx, b.insp); n != 0 || !cut.cut.Load() {
+		t.Fatalf("the cut pass rescued %d (cut: %v)", n, cut.cut.Load())
+	}
+	cut.cut.Store(false)
+	if pending, _ := b.insp.ListPendingTasks("default"); len(pending) != 0 {
+		t.Fatalf("a copy was enqueued through the cut: %d pending", len(pending))
+	}
+	if n, err := rescuer.RescueLeases(ctx, b.insp); err != nil || n != 1 {
+		t.Fatalf("the next pass: %d rescued, %v; want the copy enqueued", n, err)
+	}
 	var runs atomic.Int64
 	b.serve(t, asynq.Config{Concurrency: 2}, map[string]asynq.HandlerFunc{"reserve": func(context.Context, *asynq.Task) error {
 		runs.Add(1)
