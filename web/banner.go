@@ -10,8 +10,8 @@ import (
 
 // asynqmon's pages link to jobguard's: the HTML asynqmon serves (its single page, for every path
 // that is not an asset or its API) gets a small fixed banner right after <body>, linking to the
-// jobs, workflows and schedules pages. asynqmon is mounted, not forked, so its page is edited on
-// the way out.
+// logical queues (a sharded queue's shards summed), jobs, workflows and schedules pages. asynqmon
+// is mounted, not forked, so its page is edited on the way out.
 
 // bannerID is the banner's element id (tests find it by it).
 const bannerID = "jobguard-banner"
@@ -21,7 +21,8 @@ func banner(root string) []byte {
 	r := html.EscapeString(root)
 	return []byte(`<div id="` + bannerID + `" style="position:fixed;right:12px;bottom:12px;z-index:2147483647;` +
 		`background:#263238;color:#fff;font:13px/1.4 system-ui,sans-serif;padding:6px 12px;border-radius:4px;` +
-		`box-shadow:0 1px 4px rgba(0,0,0,.4)">jobguard: <a style="color:#80cbc4" href="` + r + `/jobs">Jobs</a> · ` +
+		`box-shadow:0 1px 4px rgba(0,0,0,.4)">jobguard: <a style="color:#80cbc4" href="` + r + `/logical-queues">Logical queues</a> · ` +
+		`<a style="color:#80cbc4" href="` + r + `/jobs">Jobs</a> · ` +
 		`<a style="color:#80cbc4" href="` + r + `/workflows">Workflows</a> · ` +
 		`<a style="color:#80cbc4" href="` + r + `/schedules">Schedules</a></div>`)
 }

@@ -20,10 +20,10 @@ import (
 // check: {root}/jobs (search by id; a tenant's jobs by status, type, tags, error text and creation
 // window, with counts per status and type, live refresh and bulk cancel and retry: search.go,
 // bulk.go), {root}/jobs/{id} (record, live lease, progress, deliveries, timeline, cancel and
-// retry), {root}/workflows and {root}/workflows/{id} (the DAG, live, cancel: workflow_pages.go)
-// and {root}/schedules (pause and resume). Rendered on the server with html/template; the one
-// script (static/jobs.js) is the live refresh and the confirmation before a cancel, and the pages
-// work without it.
+// retry), {root}/workflows and {root}/workflows/{id} (the DAG, live, cancel: workflow_pages.go),
+// {root}/logical-queues (a sharded queue's shards summed: queues.go) and {root}/schedules (pause
+// and resume). Rendered on the server with html/template; the one script (static/jobs.js) is the
+// live refresh and the confirmation before a cancel, and the pages work without it.
 
 //go:embed templates/*.html
 var templateFiles embed.FS
@@ -86,6 +86,8 @@ func (p *pages) serve(c *fiber.Ctx) (handled bool, err error) {
 	switch {
 	case path == p.root+"/schedules":
 		return true, p.get(c, p.schedules)
+	case path == p.root+"/logical-queues":
+		return true, p.get(c, p.logicalQueues)
 	case strings.HasPrefix(path, p.root+"/schedules/"):
 		return true, p.pauseSchedule(c, strings.TrimPrefix(path, p.root+"/schedules/"))
 	case path == p.root+"/jobs" || path == p.root+"/jobs/":
