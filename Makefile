@@ -104,9 +104,10 @@ bench-cluster: deps
 
 ## bench-saturation: the capacity model against one redis-server driven to its core: one job's life
 ## (and an idle server's background) recorded on a real run, replayed for many distinct jobs, Redis pinned
-## to core 0 and the driver to core 1 (BENCH_SAT_SERVERS, BENCH_SAT_NICE; docs/SCALING.md; about a minute).
+## to core 0 and the driver to core 1 (BENCH_SAT_SERVERS, BENCH_SAT_NICE; docs/SCALING.md); then the Redis CPU a
+## fair type's one admission slot takes per job (about 2 minutes in all).
 bench-saturation: deps
-	$(GO) test -run '^$$' -bench Saturation -benchtime 1x -timeout 10m ./middleware/
+	$(GO) test -run '^$$' -bench 'Saturation|FairSlot' -benchtime 1x -timeout 10m ./middleware/
 
 ## bench-recovery: kill -9 recovery, bare asynq against jobguard (about 5 minutes).
 bench-recovery: deps

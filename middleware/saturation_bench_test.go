@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/internal/cmdreplay"
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/middleware"
 )
@@ -34,7 +35,7 @@ func BenchmarkSaturation(b *testing.B) {
 		servers = v
 	}
 	srv := redistest.Start(b)
-	job, bg, bgPeriod := recordJobLife(b, srv.Addr)
+	job, bg, bgPeriod := recordJobLife(b, srv.Addr, middleware.Job{MaxAttempts: 3})
 	pinned := pin(b, srv.Pid(), 0) && pin(b, os.Getpid(), 1)
 	fmt.Printf("\none job's life: %d steps, %d commands; idle background of one process: %d steps, %d commands in %v; pinned: %v\n",
 		len(job.steps), job.commands(), len(bg), commandsIn(bg), bgPeriod, pinned)
@@ -89,12 +90,13 @@ func BenchmarkSaturation(b *testing.B) {
 // jobLife is the recorded steps of one job, with what differs between jobs marked: the resource
 // tag (so each job has its own record, lock and fence), the tenant and the queue.
 type jobLife struct {
-	steps    []cmdreplay.Step
-	template *cmdreplay.Template
+	steps              []cmdreplay.Step
+	tag, tenant, queue string
+	template           *cmdreplay.Template
 }
 
 func newJobLife(steps []cmdreplay.Step, tag, tenant, queue string) jobLife {
-	return jobLife{steps: steps, template: cmdreplay.NewTemplate(steps, tag, tenant, queue)}
+	return jobLife{steps: steps, tag: tag, tenant: tenant, queue: queue, template: cmdreplay.NewTemplate(steps, tag, tenant, queue)}
 }
 
 func (j jobLife) commands() int { return commandsIn(j.steps) }
@@ -117,9 +119,9 @@ func (j jobLife) forJob(n, conn int) []cmdreplay.Sent {
 	return sent
 }
 
-// recordJobLife runs the guard and an asynq server on addr, warms them with 20 jobs, records an
+// recordJobLife runs the guard (the type work protected as spec says) and an asynq server on addr, warms them with 20 jobs, records an
 // idle window's background and then one job's life (the steps that name its id).
-func recordJobLife(b *testing.B, addr string) (jobLife, []cmdreplay.Step, time.Duration) {
+func recordJobLife(b *testing.B, addr string, spec middleware.Job) (jobLife, []cmdreplay.Step, time.Duration) {
 	rec := &cmdreplay.Recorder{}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 16})
 	rdb.AddHook(rec)
@@ -128,7 +130,8 @@ func recordJobLife(b *testing.B, addr string) (jobLife, []cmdreplay.Step, time.D
 	g := middleware.New(rdb, middleware.Config{Prefix: "bench"})
 	defer g.Close()
 	const queue, tenant = "q000", "tenant-150" // lengths of the substitutes
-	g.ProtectJob("work", middleware.Job{Queue: queue, MaxAttempts: 3})
+	spec.Queue = queue
+	g.ProtectJob("work", spec)
 	var done atomic.Int64
 	mux := asynq.NewServeMux()
 	mux.Use(g.Middleware())
@@ -196,4 +199,41 @@ func pin(b *testing.B, pid, cpu int) bool {
 		b.Logf("renice (the run shares the cores with its neighbours): %v %s", err, out)
 	}
 	return true
+}
+
+// BenchmarkFairSlot measures what a fairly dispatched type's admission state costs the one slot
+// that holds it (docs/SCALING.md: on a cluster that slot is one master's whatever the shards): the
+// steps of one fair job's life that touch that slot, replayed one job at a time for distinct
+// jobs and tenants, Redis CPU per job; its inverse is the most jobs a second one fair type can
+// be admitted at on one master core. `make bench-saturation` runs it after BenchmarkSaturation.
+func BenchmarkFairSlot(b *testing.B) {
+	srv := redistest.Start(b)
+	job, _, _ := recordJobLife(b, srv.Addr, middleware.Job{MaxAttempts: 3, Fair: &middleware.Fair{Capacity: 1000}})
+	slot := "{" + jobstore.ResourceTag("fair\x00work") + "}"
+	var onSlot []cmdreplay.Step
+	for _, s := range job.steps {
+		if s.Mentions(slot) {
+			onSlot = append(onSlot, s)
+		}
+	}
+	if len(onSlot) == 0 {
+		b.Fatalf("no step of the fair job names its type's slot %s", slot)
+	}
+	fair := newJobLife(onSlot, job.tag, job.tenant, job.queue)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 4})
+	defer rdb.Close()
+	pinned := pin(b, srv.Pid(), 0) && pin(b, os.Getpid(), 1)
+	for b.Loop() {
+		cpu0 := processCPU(b, srv.Pid())
+		r := cmdreplay.Replay(context.Background(), rdb, cmdreplay.Load{Connections: 1, Batch: 1, For: 8 * time.Second, Job: fair.forJob})
+		cpu := processCPU(b, srv.Pid()) - cpu0
+		if r.Failures > 0 {
+			b.Fatalf("%d of %d commands failed, the first: %v", r.Failures, r.Commands, r.FirstFailure)
+		}
+		perJob := float64(cpu.Microseconds()) / float64(r.Jobs)
+		fmt.Printf("\na fair job's life: %d of its %d steps touch its type's slot (%d commands sent); replayed %d jobs one at a time (pinned: %v):"+
+			" %.1f µs of Redis CPU per job on that slot, at most %.0f jobs/s of one fair type on one master core\n",
+			len(onSlot), len(job.steps), fair.commands(), r.Jobs, pinned, perJob, 1e6/perJob)
+		b.ReportMetric(perJob, "fair-slot-cpu-µs/job")
+	}
 }

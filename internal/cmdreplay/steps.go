@@ -12,7 +12,7 @@ import (
 // anywhere is the job's whole.
 func Split(steps []Step, marker string) (job, background []Step) {
 	for _, s := range steps {
-		if s.mentions(marker) {
+		if s.Mentions(marker) {
 			job = append(job, s)
 		} else {
 			background = append(background, s)
@@ -21,7 +21,8 @@ func Split(steps []Step, marker string) (job, background []Step) {
 	return job, background
 }
 
-func (s Step) mentions(marker string) bool {
+// Mentions reports whether one of the step's arguments or replies holds marker.
+func (s Step) Mentions(marker string) bool {
 	for _, c := range s {
 		for _, a := range c.Args {
 			if contains(a, marker) {
