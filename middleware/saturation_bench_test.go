@@ -75,8 +75,8 @@ func BenchmarkSaturation(b *testing.B) {
 		fmt.Printf("measured: %.0f jobs/s at %.0f%% busy without pipelining (%.2fx the model), %.0f jobs/s at %.0f%% busy pipelined (%.2fx; %.1f µs a job)\n",
 			many, 100*manyBusy, many/model, piped, 100*pipedBusy, piped/model, pc)
 		if manyBusy < 0.9 || pipedBusy < 0.9 {
-			// On a machine shared with other work (a CPU weight per session) Redis gets less than
-			// its core however it is pinned: per Redis CPU-second is what the run can show.
+			// On a machine shared with other work Redis may get less than
+			// its core however it is pinned and prioritised: per Redis CPU-second is what the run can show.
 			fmt.Printf("Redis did not reach its core (%.0f%%, %.0f%% busy): per second of Redis CPU, %.0f jobs without pipelining and %.0f pipelined"+
 				" (%.2fx and %.2fx the model's %.0f)\n", 100*manyBusy, 100*pipedBusy, many/manyBusy, piped/pipedBusy,
 				many/manyBusy/(1e6/c), piped/pipedBusy/(1e6/c), 1e6/c)
