@@ -47,6 +47,8 @@ type Stack struct {
 	limits *limiter
 	// unindex holds the jobs that ended for good, for the sweep to take out of the expiry index.
 	unindex unindexQueue
+	// fairEnds holds the ends of fairly dispatched jobs for the next batch (fair_ends.go).
+	fairEnds fairEnds
 	// shards spreads the deliveries of sharded queues (shards.go).
 	shards shardTable
 	// wfClient delivers the workflows' released nodes (workflow_advance.go); bulkClient a bulk's
@@ -180,6 +182,7 @@ func (s *Stack) Wait(ctx context.Context) int {
 
 // Close stops renewing leases. Leases of handlers still running are left to expire.
 func (s *Stack) Close() {
+	s.fairEnds.wg.Wait() // the ends already queued are freed: the next jobs need not wait for the sweep
 	s.keeper.Close()
 	s.limits.close()
 }

@@ -71,33 +71,22 @@ func (s *Stack) deliverAdmitted(ctx context.Context, client *asynq.Client, tc Ta
 	return delivered
 }
 
-// fairFree frees job id's admission and returns what the freed capacity admitted.
-func (s *Stack) fairFree(ctx context.Context, tc TaskConfig, id string) ([]jobstore.FairEntry, error) {
-	_, entries, err := s.store.FairDone(ctx, tc.Type, id, s.fairPolicy(tc))
-	return entries, err
-}
-
 // fairEnded is told that job id of tc ended with status (or will never run: its record is gone):
-// its admission is freed and the next jobs admitted and delivered, unless a sequence that blocks
-// on failure keeps its key for an operator.
+// its admission is freed and the next jobs admitted and delivered (in the process's next batch of
+// ends, fair_ends.go), unless a sequence that blocks on failure keeps its key for an operator.
 func (s *Stack) fairEnded(ctx context.Context, tc TaskConfig, id string, status jobstore.Status) {
 	if tc.Fair == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fairWaitTimeout)
-	defer cancel()
 	if s.blocksSequence(tc, status) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fairWaitTimeout)
+		defer cancel()
 		if keys, err := s.store.Keys(id, ""); err == nil {
 			s.event(ctx, keys, Event{Event: "sequence_blocked", Detail: "its key's next jobs wait until an operator skips this job"})
 		}
 		return
 	}
-	entries, err := s.fairFree(ctx, tc, id)
-	if err != nil {
-		s.log.Warn().Err(err).Str("job_id", id).Msg("admission not freed; the sweep frees it")
-		return
-	}
-	s.deliverAdmitted(ctx, s.wfClient, tc, entries)
+	s.fairEndLater(tc, id)
 }
 
 func (s *Stack) blocksSequence(tc TaskConfig, status jobstore.Status) bool {
@@ -120,11 +109,11 @@ func (s *Stack) SkipBlocked(ctx context.Context, id string) error {
 	if !ok || tc.Fair == nil || jobstore.Status(v.Raw[jobstore.FieldStatus]) != jobstore.StatusFailed {
 		return fmt.Errorf("%w: %s", ErrNotBlocked, id)
 	}
-	freed, entries, err := s.store.FairDone(ctx, tc.Type, id, s.fairPolicy(tc))
+	freed, entries, err := s.store.FairDone(ctx, tc.Type, []string{id}, s.fairPolicy(tc))
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	if !freed {
+	if freed == 0 {
 		return fmt.Errorf("%w: %s", ErrNotBlocked, id)
 	}
 	s.event(ctx, keys, Event{Event: "sequence_skipped", Detail: "an operator let its key's next job run"})
@@ -153,7 +142,8 @@ func (s *Stack) SweepFair(ctx context.Context) (int, error) {
 		if err != nil {
 			return repaired, fmt.Errorf("engine: %w", err)
 		}
-		var again, deliver []jobstore.FairEntry
+		var again []jobstore.FairEntry
+		var ended []string
 		for i, e := range admitted {
 			st := statuses[i]
 			switch {
@@ -161,20 +151,20 @@ func (s *Stack) SweepFair(ctx context.Context) (int, error) {
 				// Admitted and not started: delivered again (asynq refuses it if it holds it).
 				again = append(again, e)
 			case (st == "" || st.Terminal()) && !s.blocksSequence(tc, st):
-				more, err := s.fairFree(ctx, tc, e.JobID)
-				if err != nil {
-					return repaired, fmt.Errorf("engine: %w", err)
-				}
-				deliver = append(deliver, more...)
-				repaired++
+				ended = append(ended, e.JobID)
 			}
 		}
+		freed, deliver, err := s.store.FairDone(ctx, tc.Type, ended, s.fairPolicy(tc))
+		if err != nil {
+			return repaired, fmt.Errorf("engine: %w", err)
+		}
+		repaired += freed
 		more, err := s.store.FairPump(ctx, tc.Type, s.fairPolicy(tc))
 		if err != nil {
 			return repaired, fmt.Errorf("engine: %w", err)
 		}
 		repaired += s.deliverAdmitted(ctx, s.wfClient, tc, again)
-		s.deliverAdmitted(ctx, s.wfClient, tc, append(deliver, more...))
+		s.deliverAdmittedAtOnce(ctx, tc, append(deliver, more...))
 	}
 	return repaired, nil
 }

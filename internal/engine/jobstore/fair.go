@@ -87,25 +87,32 @@ func (s *Store) FairWait(ctx context.Context, typ, key, id, data string, weight 
 	return fairEntries("fair_wait", res, 0)
 }
 
-// FairDone frees job id's admission (once: it reports whether this call freed it), and admits
-// what the freed capacity allows.
-func (s *Store) FairDone(ctx context.Context, typ, id string, p FairPolicy) (bool, []FairEntry, error) {
+// FairDone frees the admissions of the ended jobs ids in one call (each once: it reports how
+// many this call freed), and admits what the freed capacity allows.
+func (s *Store) FairDone(ctx context.Context, typ string, ids []string, p FairPolicy) (int, []FairEntry, error) {
+	if len(ids) == 0 {
+		return 0, nil, nil
+	}
 	k := s.FairKeys(typ)
-	res, err := fairDoneScript.Run(ctx, s.rdb, k.list(), k.WaitPrefix, id, p.Capacity, p.PerKey, p.batch(),
-		ms(s.cfg.Retention)).Result()
+	args := make([]any, 0, 5+len(ids))
+	args = append(args, k.WaitPrefix, p.Capacity, p.PerKey, p.batch(), ms(s.cfg.Retention))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	res, err := fairDoneScript.Run(ctx, s.rdb, k.list(), args...).Result()
 	if err != nil {
-		return false, nil, fmt.Errorf("jobstore: fair done %s: %w", id, err)
+		return 0, nil, fmt.Errorf("jobstore: fair done %s (%d jobs): %w", typ, len(ids), err)
 	}
 	list, ok := res.([]any)
 	if !ok || len(list) == 0 {
-		return false, nil, replyError("fair_done", res)
+		return 0, nil, replyError("fair_done", res)
 	}
 	freed, ok := list[0].(int64)
 	if !ok {
-		return false, nil, replyError("fair_done", res)
+		return 0, nil, replyError("fair_done", res)
 	}
 	entries, err := fairEntries("fair_done", list, 1)
-	return freed == 1, entries, err
+	return int(freed), entries, err
 }
 
 // FairPump admits what the type's capacity allows.

@@ -29,11 +29,11 @@ func (b fairBundle) wait(key, id string, weight int) []FairEntry {
 
 func (b fairBundle) done(id string) (bool, []FairEntry) {
 	b.t.Helper()
-	freed, got, err := b.s.FairDone(bg, b.typ, id, b.p)
+	freed, got, err := b.s.FairDone(bg, b.typ, []string{id}, b.p)
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	return freed, got
+	return freed == 1, got
 }
 
 func ids(entries []FairEntry) []string {
@@ -112,6 +112,33 @@ func TestFairPerKeyLimitWaitsInOrder(t *testing.T) {
 	_, next = b.done("s1")
 	if fmt.Sprint(ids(next)) != "[s2]" {
 		t.Fatalf("after s1: %v, want s2", ids(next))
+	}
+}
+
+// One call frees a batch of ends (each once, a repeated id too) and admits as many as it freed,
+// even past the policy's batch.
+func TestFairDoneFreesABatch(t *testing.T) {
+	t.Parallel()
+	b := newFairBundle(t, FairPolicy{Capacity: 4, Batch: 1})
+	var admitted []string
+	for i := range 4 {
+		admitted = append(admitted, ids(b.wait("a", fmt.Sprintf("a%d", i), 1))...)
+	}
+	for i := range 3 {
+		b.wait("b", fmt.Sprintf("b%d", i), 1)
+	}
+	if fmt.Sprint(admitted) != "[a0 a1 a2 a3]" {
+		t.Fatalf("admitted %v, want a's four (a key alone fills the capacity)", admitted)
+	}
+	freed, next, err := b.s.FairDone(bg, b.typ, []string{"a0", "a1", "a0", "a2", "nope"}, b.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if freed != 3 {
+		t.Fatalf("freed %d, want 3 (a0 once, a1, a2; nope holds nothing)", freed)
+	}
+	if got := fmt.Sprint(ids(next)); got != "[b0 b1 b2]" {
+		t.Fatalf("after three ends: %v, want b's three in order (a has nothing waiting)", got)
 	}
 }
 

@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"context"
+	"hash/fnv"
+	"sync"
+
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
+)
+
+// The ends of fairly dispatched jobs free their admissions in batches, off the handlers'
+// goroutines: a handler's end queues its job id and returns to asynq at once (its round trips are
+// those of a job without fair dispatch), and one flush per process frees every end queued
+// meanwhile in one done script, then delivers what it admitted, a few enqueues at once on the
+// bulk client (shared pipelines). While a flush runs its round trips the next ends pile up, so
+// under load one script frees many ends; alone, an end is flushed at once. A process that dies
+// with ends queued leaves them to the sweep, like a process that died before its done.
+
+// fairEndsMax bounds the ids of one done script (a short script, whatever piled up).
+const fairEndsMax = 256
+
+// fairDeliverers is how many admitted jobs one flush delivers at once. The jobs of one key go
+// through one deliverer, in their admission order.
+const fairDeliverers = 8
+
+// fairEnds holds the ended jobs' ids, per task type, until the next flush.
+type fairEnds struct {
+	mu       sync.Mutex
+	ids      map[string][]string
+	flushing bool
+	wg       sync.WaitGroup
+}
+
+// add queues id, an ended job of type typ; it reports whether a flush must be started.
+func (q *fairEnds) add(typ, id string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ids == nil {
+		q.ids = map[string][]string{}
+	}
+	q.ids[typ] = append(q.ids[typ], id)
+	if q.flushing {
+		return false
+	}
+	q.flushing = true
+	q.wg.Add(1)
+	return true
+}
+
+// take empties the queue; nil (and no flush running any more) when it was empty.
+func (q *fairEnds) take() map[string][]string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ids := q.ids
+	q.ids = nil
+	if len(ids) == 0 {
+		q.flushing = false
+	}
+	return ids
+}
+
+// fairEndLater queues the end of job id of tc for the next flush, starting one if none runs.
+func (s *Stack) fairEndLater(tc TaskConfig, id string) {
+	if s.fairEnds.add(tc.Type, id) {
+		go s.flushFairEnds()
+	}
+}
+
+// flushFairEnds frees the queued ends until none is left.
+func (s *Stack) flushFairEnds() {
+	defer s.fairEnds.wg.Done()
+	for {
+		batch := s.fairEnds.take()
+		if len(batch) == 0 {
+			return
+		}
+		for typ, ids := range batch {
+			tc, ok := s.TaskConfig(typ)
+			if !ok || tc.Fair == nil {
+				continue
+			}
+			for len(ids) > 0 {
+				n := min(len(ids), fairEndsMax)
+				s.freeFairEnds(tc, ids[:n])
+				ids = ids[n:]
+			}
+		}
+	}
+}
+
+// freeFairEnds frees the admissions of ids, ended jobs of tc, and delivers what that admitted.
+func (s *Stack) freeFairEnds(tc TaskConfig, ids []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), fairWaitTimeout)
+	defer cancel()
+	_, entries, err := s.store.FairDone(ctx, tc.Type, ids, s.fairPolicy(tc))
+	if err != nil {
+		s.log.Warn().Err(err).Int("jobs", len(ids)).Str("event", "fair_done_failed").Msg("admissions not freed; the sweep frees them")
+		return
+	}
+	s.deliverAdmittedAtOnce(ctx, tc, entries)
+}
+
+// deliverAdmittedAtOnce delivers entries with up to fairDeliverers enqueues in flight, each key's
+// jobs in order; it returns how many went into asynq.
+func (s *Stack) deliverAdmittedAtOnce(ctx context.Context, tc TaskConfig, entries []jobstore.FairEntry) int {
+	if len(entries) <= 1 {
+		return s.deliverAdmitted(ctx, s.bulkClient, tc, entries)
+	}
+	groups := make([][]jobstore.FairEntry, min(len(entries), fairDeliverers))
+	for _, e := range entries {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(e.Key))
+		g := int(h.Sum32() % uint32(len(groups)))
+		groups[g] = append(groups[g], e)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	delivered := 0
+	for _, g := range groups {
+		if len(g) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			n := s.deliverAdmitted(ctx, s.bulkClient, tc, g)
+			mu.Lock()
+			delivered += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return delivered
+}
