@@ -58,6 +58,9 @@ type Enqueued struct {
 	JobID string
 	// Deduplicated: an existing job covers the request (its id is JobID).
 	Deduplicated bool
+	// Waiting: the new job's type is dispatched fairly (Job.Fair) and the job waits in the
+	// admission layer for its key's turn, not in asynq (status waiting until it starts).
+	Waiting bool
 }
 
 // Enqueue makes a job of task, whose type must be protected at job level, and delivers it to
@@ -71,7 +74,7 @@ func (g *Guard) Enqueue(ctx context.Context, task *asynq.Task, o EnqueueOptions)
 		spec.Dedup = &engine.Dedup{Policy: engine.Policy(o.Dedup.Policy), Key: o.Dedup.Key, TTL: o.Dedup.TTL, Debounce: o.Dedup.Debounce}
 	}
 	res, err := g.stack.Enqueue(ctx, g.client, spec)
-	return Enqueued{JobID: res.JobID, Deduplicated: res.Deduplicated}, err
+	return Enqueued{JobID: res.JobID, Deduplicated: res.Deduplicated, Waiting: res.Waiting}, err
 }
 
 // optionsOf is what a limit's Key sees of a spec.

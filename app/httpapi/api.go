@@ -88,8 +88,10 @@ func tenantOf(c *fiber.Ctx) string {
 
 // jobAnswer is the body of an enqueue answer.
 type jobAnswer struct {
-	JobID        string `json:"job_id" openapi:"ref=JobID"`
-	Status       string `json:"status" openapi:"const=queued"`
+	JobID string `json:"job_id" openapi:"ref=JobID"`
+	// Status is queued, or waiting for a fairly dispatched type's new job (waiting for its key's
+	// turn in the admission layer, docs/FAIRNESS.md).
+	Status       string `json:"status" openapi:"enum=queued|waiting"`
 	Deduplicated bool   `json:"deduplicated"`
 }
 
@@ -219,7 +221,11 @@ func answerFor(res engine.Enqueued) answer {
 	if res.Deduplicated {
 		status = http.StatusOK
 	}
-	body, _ := json.Marshal(jobAnswer{JobID: res.JobID, Status: "queued", Deduplicated: res.Deduplicated})
+	st := "queued"
+	if res.Waiting {
+		st = "waiting"
+	}
+	body, _ := json.Marshal(jobAnswer{JobID: res.JobID, Status: st, Deduplicated: res.Deduplicated})
 	return answer{status: status, body: body, location: "/jobs/" + res.JobID}
 }
 

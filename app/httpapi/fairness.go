@@ -34,25 +34,46 @@ type fairnessAnswer struct {
 }
 
 // fairness serves GET /fairness/{type}: the jobs admitted and not ended, the keys with waiting jobs,
-// and the top keys' counts. A tenant's token sees its own key's row only (the examples' key is the
-// tenant); the totals are the type's.
+// and the top keys' counts. A tenant's token sees its own key only (the examples' key is the
+// tenant), its counts standing for the totals: other tenants' load is not its business. An open
+// API (no API_TOKENS) shows the type's totals; so do the monitoring side's metrics.
 func (a *api) fairness(c *fiber.Ctx) error {
 	typ := strings.Clone(c.Params("type")) // Fiber reuses the buffer
+	if tenant := tenantOf(c); tenant != "" {
+		return a.tenantFairness(c, typ, tenant)
+	}
 	counts, err := a.stack.FairCounts(c.UserContext(), typ, fairTop)
+	if err != nil {
+		return fairnessError(typ, err)
+	}
+	out := fairnessAnswer{Type: typ, Admitted: counts.Admitted, WaitingKeys: counts.WaitingKeys, Keys: []fairKeyAnswer{}}
+	for _, k := range counts.TopKeys {
+		out.Keys = append(out.Keys, fairKeyAnswer{Key: k.Key, Waiting: k.Backlog, Running: k.Running})
+	}
+	return c.JSON(out)
+}
+
+// tenantFairness is GET /fairness/{type} for tenant's token: its key's counts alone.
+func (a *api) tenantFairness(c *fiber.Ctx, typ, tenant string) error {
+	k, err := a.stack.FairKeyCounts(c.UserContext(), typ, tenant)
+	if err != nil {
+		return fairnessError(typ, err)
+	}
+	out := fairnessAnswer{Type: typ, Admitted: k.Running, Keys: []fairKeyAnswer{}}
+	if k.Backlog > 0 {
+		out.WaitingKeys = 1
+	}
+	if k.Backlog > 0 || k.Running > 0 {
+		out.Keys = append(out.Keys, fairKeyAnswer{Key: k.Key, Waiting: k.Backlog, Running: k.Running})
+	}
+	return c.JSON(out)
+}
+
+func fairnessError(typ string, err error) error {
 	if errors.Is(err, engine.ErrUnknownType) {
 		return &problem.HTTPError{Status: http.StatusNotFound, Detail: "no fairly dispatched task type " + typ}
 	}
-	if err != nil {
-		return err
-	}
-	out := fairnessAnswer{Type: typ, Admitted: counts.Admitted, WaitingKeys: counts.WaitingKeys, Keys: []fairKeyAnswer{}}
-	tenant := tenantOf(c)
-	for _, k := range counts.TopKeys {
-		if tenant == "" || k.Key == tenant {
-			out.Keys = append(out.Keys, fairKeyAnswer{Key: k.Key, Waiting: k.Backlog, Running: k.Running})
-		}
-	}
-	return c.JSON(out)
+	return err
 }
 
 // skipBlocked serves POST /jobs/{id}/skip: the job, failed for good in a sequence that blocks on

@@ -7,8 +7,8 @@ import (
 	"github.com/jobguard/jobguard/app/problem"
 )
 
-// GET /fairness/{type} shows a fairly dispatched type's admission layer, a tenant its own key
-// only; a job waiting for its key says so in GET /jobs/{id}; POST /jobs/{id}/skip refuses a job
+// GET /fairness/{type} shows a fairly dispatched type's admission layer, a tenant its own key's
+// counts only (not the totals over the other tenants' keys); a job waiting for its key says so in GET /jobs/{id}; POST /jobs/{id}/skip refuses a job
 // that blocks nothing. No worker: the admitted job stays admitted.
 func TestFairnessRoutes(t *testing.T) {
 	t.Parallel()
@@ -18,8 +18,8 @@ func TestFairnessRoutes(t *testing.T) {
 	for _, res := range []string{"a", "b"} {
 		resp, body := post(t, r, "/jobs/rebuild-cache", `{"tenant_id":"t1","resource_id":"`+res+`"}`, bearer(tokenA)...)
 		var ans jobAnswer
-		if err := json.Unmarshal([]byte(body), &ans); err != nil || resp.StatusCode != 202 {
-			t.Fatalf("enqueue: %d %s", resp.StatusCode, body)
+		if err := json.Unmarshal([]byte(body), &ans); err != nil || resp.StatusCode != 202 || ans.Status != "waiting" {
+			t.Fatalf("enqueue of a fairly dispatched type: %d %s, want 202 status waiting", resp.StatusCode, body)
 		}
 		ids = append(ids, ans.JobID)
 	}
@@ -30,15 +30,21 @@ func TestFairnessRoutes(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &job); err != nil || resp.StatusCode != 200 || job.Status != "waiting" {
 		t.Fatalf("the second job of capacity 1: %d %s, want status waiting", resp.StatusCode, body)
 	}
+	// t2's job waits behind t1's admitted one (capacity 1).
+	if resp, body := post(t, r, "/jobs/rebuild-cache", `{"tenant_id":"t2","resource_id":"c"}`, bearer(tokenB)...); resp.StatusCode != 202 {
+		t.Fatalf("enqueue for t2: %d %s", resp.StatusCode, body)
+	}
 	resp, body = get(t, r.base+"/fairness/rebuild-cache", bearer(tokenA)...)
 	var f fairnessAnswer
 	if err := json.Unmarshal([]byte(body), &f); err != nil || resp.StatusCode != 200 || f.Admitted != 1 || f.WaitingKeys != 1 ||
 		len(f.Keys) != 1 || f.Keys[0] != (fairKeyAnswer{Key: "t1", Waiting: 1, Running: 1}) {
-		t.Fatalf("fairness for t1: %d %s", resp.StatusCode, body)
+		t.Fatalf("fairness for t1 (its key's counts): %d %s", resp.StatusCode, body)
 	}
 	resp, body = get(t, r.base+"/fairness/rebuild-cache", bearer(tokenB)...)
-	if err := json.Unmarshal([]byte(body), &f); err != nil || resp.StatusCode != 200 || f.Admitted != 1 || len(f.Keys) != 0 {
-		t.Fatalf("fairness for t2 (another tenant's key hidden): %d %s", resp.StatusCode, body)
+	f = fairnessAnswer{}
+	if err := json.Unmarshal([]byte(body), &f); err != nil || resp.StatusCode != 200 || f.Admitted != 0 || f.WaitingKeys != 1 ||
+		len(f.Keys) != 1 || f.Keys[0] != (fairKeyAnswer{Key: "t2", Waiting: 1}) {
+		t.Fatalf("fairness for t2 (its key's counts, not the type's totals over t1's): %d %s", resp.StatusCode, body)
 	}
 	if resp, body := get(t, r.base+"/fairness/reserve-stock", bearer(tokenA)...); resp.StatusCode != 404 {
 		t.Fatalf("a type not dispatched fairly: %d %s, want 404", resp.StatusCode, body)
@@ -46,5 +52,22 @@ func TestFairnessRoutes(t *testing.T) {
 	resp, body = post(t, r, "/jobs/"+ids[1]+"/skip", "", bearer(tokenA)...)
 	if p := decodeProblem(t, resp, body); resp.StatusCode != 409 || p.Code != problem.CodeJobNotBlocking {
 		t.Fatalf("skip of a waiting job: %d %s, want 409 %s", resp.StatusCode, body, problem.CodeJobNotBlocking)
+	}
+}
+
+// An open API (no API_TOKENS: the operator's) shows the type's totals over every key.
+func TestFairnessTotalsForOperators(t *testing.T) {
+	t.Parallel()
+	r := startApp(t, RoleAPI, map[string]string{"TASK_LIMITS": "rebuild-cache=fair:on,capacity:1"})
+	for _, job := range []string{`{"tenant_id":"t1","resource_id":"a"}`, `{"tenant_id":"t1","resource_id":"b"}`,
+		`{"tenant_id":"t2","resource_id":"c"}`} {
+		if resp, body := post(t, r, "/jobs/rebuild-cache", job); resp.StatusCode != 202 {
+			t.Fatalf("enqueue: %d %s", resp.StatusCode, body)
+		}
+	}
+	resp, body := get(t, r.base+"/fairness/rebuild-cache")
+	var f fairnessAnswer
+	if err := json.Unmarshal([]byte(body), &f); err != nil || resp.StatusCode != 200 || f.Admitted != 1 || f.WaitingKeys != 2 || len(f.Keys) != 2 {
+		t.Fatalf("operator's fairness (admitted 1, t1 and t2 waiting): %d %s", resp.StatusCode, body)
 	}
 }

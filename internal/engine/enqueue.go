@@ -102,6 +102,9 @@ type Enqueued struct {
 	// Deduplicated: an existing job covers the request (its id is JobID); with policy Replace its
 	// payload was replaced.
 	Deduplicated bool
+	// Waiting: the new job is of a fairly dispatched type and waits in the admission layer for
+	// its key's turn (its status is waiting until its admitted delivery starts), not in asynq.
+	Waiting bool
 }
 
 // Enqueue creates the job record, then its first delivery, then confirms the record. Until the
@@ -222,7 +225,7 @@ func (s *Stack) enqueueFair(ctx context.Context, client *asynq.Client, tc TaskCo
 		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
 	}
-	return Enqueued{JobID: id}, nil
+	return Enqueued{JobID: id, Waiting: true}, nil
 }
 
 // checkSpec validates a spec's keys and returns its dedup ("<policy>:<key>", "" none).

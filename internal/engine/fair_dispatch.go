@@ -195,3 +195,17 @@ func (s *Stack) FairCounts(ctx context.Context, typ string, top int) (jobstore.F
 	}
 	return c, nil
 }
+
+// FairKeyCounts is one key's waiting and admitted-not-ended jobs of a fairly dispatched type,
+// without the type's totals over the other keys (a tenant's view).
+func (s *Stack) FairKeyCounts(ctx context.Context, typ, key string) (jobstore.FairKeyCount, error) {
+	tc, ok := s.TaskConfig(typ)
+	if !ok || tc.Fair == nil {
+		return jobstore.FairKeyCount{}, fmt.Errorf("%w: %q is not dispatched fairly", ErrUnknownType, typ)
+	}
+	c, err := s.store.FairKeyCounts(ctx, typ, key)
+	if err != nil {
+		return c, fmt.Errorf("engine: %w", err)
+	}
+	return c, nil
+}

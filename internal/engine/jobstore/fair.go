@@ -232,6 +232,19 @@ func (s *Store) FairCounts(ctx context.Context, typ string, top int) (FairTop, e
 	return out, nil
 }
 
+// FairKeyCounts reads one key's waiting and admitted-not-ended jobs (zero for a key unknown or
+// idle), in one round trip: what a tenant may see of a type shared with other tenants.
+func (s *Store) FairKeyCounts(ctx context.Context, typ, key string) (FairKeyCount, error) {
+	k := s.FairKeys(typ)
+	pipe := s.rdb.Pipeline()
+	backlog := pipe.ZScore(ctx, k.Backlog, key)
+	running := pipe.ZScore(ctx, k.Running, key)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return FairKeyCount{}, fmt.Errorf("jobstore: fair counts %s: %w", typ, err)
+	}
+	return FairKeyCount{Key: key, Backlog: int64(backlog.Val()), Running: int64(running.Val())}, nil
+}
+
 // FairStatuses reads the statuses of jobs ids ("" for a record that is gone, or an id that names
 // none), in one round trip.
 func (s *Store) FairStatuses(ctx context.Context, ids []string) ([]Status, error) {
