@@ -80,7 +80,9 @@ func (s *Stack) EnqueueMany(ctx context.Context, specs []Spec, atomic bool) []Bu
 			out[i].Err = err
 			continue
 		}
-		live = append(live, &pending{i: i, tc: tc, keys: keys, job: s.newRecord(ctx, id, tc, stored, dedup, now)})
+		job := s.newRecord(ctx, id, tc, stored, dedup, now)
+		job.Waiting = tc.Fair != nil // waits for its key's admission, as a single enqueue's job
+		live = append(live, &pending{i: i, tc: tc, keys: keys, job: job})
 	}
 	abort := func() []BulkItem {
 		for i := range out {
@@ -146,9 +148,25 @@ func (s *Stack) EnqueueMany(ctx context.Context, specs []Spec, atomic bool) []Bu
 		return abort()
 	}
 
+	// A fair type's items wait in their keys' lists, one after another in the bulk's order (a
+	// sequence key's order is its waits' order); what their waits admit is delivered after the
+	// confirmation, as a single enqueue's.
+	var admitted []fairAdmitted
+	for _, p := range created {
+		if p.tc.Fair == nil {
+			continue
+		}
+		entries, err := s.fairWait(ctx, p.tc, p.job.ID, p.job.Dedup, specs[p.i])
+		out[p.i].Err = err
+		admitted = append(admitted, fairAdmitted{tc: p.tc, entries: entries})
+	}
+	defer s.deliverFairAdmitted(ctx, admitted)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, bulkDeliverers)
 	for _, p := range created {
+		if p.tc.Fair != nil {
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -187,6 +205,9 @@ func (s *Stack) EnqueueMany(ctx context.Context, specs []Spec, atomic bool) []Bu
 				ttl = dedupTTL(d)
 			}
 			confirms[p.i] = s.store.QueueConfirmSha(ctx, pipe, p.keys, p.job.ID, ttl, deadline)
+			if p.tc.Fair != nil {
+				s.store.QueueEvents(ctx, pipe, p.keys, now, fairWaitingEvent(p.tc, spec))
+			}
 			g := indexGroup{spec.Tenant, strings.Join(spec.Tags, ",")}
 			byGroup[g] = append(byGroup[g], p.job.ID)
 			ids, dues = append(ids, p.job.ID), append(dues, s.store.ExpiryDue(now, spec.StartBy))
@@ -221,7 +242,7 @@ func (s *Stack) EnqueueMany(ctx context.Context, specs []Spec, atomic bool) []Bu
 		case werr != nil:
 			out[p.i] = BulkItem{Enqueued: Enqueued{JobID: p.job.ID}, Err: &notDurable{err: fmt.Errorf("job %s: %w", p.job.ID, werr)}}
 		default:
-			out[p.i].Enqueued = Enqueued{JobID: p.job.ID}
+			out[p.i].Enqueued = Enqueued{JobID: p.job.ID, Waiting: p.tc.Fair != nil}
 		}
 	}
 	for i, existing := range waitsFor {

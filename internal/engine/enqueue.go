@@ -146,7 +146,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 	}
 	for try := 0; ; try++ {
 		j := s.newRecord(ctx, id, tc, stored, dedup, now)
-		// A fair type's job waits for its key's admission (bulk and workflow nodes go straight to asynq).
+		// A fair type's job waits for its key's admission.
 		j.Waiting = tc.Fair != nil
 		var state jobstore.CreateState
 		var existing string
@@ -220,8 +220,7 @@ func (s *Stack) enqueueFair(ctx context.Context, client *asynq.Client, tc TaskCo
 		return Enqueued{}, err
 	}
 	defer s.deliverAdmitted(ctx, client, tc, admitted)
-	waiting := Event{Event: "waiting", Detail: "for its turn on key " + tc.Fair.keyOf(spec)}
-	if err := s.confirm(ctx, keys, id, s.queueOf(tc.Queue, id), spec, waiting); err != nil {
+	if err := s.confirm(ctx, keys, id, s.queueOf(tc.Queue, id), spec, fairWaitingEvent(tc, spec)); err != nil {
 		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
 	}

@@ -39,6 +39,24 @@ func (s *Stack) fairWait(ctx context.Context, tc TaskConfig, id, dedup string, s
 	return entries, nil
 }
 
+// fairWaitingEvent is the timeline event of a job that waits for its key's turn.
+func fairWaitingEvent(tc TaskConfig, spec Spec) Event {
+	return Event{Event: "waiting", Detail: "for its turn on key " + tc.Fair.keyOf(spec)}
+}
+
+// fairAdmitted is what one wait of tc admitted, to deliver once the waiting job is confirmed.
+type fairAdmitted struct {
+	tc      TaskConfig
+	entries []jobstore.FairEntry
+}
+
+// deliverFairAdmitted delivers what several waits admitted (a bulk's, a workflow's).
+func (s *Stack) deliverFairAdmitted(ctx context.Context, admitted []fairAdmitted) {
+	for _, a := range admitted {
+		s.deliverAdmittedAtOnce(ctx, a.tc, a.entries)
+	}
+}
+
 // deliverAdmitted delivers each admitted job into asynq, with its first delivery's id: asynq
 // refuses a second enqueue of it while it holds the first, so a delivery told twice (the
 // dispatcher and the sweep) runs once. The job's record stays waiting until its start (one script
