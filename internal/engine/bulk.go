@@ -156,7 +156,7 @@ func (s *Stack) EnqueueMany(ctx context.Context, specs []Spec, atomic bool) []Bu
 		if p.tc.Fair == nil {
 			continue
 		}
-		entries, err := s.fairWait(ctx, p.tc, p.job.ID, p.job.Dedup, specs[p.i])
+		entries, err := s.fairWait(ctx, p.tc, p.job.ID, p.job.Dedup, specs[p.i], "")
 		out[p.i].Err = err
 		admitted = append(admitted, fairAdmitted{tc: p.tc, entries: entries})
 	}

@@ -214,7 +214,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 // (this job, when its key's turn and the capacity allow, or others) is delivered into asynq. A job
 // abandoned after its wait is gone at its delivery's start, and frees its admission then.
 func (s *Stack) enqueueFair(ctx context.Context, client *asynq.Client, tc TaskConfig, keys jobstore.Keys, id, dedup string, spec Spec) (Enqueued, error) {
-	admitted, err := s.fairWait(ctx, tc, id, dedup, spec)
+	admitted, err := s.fairWait(ctx, tc, id, dedup, spec, "")
 	if err != nil {
 		s.abandon(ctx, keys, id)
 		return Enqueued{}, err

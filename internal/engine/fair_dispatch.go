@@ -26,13 +26,22 @@ const fairWaitTimeout = 5 * time.Second
 // fairWait puts a new job of tc in its key's list (before its confirmation: a job abandoned after
 // it is gone when its delivery starts, and frees its admission then). It returns what the wait
 // admitted, to deliver after the confirmation (whose timeline event says the job waits).
-func (s *Stack) fairWait(ctx context.Context, tc TaskConfig, id, dedup string, spec Spec) ([]jobstore.FairEntry, error) {
+// workflow is a node's "<workflow id>:<node id>" ("" none): its delivery carries it, and its wait
+// is done once (a release decided twice waits once).
+func (s *Stack) fairWait(ctx context.Context, tc TaskConfig, id, dedup string, spec Spec, workflow string) ([]jobstore.FairEntry, error) {
 	key := tc.Fair.keyOf(spec)
 	d := fairDelivery{OpKey: spec.OpKey, Dedup: dedup, Headers: limitHeaders(tc, spec)}
+	if workflow != "" {
+		h := map[string]string{HeaderWorkflow: workflow} // a copy: limitHeaders may be spec.Headers itself
+		for k, v := range d.Headers {
+			h[k] = v
+		}
+		d.Headers = h
+	}
 	if delay := firstDelay(spec); delay > 0 {
 		d.Due = s.now().Add(delay).UnixMilli()
 	}
-	entries, err := s.store.FairWait(ctx, tc.Type, key, id, encodeFairDelivery(d), tc.Fair.weightOf(key), s.fairPolicy(tc))
+	entries, err := s.store.FairWait(ctx, tc.Type, key, id, encodeFairDelivery(d), tc.Fair.weightOf(key), s.fairPolicy(tc), workflow != "")
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}

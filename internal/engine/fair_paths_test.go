@@ -91,3 +91,41 @@ func TestFairBulkAndSingleEnqueuesKeepTheSequence(t *testing.T) {
 	rec.check(t, "k", want)
 	waitFairIdle(t, h, "seq-bulk")
 }
+
+// A workflow's nodes of a sequence type wait for their key like any job of it: the root waits
+// behind the key's running job, and the child, released when the root ends, waits behind the
+// job enqueued meanwhile. One at a time, in the order they joined the key.
+func TestFairWorkflowNodesWaitForTheirKey(t *testing.T) {
+	t.Parallel()
+	rec := newSeqRecorder()
+	release := make(chan struct{})
+	h := newHarness(t, Config{Concurrency: 4}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "seq-wf", Fair: &Fair{Sequence: true, Capacity: 4}}, func(ctx context.Context, j *Job) error {
+			if string(j.Payload) == "k0-hold" {
+				<-release
+			}
+			return rec.handle(ctx, j)
+		})
+	})
+	hold := h.enqueue(Spec{Type: "seq-wf", Tenant: "k", Payload: []byte("k0-hold")})
+	h.waitStatus(hold, "processing", 5*time.Second)
+	c, err := h.stack.EnqueueWorkflow(bg, WorkflowSpec{Tenant: "k", Nodes: []WorkflowNode{
+		{ID: "a", Spec: Spec{Type: "seq-wf", Payload: []byte("k1-root")}},
+		{ID: "b", Spec: Spec{Type: "seq-wf", Payload: []byte("k3-child")}, Parents: []string{"a"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := h.waitStatus(c.Jobs["a"], "waiting", time.Second)
+	if !has(v, "waiting") {
+		t.Fatalf("the root's timeline %v has no waiting event", events(v))
+	}
+	between := h.enqueue(Spec{Type: "seq-wf", Tenant: "k", Payload: []byte("k2-single")})
+	close(release)
+	h.waitStatus(c.Jobs["b"], "done", 10*time.Second)
+	h.waitStatus(between, "done", time.Second)
+	rec.check(t, "k", []string{"k0-hold", "k1-root", "k2-single", "k3-child"})
+	if v, _ := h.stack.Get(bg, c.Jobs["b"]); !has(v, "waiting") {
+		t.Errorf("the released child's timeline %v has no waiting event", events(v))
+	}
+	waitFairIdle(t, h, "seq-wf")
+}

@@ -188,21 +188,6 @@ func TestFairSweepRepairsAdmissions(t *testing.T) {
 	waitFairIdle(t, h, tc.Type)
 }
 
-// A workflow's nodes of a fairly dispatched type go straight to asynq when released, as before:
-// a held node is released (it is not made waiting at its create) and the workflow ends done.
-func TestFairTypeInAWorkflow(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, Config{}, func(s *Stack) {
-		s.Register(TaskConfig{Type: "fair-node", Fair: &Fair{Capacity: 2}}, func(ctx context.Context, j *Job) error { return nil })
-	})
-	c, err := h.stack.EnqueueWorkflow(bg, WorkflowSpec{Tenant: "t1", Nodes: []WorkflowNode{
-		{ID: "a", Spec: Spec{Type: "fair-node"}}, {ID: "b", Spec: Spec{Type: "fair-node"}, Parents: []string{"a"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.waitStatus(c.Jobs["b"], "done", 10*time.Second)
-}
-
 // A replay of the job that blocks its sequence runs in its place: done, it lets the key go on.
 func TestFairReplayOfBlockingJobUnblocks(t *testing.T) {
 	t.Parallel()

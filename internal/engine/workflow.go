@@ -221,6 +221,7 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		}
 		j := s.newRecord(ctx, id, tc, stored, "", now)
 		j.Held, j.Workflow = len(n.Parents) > 0, wfID+":"+n.ID
+		j.Waiting = !j.Held && tc.Fair != nil // a fair type's root waits for its key's turn
 		nodes[i] = node{tc: tc, keys: keys, job: j, spec: spec}
 		created.Jobs[n.ID] = id
 		hash.Nodes = append(hash.Nodes, jobstore.WorkflowNode{ID: n.ID, JobID: id, Policy: n.Policy, Parents: n.Parents, Children: children[i]})
@@ -249,12 +250,23 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		}
 	}
 
-	// The roots' deliveries, many at once: the bulk client sends them in shared pipelines.
-	var wg sync.WaitGroup
+	// A fair type's roots wait for their keys' turns (in the nodes' order), and what their waits
+	// admitted is delivered after the confirmation; the other roots' deliveries, many at once:
+	// the bulk client sends them in shared pipelines.
 	errs := make([]error, len(nodes))
+	var admitted []fairAdmitted
+	for i, n := range nodes {
+		if n.job.Waiting {
+			var entries []jobstore.FairEntry
+			entries, errs[i] = s.fairWait(ctx, n.tc, n.job.ID, "", n.spec, n.job.Workflow)
+			admitted = append(admitted, fairAdmitted{tc: n.tc, entries: entries})
+		}
+	}
+	defer s.deliverFairAdmitted(ctx, admitted)
+	var wg sync.WaitGroup
 	sem := make(chan struct{}, bulkDeliverers)
 	for i, n := range nodes {
-		if n.job.Held {
+		if n.job.Held || n.job.Waiting {
 			continue
 		}
 		wg.Add(1)
@@ -278,6 +290,9 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		wc = s.store.QueueWorkflowConfirm(ctx, pipe, wfID, deadline, now)
 		for i, n := range nodes {
 			confirms[i] = s.store.QueueConfirmSha(ctx, pipe, n.keys, n.job.ID, 0, deadline)
+			if n.job.Waiting {
+				s.store.QueueEvents(ctx, pipe, n.keys, now, fairWaitingEvent(n.tc, n.spec))
+			}
 			s.store.QueueIndex(ctx, pipe, w.Tenant, n.job.ID, n.spec.Tags, now)
 			s.store.QueueExpiry(ctx, pipe, n.job.ID, s.store.ExpiryDue(now, time.Time{}))
 		}

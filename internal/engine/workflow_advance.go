@@ -115,10 +115,13 @@ func (s *Stack) decide(ctx context.Context, client *asynq.Client, wfID string, d
 		return "", fmt.Errorf("engine: release %s: %w", d.JobID, err)
 	}
 	spec := Spec{Type: info.Type, Tenant: info.Tenant, Resource: info.Resource, Payload: payload, OpKey: info.OpKey}
+	if tc.Fair != nil {
+		return s.releaseFairNode(ctx, tc, wfID, d, spec, now)
+	}
 	if err := s.deliverNode(ctx, client, tc, s.recordQueue(tc.Queue, d.JobID, info.Queue), d.JobID, wfID+":"+d.Node, spec); err != nil {
 		return "", err
 	}
-	r, err := s.store.ReleaseNode(ctx, d.JobID, now)
+	r, err := s.store.ReleaseNode(ctx, d.JobID, now, false)
 	if err != nil {
 		return "", fmt.Errorf("engine: %w", err)
 	}
@@ -126,6 +129,31 @@ func (s *Stack) decide(ctx context.Context, client *asynq.Client, wfID string, d
 		return terminalOr(r.Status), nil
 	}
 	s.log.Info().Str("workflow_id", wfID).Str("job_id", d.JobID).Str("event", "released").Msg("workflow node released")
+	return "", nil
+}
+
+// releaseFairNode releases a held node of a fairly dispatched type: it waits for its key's turn as
+// an enqueued job does. The wait first (done once however often the release is decided), then the
+// release (held -> waiting), then the delivery of what the wait admitted: a process that dies in
+// between leaves a held node that the workflow sweep decides again, or an admitted waiting one
+// that the fair sweep delivers.
+func (s *Stack) releaseFairNode(ctx context.Context, tc TaskConfig, wfID string, d jobstore.WorkflowDecision, spec Spec, now time.Time) (jobstore.Status, error) {
+	admitted, err := s.fairWait(ctx, tc, d.JobID, "", spec, wfID+":"+d.Node)
+	if err != nil {
+		return "", err
+	}
+	defer s.deliverAdmittedAtOnce(ctx, tc, admitted) // others' too: delivered whatever the release finds
+	r, err := s.store.ReleaseNode(ctx, d.JobID, now, true)
+	if err != nil {
+		return "", fmt.Errorf("engine: %w", err)
+	}
+	if !r.Released {
+		return terminalOr(r.Status), nil // its wait's admission is freed at its delivery's start
+	}
+	if keys, err := s.store.Keys(d.JobID, ""); err == nil {
+		s.event(ctx, keys, fairWaitingEvent(tc, spec))
+	}
+	s.log.Info().Str("workflow_id", wfID).Str("job_id", d.JobID).Str("event", "released").Msg("workflow node released to wait for its key")
 	return "", nil
 }
 

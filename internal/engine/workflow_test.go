@@ -307,7 +307,7 @@ func TestWorkflowReleasedButNotDeliveredIsDeliveredByTheReconciler(t *testing.T)
 	if err != nil || len(adv.Decisions) != 1 || adv.Decisions[0].Action != "release" {
 		t.Fatalf("a's end: %+v %v", adv, err)
 	}
-	if r, err := store.ReleaseNode(bg, c.Jobs["b"], time.Now()); err != nil || !r.Released {
+	if r, err := store.ReleaseNode(bg, c.Jobs["b"], time.Now(), false); err != nil || !r.Released {
 		t.Fatalf("release: %+v %v", r, err)
 	}
 	// A sweep now finds b queued (not held): nothing to decide again, nothing delivered twice.

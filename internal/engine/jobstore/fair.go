@@ -38,6 +38,9 @@ type FairKeys struct {
 	Weight, Pass string
 	// VTime: the pass of the last admission (expires with the retention when the type is idle).
 	VTime string
+	// Once: hash of the workflow nodes waiting (job id -> key), so that a release decided twice
+	// does not put a node in its list twice; an entry leaves at its admission.
+	Once string
 	// WaitPrefix names each key's list of waiting entries: WaitPrefix + key.
 	WaitPrefix string
 }
@@ -47,11 +50,11 @@ func (s *Store) FairKeys(typ string) FairKeys {
 	tag := ResourceTag("fair\x00" + typ)
 	k := func(name string) string { return s.locks.Key(tag, "fair:"+name) }
 	return FairKeys{Ready: k("ready"), Backlog: k("backlog"), Running: k("running"), Admitted: k("admitted"),
-		Weight: k("weight"), Pass: k("pass"), VTime: k("vtime"), WaitPrefix: k("wait:")}
+		Weight: k("weight"), Pass: k("pass"), VTime: k("vtime"), Once: k("once"), WaitPrefix: k("wait:")}
 }
 
 func (k FairKeys) list() []string {
-	return []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime}
+	return []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime, k.Once}
 }
 
 // FairPolicy is how one type admits: at most Capacity jobs admitted and not ended (0: no bound),
@@ -73,14 +76,16 @@ type FairEntry struct {
 const entrySep = "\x1f"
 
 // FairWait puts job id at the end of key's list with data, and admits what the capacity allows.
-func (s *Store) FairWait(ctx context.Context, typ, key, id, data string, weight int, p FairPolicy) ([]FairEntry, error) {
+// once makes a repeated wait of id do nothing while id waits or is admitted (a workflow node's
+// release may be decided twice).
+func (s *Store) FairWait(ctx context.Context, typ, key, id, data string, weight int, p FairPolicy, once bool) ([]FairEntry, error) {
 	k := s.FairKeys(typ)
 	entry := id
 	if data != "" {
 		entry += entrySep + data
 	}
 	res, err := fairWaitScript.Run(ctx, s.rdb, k.list(), k.WaitPrefix, key, entry, max(weight, 1), p.Capacity, p.PerKey,
-		p.batch(), ms(s.cfg.Retention)).Result()
+		p.batch(), ms(s.cfg.Retention), boolArg(once)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: fair wait %s: %w", id, err)
 	}
@@ -268,4 +273,12 @@ func (s *Store) FairStatuses(ctx context.Context, ids []string) ([]Status, error
 		}
 	}
 	return out, nil
+}
+
+// boolArg is a script's flag argument: "1" or "0".
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

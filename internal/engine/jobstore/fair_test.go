@@ -20,7 +20,7 @@ func newFairBundle(t *testing.T, p FairPolicy) fairBundle {
 
 func (b fairBundle) wait(key, id string, weight int) []FairEntry {
 	b.t.Helper()
-	got, err := b.s.FairWait(bg, b.typ, key, id, "", weight, b.p)
+	got, err := b.s.FairWait(bg, b.typ, key, id, "", weight, b.p, false)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -190,11 +190,45 @@ func TestFairWaitingJobStarts(t *testing.T) {
 func TestFairAdmittedKeepsDeliveryData(t *testing.T) {
 	t.Parallel()
 	b := newFairBundle(t, FairPolicy{Capacity: 2, Batch: 10})
-	if _, err := b.s.FairWait(bg, b.typ, "k", "j1", `{"h":{"x":"y"}}`, 1, b.p); err != nil {
+	if _, err := b.s.FairWait(bg, b.typ, "k", "j1", `{"h":{"x":"y"}}`, 1, b.p, false); err != nil {
 		t.Fatal(err)
 	}
 	got, err := b.s.FairAdmittedJobs(bg, b.typ)
 	if err != nil || len(got) != 1 || got[0] != (FairEntry{JobID: "j1", Key: "k", Data: `{"h":{"x":"y"}}`}) {
 		t.Fatalf("admitted %+v %v", got, err)
+	}
+}
+
+// A wait told once (a workflow node's) is not repeated while its job waits or is admitted: a
+// release decided twice puts the node in its list once, and counts its admission once.
+func TestFairWaitOnce(t *testing.T) {
+	t.Parallel()
+	b := newFairBundle(t, FairPolicy{Capacity: 1, PerKey: 1, Batch: 10})
+	once := func(id string) []string {
+		t.Helper()
+		got, err := b.s.FairWait(bg, b.typ, "k", id, "", 1, b.p, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids(got)
+	}
+	if got := once("n1"); fmt.Sprint(got) != "[n1]" {
+		t.Fatalf("first wait admitted %v, want n1", got)
+	}
+	once("n1") // admitted already: nothing
+	once("n2")
+	once("n2") // waiting already: nothing
+	if c, _ := b.s.FairKeyCounts(bg, b.typ, "k"); c.Backlog != 1 || c.Running != 1 {
+		t.Fatalf("key counts %+v, want 1 waiting (n2 once), 1 running (n1 once)", c)
+	}
+	if _, next := b.done("n1"); fmt.Sprint(ids(next)) != "[n2]" {
+		t.Fatalf("after n1: %v, want n2", ids(next))
+	}
+	if freed, next := b.done("n2"); !freed || len(next) != 0 {
+		t.Fatalf("after n2: freed %v, admitted %v; want freed and nothing left", freed, ids(next))
+	}
+	k := b.s.FairKeys(b.typ)
+	if n := b.s.rdb.Exists(bg, k.Once, k.Admitted, k.Running, k.WaitPrefix+"k").Val(); n != 0 {
+		t.Fatalf("%d admission keys left behind", n)
 	}
 }

@@ -257,14 +257,19 @@ func (s *Store) ReleaseInfo(ctx context.Context, id string) (ReleaseInfo, error)
 	return ReleaseInfo{Status: Status(str(0)), Type: str(1), Tenant: str(2), Resource: str(3), OpKey: str(4), Payload: []byte(str(5)), Queue: str(6)}, nil
 }
 
-// ReleaseNode makes held node job id queued (scripts/wf_release.lua), once.
-func (s *Store) ReleaseNode(ctx context.Context, id string, now time.Time) (Released, error) {
+// ReleaseNode makes held node job id queued, or waiting (a fairly dispatched type's node, which
+// waits for its key), once (scripts/wf_release.lua).
+func (s *Store) ReleaseNode(ctx context.Context, id string, now time.Time, waiting bool) (Released, error) {
 	k, err := s.Keys(id, "")
 	if err != nil {
 		return Released{}, err
 	}
+	status := StatusQueued
+	if waiting {
+		status = StatusWaiting
+	}
 	res, err := wfReleaseScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline}, now.UnixMilli(), ms(s.cfg.Retention),
-		s.cfg.TimelineCap, s.cfg.WorkerID).Result()
+		s.cfg.TimelineCap, s.cfg.WorkerID, string(status)).Result()
 	if err != nil {
 		return Released{}, fmt.Errorf("jobstore: release %s: %w", id, err)
 	}
@@ -278,7 +283,7 @@ func (s *Store) ReleaseNode(ctx context.Context, id string, now time.Time) (Rele
 	case r[0] == "not_held" && len(r) == 2:
 		return Released{Status: Status(r[1])}, nil
 	case r[0] == "released" && len(r) == 6:
-		return Released{Released: true, Status: StatusQueued, Type: r[1], Tenant: r[2], Resource: r[3], OpKey: r[4], Payload: []byte(r[5])}, nil
+		return Released{Released: true, Status: status, Type: r[1], Tenant: r[2], Resource: r[3], OpKey: r[4], Payload: []byte(r[5])}, nil
 	}
 	return Released{}, replyError("wf_release", res)
 }

@@ -7,10 +7,10 @@
 -- pass of the last admission), so an idle key saves no credit and a newcomer waits at most one
 -- round. Every key of a type shares one hash tag: the per-key lists are named from FK.wait ..
 -- key, in the same slot as the keys the caller declared.
--- FK: {ready, backlog, running, admitted, weight, pass, vtime, wait}: see fair_keys below.
+-- FK: {ready, backlog, running, admitted, weight, pass, vtime, once, wait}: see fair_keys below.
 local function fair_keys(keys, wait_prefix)
   return {ready = keys[1], backlog = keys[2], running = keys[3], admitted = keys[4], weight = keys[5],
-    pass = keys[6], vtime = keys[7], wait = wait_prefix}
+    pass = keys[6], vtime = keys[7], once = keys[8], wait = wait_prefix}
 end
 
 -- fair_ready puts key in the ready set if it has waiting jobs and is under its limit (0: none).
@@ -48,6 +48,7 @@ local function fair_admit(FK, capacity, limit, n, ttl)
     if entry then
       local id, data = string.match(entry, '^([^\31]*)(.*)$')
       redis.call('HSET', FK.admitted, id, key .. data)
+      redis.call('HDEL', FK.once, id)
       admitted = admitted + 1
       redis.call('ZINCRBY', FK.running, 1, key)
       if tonumber(redis.call('ZINCRBY', FK.backlog, -1, key)) <= 0 then redis.call('ZREM', FK.backlog, key) end

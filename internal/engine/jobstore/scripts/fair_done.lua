@@ -2,7 +2,7 @@
 -- the key is ready again if it has waiting jobs, and the type admits what the freed capacity
 -- allows. Several ends in one call: a process frees the ends of its handlers in batches.
 -- Told twice (the ending process and the sweep), a job frees once: only an admitted job frees.
--- KEYS[1..7] the type's ready, backlog, running, admitted, weight, pass, vtime keys
+-- KEYS[1..8] the type's ready, backlog, running, admitted, weight, pass, vtime, once keys
 -- ARGV[1] wait-list prefix, ARGV[2] capacity, ARGV[3] per-key limit, ARGV[4] most admissions,
 -- ARGV[5] virtual time's TTL ms, ARGV[6..] the ended jobs' ids
 -- returns {freed, entry, key, ...}: how many of the ids this call freed, then the jobs admitted,
