@@ -34,8 +34,8 @@ func TestFairSequenceThroughTheGuard(t *testing.T) {
 	var ids []string
 	for _, p := range []string{"acme-0", "acme-1", "acme-2"} {
 		job, err := b.guard.Enqueue(ctx, asynq.NewTask("ledger", []byte(p)), middleware.EnqueueOptions{Tenant: "acme"})
-		if err != nil {
-			t.Fatal(err)
+		if err != nil || !job.Waiting {
+			t.Fatalf("enqueue of a sequence's job: %+v %v, want Waiting", job, err)
 		}
 		ids = append(ids, job.JobID)
 	}
