@@ -85,10 +85,12 @@ type fairDelivery struct {
 	Dedup   string            `json:"u,omitempty"`
 	Headers map[string]string `json:"h,omitempty"`
 	Due     int64             `json:"d,omitempty"` // unix ms
+	// N is the delivery's number (0: the first); a replay's is past the first.
+	N int `json:"n,omitempty"`
 }
 
 func encodeFairDelivery(d fairDelivery) string {
-	if d.OpKey == "" && d.Dedup == "" && len(d.Headers) == 0 && d.Due == 0 {
+	if d.OpKey == "" && d.Dedup == "" && len(d.Headers) == 0 && d.Due == 0 && d.N == 0 {
 		return "" // most entries: the job id alone (bytes per waiting job)
 	}
 	b, _ := json.Marshal(d)

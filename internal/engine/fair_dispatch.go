@@ -41,7 +41,12 @@ func (s *Stack) fairWait(ctx context.Context, tc TaskConfig, id, dedup string, s
 	if delay := firstDelay(spec); delay > 0 {
 		d.Due = s.now().Add(delay).UnixMilli()
 	}
-	entries, err := s.store.FairWait(ctx, tc.Type, key, id, encodeFairDelivery(d), tc.Fair.weightOf(key), s.fairPolicy(tc), workflow != "")
+	return s.waitDelivery(ctx, tc, key, id, d, workflow != "")
+}
+
+// waitDelivery puts job id in key's list with d, once if asked (see jobstore.Store.FairWait).
+func (s *Stack) waitDelivery(ctx context.Context, tc TaskConfig, key, id string, d fairDelivery, once bool) ([]jobstore.FairEntry, error) {
+	entries, err := s.store.FairWait(ctx, tc.Type, key, id, encodeFairDelivery(d), tc.Fair.weightOf(key), s.fairPolicy(tc), once)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -86,7 +91,7 @@ func (s *Stack) deliverAdmitted(ctx context.Context, client *asynq.Client, tc Ta
 		if d.Due > 0 {
 			delay = max(time.UnixMilli(d.Due).Sub(s.now()), 0)
 		}
-		err := s.deliver(ctx, client, tc, e.JobID, DeliveryID(e.JobID, 1), d.OpKey, d.Dedup, d.Headers, delay)
+		err := s.deliver(ctx, client, tc, e.JobID, DeliveryID(e.JobID, max(d.N, 1)), d.OpKey, d.Dedup, d.Headers, delay)
 		switch {
 		case err == nil:
 			delivered++

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -128,4 +130,41 @@ func TestFairWorkflowNodesWaitForTheirKey(t *testing.T) {
 		t.Errorf("the released child's timeline %v has no waiting event", events(v))
 	}
 	waitFairIdle(t, h, "seq-wf")
+}
+
+// A replay of a sequence job that holds no admission (it failed and its key went on) waits for
+// its key's turn: it stays waiting behind the key's running job and runs after it, alone.
+func TestFairReplayWaitsForItsKey(t *testing.T) {
+	t.Parallel()
+	rec := newSeqRecorder()
+	release := make(chan struct{})
+	var failFirst atomic.Bool
+	failFirst.Store(true)
+	h := newHarness(t, Config{Concurrency: 4}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "seq-replay-wait", MaxAttempts: 1, Fair: &Fair{Sequence: true, Capacity: 4}},
+			func(ctx context.Context, j *Job) error {
+				switch {
+				case string(j.Payload) == "k0-first" && failFirst.Load():
+					return Permanent(errors.New("not yet"))
+				case string(j.Payload) == "k1-hold":
+					<-release
+				}
+				return rec.handle(ctx, j)
+			})
+	})
+	first := h.enqueue(Spec{Type: "seq-replay-wait", Tenant: "k", Payload: []byte("k0-first")})
+	h.waitStatus(first, "failed", 5*time.Second)
+	hold := h.enqueue(Spec{Type: "seq-replay-wait", Tenant: "k", Payload: []byte("k1-hold")})
+	h.waitStatus(hold, "processing", 5*time.Second)
+	failFirst.Store(false)
+	if err := h.stack.Replay(bg, h.client, first); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := h.stack.Get(bg, first); v.Raw["status"] != "waiting" {
+		t.Fatalf("the replayed job is %s behind its key's running job, want waiting", v.Raw["status"])
+	}
+	close(release)
+	h.waitStatus(first, "done", 15*time.Second)
+	rec.check(t, "k", []string{"k1-hold", "k0-first"})
+	waitFairIdle(t, h, "seq-replay-wait")
 }

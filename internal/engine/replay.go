@@ -54,7 +54,19 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 	if err != nil {
 		return err
 	}
-	headers := limitHeaders(tc, Spec{Type: info.Type, Tenant: info.Tenant, Resource: info.Resource, Payload: payload, OpKey: info.OpKey})
+	spec := Spec{Type: info.Type, Tenant: info.Tenant, Resource: info.Resource, Payload: payload, OpKey: info.OpKey}
+	headers := limitHeaders(tc, spec)
+	if tc.Fair != nil {
+		// A job that still holds its admission (it blocks its sequence) runs in its place, below;
+		// any other waits for its key's turn.
+		holds, err := s.store.FairHolds(ctx, tc.Type, id)
+		if err != nil {
+			return fmt.Errorf("engine: replay %s: %w", id, err)
+		}
+		if !holds {
+			return s.replayFair(ctx, tc, keys, id, info, spec, headers)
+		}
+	}
 	for try := 0; try < 3; try++ {
 		n++
 		// The delivery may start once replayDelay has passed: the record must take it before then.
@@ -82,7 +94,7 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 		if err != nil {
 			return err
 		}
-		refused, err := s.takeReplay(ctx, keys, id, n, by)
+		refused, err := s.takeReplay(ctx, keys, id, n, by, false)
 		if refused {
 			// The record will never take it: removed, so that it is not left waiting in asynq
 			// (it would be acknowledged without running). Best effort, as a cancel's.
@@ -96,8 +108,9 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 
 // takeReplay makes the job take its replay's delivery n, if it is still failed and in time.
 // refused is true when Redis answered and the record did not take it.
-func (s *Stack) takeReplay(ctx context.Context, keys jobstore.Keys, id string, n int, by int64) (refused bool, err error) {
-	state, status, err := s.store.TakeReplay(ctx, keys, n, by, s.now())
+// waiting: the job takes status waiting (a fairly dispatched type's replay, which waits for its key).
+func (s *Stack) takeReplay(ctx context.Context, keys jobstore.Keys, id string, n int, by int64, waiting bool) (refused bool, err error) {
+	state, status, err := s.store.TakeReplay(ctx, keys, n, by, s.now(), waiting)
 	if err != nil {
 		return false, fmt.Errorf("engine: replay %s: %w", id, err) // it may have been taken
 	}
@@ -117,4 +130,27 @@ func (s *Stack) takeReplay(ctx context.Context, keys jobstore.Keys, id string, n
 		return true, fmt.Errorf("%w: another replay took it", ErrNotFailed)
 	}
 	return true, fmt.Errorf("%w: replay of %s reached Redis too late", ErrNotAccepted, id)
+}
+
+// replayFair is Replay for a fairly dispatched type's job that holds no admission: its replay
+// waits for its key's turn at the end of its key's list. The wait first (once: a replay raced by
+// another waits once), with the delivery's number and a due time replayDelay ahead, then the
+// record takes delivery n and becomes waiting, no later than that due time. A replay refused at
+// the take leaves an entry whose delivery, once admitted, finds the job as it was: acknowledged
+// without running, its admission freed (at its start, or by the sweep; under BlockOnFailure the
+// sweep takes the failed job for a blocking one, and an operator's SkipBlocked frees it).
+func (s *Stack) replayFair(ctx context.Context, tc TaskConfig, keys jobstore.Keys, id string, info jobstore.ReplayInfo, spec Spec, headers map[string]string) error {
+	n := info.Deliveries + 1
+	by := s.store.RedisTime(time.Now().Add(replayDelay - time.Second - jobstore.DeadlineMargin))
+	if d := s.store.WriteDeadline(ctx); d != 0 {
+		by = min(by, d)
+	}
+	d := fairDelivery{OpKey: info.OpKey, Dedup: info.Dedup, Headers: headers, Due: s.now().Add(replayDelay).UnixMilli(), N: n}
+	admitted, err := s.waitDelivery(ctx, tc, tc.Fair.keyOf(spec), id, d, true)
+	if err != nil {
+		return err
+	}
+	defer s.deliverAdmittedAtOnce(ctx, tc, admitted) // others' too: delivered whatever the take finds
+	_, err = s.takeReplay(ctx, keys, id, n, by, true)
+	return err
 }

@@ -35,7 +35,7 @@ func TestAReplayDeliveryWaitsForItsRecord(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "the early delivery was sent back", func() bool { return h.stack.Stats.Bounces.Load() > 0 })
 	// Its second half, late.
-	if _, err := h.stack.takeReplay(bg, keys, id, 2, 0); err != nil {
+	if _, err := h.stack.takeReplay(bg, keys, id, 2, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	v := h.waitStatus(id, "done", 10*time.Second)

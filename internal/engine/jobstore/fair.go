@@ -237,6 +237,15 @@ func (s *Store) FairCounts(ctx context.Context, typ string, top int) (FairTop, e
 	return out, nil
 }
 
+// FairHolds reports whether job id holds an admission of type typ (admitted and not freed).
+func (s *Store) FairHolds(ctx context.Context, typ, id string) (bool, error) {
+	ok, err := s.rdb.HExists(ctx, s.FairKeys(typ).Admitted, id).Result()
+	if err != nil {
+		return false, fmt.Errorf("jobstore: fair holds %s: %w", id, err)
+	}
+	return ok, nil
+}
+
 // FairKeyCounts reads one key's waiting and admitted-not-ended jobs (zero for a key unknown or
 // idle), in one round trip: what a tenant may see of a type shared with other tenants.
 func (s *Store) FairKeyCounts(ctx context.Context, typ, key string) (FairKeyCount, error) {

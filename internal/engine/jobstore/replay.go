@@ -60,9 +60,13 @@ const (
 
 // TakeReplay makes a failed job take delivery n, already enqueued, with its attempts reset, if
 // Redis runs it by deadline (unix ms in Redis's clock; 0 none).
-func (s *Store) TakeReplay(ctx context.Context, k Keys, n int, deadline int64, now time.Time) (ReplayState, Status, error) {
+func (s *Store) TakeReplay(ctx context.Context, k Keys, n int, deadline int64, now time.Time, waiting bool) (ReplayState, Status, error) {
+	status := StatusQueued
+	if waiting {
+		status = StatusWaiting
+	}
 	res, err := replayScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline},
-		deadline, now.UnixMilli(), ms(s.cfg.Retention), s.cfg.TimelineCap, n).Result()
+		deadline, now.UnixMilli(), ms(s.cfg.Retention), s.cfg.TimelineCap, n, string(status)).Result()
 	if err != nil {
 		return "", "", fmt.Errorf("jobstore: replay: %w", err)
 	}
