@@ -38,8 +38,9 @@ type FairKeys struct {
 	Weight, Pass string
 	// VTime: the pass of the last admission (expires with the retention when the type is idle).
 	VTime string
-	// Once: hash of the workflow nodes waiting (job id -> key), so that a release decided twice
-	// does not put a node in its list twice; an entry leaves at its admission.
+	// Once: hash of the workflow nodes and replays waiting (job id -> key), so that a release
+	// decided twice (a replay raced) does not put a job in its list twice; an entry leaves at its
+	// admission.
 	Once string
 	// WaitPrefix names each key's list of waiting entries: WaitPrefix + key.
 	WaitPrefix string
@@ -77,7 +78,7 @@ const entrySep = "\x1f"
 
 // FairWait puts job id at the end of key's list with data, and admits what the capacity allows.
 // once makes a repeated wait of id do nothing while id waits or is admitted (a workflow node's
-// release may be decided twice).
+// release may be decided twice, a replay raced).
 func (s *Store) FairWait(ctx context.Context, typ, key, id, data string, weight int, p FairPolicy, once bool) ([]FairEntry, error) {
 	k := s.FairKeys(typ)
 	entry := id
