@@ -382,7 +382,14 @@ func (a *api) retry(c *fiber.Ctx) error {
 		return err
 	}
 	c.Set(fiber.HeaderLocation, "/jobs/"+id)
-	return c.Status(http.StatusAccepted).JSON(jobAnswer{JobID: id, Status: "queued"})
+	status := "queued"
+	// A fairly dispatched type's replay may wait for its key's turn: the record says which.
+	if tc, ok := a.stack.TaskConfig(v.Record.Type); ok && tc.Fair != nil {
+		if now, err := a.stack.Get(c.UserContext(), id); err == nil && now.Record.Status == "waiting" {
+			status = "waiting"
+		}
+	}
+	return c.Status(http.StatusAccepted).JSON(jobAnswer{JobID: id, Status: status})
 }
 
 // stamp is a time for the view: nil (omitted) when not set.

@@ -2,6 +2,10 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jobguard/jobguard/app/problem"
@@ -70,4 +74,33 @@ func TestFairnessTotalsForOperators(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &f); err != nil || resp.StatusCode != 200 || f.Admitted != 1 || f.WaitingKeys != 2 || len(f.Keys) != 2 {
 		t.Fatalf("operator's fairness (admitted 1, t1 and t2 waiting): %d %s", resp.StatusCode, body)
 	}
+}
+
+// A replay of a fairly dispatched type's failed job waits for its key's turn, and the retry route
+// says so; the replay then runs and ends done.
+func TestFairnessRetryAnswersWaiting(t *testing.T) {
+	t.Parallel()
+	var healthy atomic.Bool
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !healthy.Load() {
+			w.WriteHeader(http.StatusNotFound) // permanent: the job fails at once
+			return
+		}
+		fmt.Fprint(w, "fresh")
+	}))
+	defer upstream.Close()
+	r := startApp(t, RoleAll, map[string]string{"REBUILD_SOURCE_URL": upstream.URL, "TASK_LIMITS": "rebuild-cache=fair:on,capacity:2"})
+	resp, body := post(t, r, "/jobs/rebuild-cache", `{"tenant_id":"t1","resource_id":"page"}`)
+	var a jobAnswer
+	if err := json.Unmarshal([]byte(body), &a); err != nil || resp.StatusCode != 202 || a.Status != "waiting" {
+		t.Fatalf("enqueue: %d %s, want 202 waiting", resp.StatusCode, body)
+	}
+	waitJob(t, r, a.JobID, "failed")
+	healthy.Store(true)
+	resp, body = post(t, r, "/jobs/"+a.JobID+"/retry", "")
+	var ans jobAnswer
+	if err := json.Unmarshal([]byte(body), &ans); err != nil || resp.StatusCode != 202 || ans.Status != "waiting" {
+		t.Fatalf("retry of a fair job: %d %s, want 202 waiting", resp.StatusCode, body)
+	}
+	waitJob(t, r, a.JobID, "done")
 }
