@@ -51,12 +51,19 @@ func TestDurableLeaseStartDoesNotRunWithoutItsReplica(t *testing.T) {
 	if err := srv.Start(mux); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.Shutdown)
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	eventually(t, 10*time.Second, "a bounced start", func() bool {
 		qi, err := insp.GetQueueInfo("default")
 		return err == nil && qi.Retry+qi.Scheduled > 0
 	})
+	// A bounce is retried at once: stop taking deliveries and let the one in hand end, so the
+	// lease is read between starts, not while the next start holds it for its own replica wait.
+	srv.Stop()
+	eventually(t, 10*time.Second, "no delivery in hand", func() bool {
+		qi, err := insp.GetQueueInfo("default")
+		return err == nil && qi.Active == 0
+	})
+	srv.Shutdown()
 	if n := runs.Load(); n != 0 {
 		t.Fatalf("the handler ran %d times on starts the replica did not hold", n)
 	}
@@ -66,5 +73,11 @@ func TestDurableLeaseStartDoesNotRunWithoutItsReplica(t *testing.T) {
 	if err := replica.Resume(); err != nil {
 		t.Fatal(err)
 	}
+	again := asynq.NewServerFromRedisClient(rdb, guard.ServerConfig(asynq.Config{Concurrency: 2, LogLevel: asynq.FatalLevel,
+		DelayedTaskCheckInterval: 100 * time.Millisecond}))
+	if err := again.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(again.Shutdown)
 	eventually(t, 15*time.Second, "the task ran after the replica came back", func() bool { return runs.Load() == 1 })
 }
