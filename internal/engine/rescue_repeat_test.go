@@ -71,7 +71,8 @@ func TestRescueWhoseEnqueueAndPutBackFailedIsFinishedByTheNextPass(t *testing.T)
 	enq := redis.NewClient(h.rdb.Options())
 	enq.AddHook(cutOnEnqueue{b})
 	defer enq.Close()
-	other := New(flaky, Config{LeaseTTL: 2 * time.Second, WorkerID: "rescuer"})
+	clock := newFakeClock()
+	other := New(flaky, Config{LeaseTTL: 2 * time.Second, WorkerID: "rescuer", Clock: clock})
 	other.Register(TaskConfig{Type: "work", MaxAttempts: 3}, func(context.Context, *Job) error { return nil })
 	defer other.Close()
 
@@ -88,6 +89,11 @@ func TestRescueWhoseEnqueueAndPutBackFailedIsFinishedByTheNextPass(t *testing.T)
 	}
 
 	r := other.NewRescuer(h.insp, h.client, 0)
+	// At once, the half-done rescue may be another rescuer's still at work: left alone.
+	if n, err := r.Pass(bg); err != nil || n != 0 {
+		t.Fatalf("a pass right after the cut: %d rescued, %v; want none yet", n, err)
+	}
+	clock.Advance(11 * time.Second)
 	if n, err := r.Pass(bg); err != nil || n != 1 {
 		t.Fatalf("the next pass: %d rescued, %v; want the rescue's delivery enqueued", n, err)
 	}

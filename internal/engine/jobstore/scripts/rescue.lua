@@ -10,11 +10,15 @@
 -- returns {"rescued", new delivery id, heartbeat ms}; {"failed", heartbeat ms}; {"skip"} (not
 --         processing, or not this delivery); {"alive"} (its lease is held or it beat recently);
 --         {"rescued_before", delivery id}: the job is retrying with the delivery after this one, as
---         a rescue of this one left it (nothing written): the caller enqueues it if asynq lacks it
---         (the rescue's enqueue failed, and so did its put-back)
+--         a rescue of this one left it at least 10 s ago (nothing written): the caller enqueues it
+--         if asynq lacks it (the rescue's enqueue failed, and so did its put-back)
 local rec = record_get(KEYS[1], {'status', 'delivery', 'heartbeat_at', 'attempt', 'max_attempts', 'job_id', 'lease_owner',
-  'deliveries'})
-if rec.status == 'retrying' and rec.job_id then
+  'deliveries', 'updated_at'})
+-- Only a rescue older than a rescuer's own enqueue and put-back (a few seconds at most) was left half
+-- done: a younger one may be another rescuer's, between its record write and its enqueue, which that
+-- rescuer finishes or undoes itself.
+local half_done_after = 10000
+if rec.status == 'retrying' and rec.job_id and tonumber(rec.updated_at or '0') <= tonumber(ARGV[2]) - half_done_after then
   local n = tonumber(string.match(ARGV[1], '%.d(%d+)$') or '')
   local next = n and rec.job_id .. '.d' .. (n + 1)
   if next and ARGV[1] == rec.job_id .. '.d' .. n and rec.delivery == next and tonumber(rec.deliveries) == n + 1 then
