@@ -116,6 +116,14 @@ func (s *Stack) fairEnded(ctx context.Context, tc TaskConfig, id string, status 
 		if keys, err := s.store.Keys(id, ""); err == nil {
 			s.event(ctx, keys, Event{Event: "sequence_blocked", Detail: "its key's next jobs wait until an operator skips this job"})
 		}
+		// The key stays blocked, but the job's place of the capacity goes to the other keys:
+		// otherwise a capacity's worth of blocked keys would stop the type for every key.
+		entries, err := s.store.FairBlock(ctx, tc.Type, id, s.fairPolicy(tc))
+		if err != nil {
+			s.log.Warn().Err(err).Str("job_id", id).Str("event", "fair_block_failed").Msg("blocked job keeps its place of the capacity until it is skipped")
+			return
+		}
+		s.deliverAdmitted(ctx, s.wfClient, tc, entries)
 		return
 	}
 	s.fairEndLater(tc, id)

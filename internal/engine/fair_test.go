@@ -163,6 +163,34 @@ func TestFairSequenceBlocksUntilSkipped(t *testing.T) {
 	h.waitStatus(next, "done", 5*time.Second)
 }
 
+// A job that blocks its sequence holds its key, not a place of the type's capacity: with a
+// capacity of 1, another key's job runs while the blocked key waits for its skip.
+func TestABlockedSequenceGivesItsCapacityBack(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "seq-block-cap", MaxAttempts: 1, Fair: &Fair{Sequence: true, BlockOnFailure: true, Capacity: 1}},
+			func(ctx context.Context, j *Job) error {
+				if string(j.Payload) == "bad" {
+					return Permanent(errors.New("cannot"))
+				}
+				return nil
+			})
+	})
+	bad := h.enqueue(Spec{Type: "seq-block-cap", Tenant: "k", Payload: []byte("bad")})
+	h.waitStatus(bad, "failed", 5*time.Second)
+	next := h.enqueue(Spec{Type: "seq-block-cap", Tenant: "k", Payload: []byte("next")})
+	other := h.enqueue(Spec{Type: "seq-block-cap", Tenant: "other", Payload: []byte("ok")})
+	h.waitStatus(other, "done", 10*time.Second)
+	if v, _ := h.stack.Get(bg, next); v.Raw["status"] != "waiting" {
+		t.Fatalf("the blocked key's next job is %s, want waiting", v.Raw["status"])
+	}
+	if err := h.stack.SkipBlocked(bg, bad); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(next, "done", 5*time.Second)
+	waitFairIdle(t, h, "seq-block-cap")
+}
+
 // The sweep releases an admitted job whose dispatcher died before releasing it, and frees the
 // admission of one that ended without freeing it.
 func TestFairSweepRepairsAdmissions(t *testing.T) {

@@ -66,6 +66,11 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 		if !holds {
 			return s.replayFair(ctx, tc, keys, id, info, spec, headers)
 		}
+		// It takes its place of the capacity back (a blocked job gave it to the other keys): if
+		// another key took it meanwhile, the type runs one over its capacity until either ends.
+		if err := s.store.FairUnblock(ctx, tc.Type, id); err != nil {
+			return fmt.Errorf("engine: replay %s: %w", id, err)
+		}
 	}
 	for try := 0; try < 3; try++ {
 		n++

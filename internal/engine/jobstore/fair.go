@@ -17,10 +17,11 @@ import (
 // The scripts compose fair_admit.lua (the stride scheduler) with their own body. They need none
 // of the job prelude: they touch no job record.
 var (
-	fairAdmit      = scripts.Read("fair_admit.lua")
-	fairWaitScript = redis.NewScript(fairAdmit + "\n" + scripts.Read("fair_wait.lua"))
-	fairDoneScript = redis.NewScript(fairAdmit + "\n" + scripts.Read("fair_done.lua"))
-	fairPumpScript = redis.NewScript(fairAdmit + "\n" + scripts.Read("fair_pump.lua"))
+	fairAdmit       = scripts.Read("fair_admit.lua")
+	fairWaitScript  = redis.NewScript(fairAdmit + "\n" + scripts.Read("fair_wait.lua"))
+	fairDoneScript  = redis.NewScript(fairAdmit + "\n" + scripts.Read("fair_done.lua"))
+	fairPumpScript  = redis.NewScript(fairAdmit + "\n" + scripts.Read("fair_pump.lua"))
+	fairBlockScript = redis.NewScript(fairAdmit + "\n" + scripts.Read("fair_block.lua"))
 )
 
 // FairKeys are the admission keys of one task type, all in one slot.
@@ -42,6 +43,9 @@ type FairKeys struct {
 	// decided twice (a replay raced) does not put a job in its list twice; an entry leaves at its
 	// admission.
 	Once string
+	// Blocked: set of the admitted jobs that failed for good and block their sequence: they hold
+	// their key (Running) but no place of the capacity, until an operator's skip frees them.
+	Blocked string
 	// WaitPrefix names each key's list of waiting entries: WaitPrefix + key.
 	WaitPrefix string
 }
@@ -51,11 +55,11 @@ func (s *Store) FairKeys(typ string) FairKeys {
 	tag := ResourceTag("fair\x00" + typ)
 	k := func(name string) string { return s.locks.Key(tag, "fair:"+name) }
 	return FairKeys{Ready: k("ready"), Backlog: k("backlog"), Running: k("running"), Admitted: k("admitted"),
-		Weight: k("weight"), Pass: k("pass"), VTime: k("vtime"), Once: k("once"), WaitPrefix: k("wait:")}
+		Weight: k("weight"), Pass: k("pass"), VTime: k("vtime"), Once: k("once"), Blocked: k("blocked"), WaitPrefix: k("wait:")}
 }
 
 func (k FairKeys) list() []string {
-	return []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime, k.Once}
+	return []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime, k.Once, k.Blocked}
 }
 
 // FairPolicy is how one type admits: at most Capacity jobs admitted and not ended (0: no bound),
@@ -119,6 +123,27 @@ func (s *Store) FairDone(ctx context.Context, typ string, ids []string, p FairPo
 	}
 	entries, err := fairEntries("fair_done", list, 1)
 	return int(freed), entries, err
+}
+
+// FairBlock marks admitted job id as blocking its sequence: it keeps its key, gives its place of
+// the capacity back, and what that place allows is admitted.
+func (s *Store) FairBlock(ctx context.Context, typ, id string, p FairPolicy) ([]FairEntry, error) {
+	k := s.FairKeys(typ)
+	res, err := fairBlockScript.Run(ctx, s.rdb, k.list(), k.WaitPrefix, p.Capacity, p.PerKey, p.batch(),
+		ms(s.cfg.Retention), id).Result()
+	if err != nil {
+		return nil, fmt.Errorf("jobstore: fair block %s: %w", id, err)
+	}
+	return fairEntries("fair_block", res, 0)
+}
+
+// FairUnblock takes job id out of the blocked set, so that it counts against the type's capacity
+// again: a replay of a job that blocks its sequence runs in its place.
+func (s *Store) FairUnblock(ctx context.Context, typ, id string) error {
+	if err := s.rdb.SRem(ctx, s.FairKeys(typ).Blocked, id).Err(); err != nil {
+		return fmt.Errorf("jobstore: fair unblock %s: %w", id, err)
+	}
+	return nil
 }
 
 // FairPump admits what the type's capacity allows.

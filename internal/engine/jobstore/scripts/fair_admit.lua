@@ -7,10 +7,10 @@
 -- pass of the last admission), so an idle key saves no credit and a newcomer waits at most one
 -- round. Every key of a type shares one hash tag: the per-key lists are named from FK.wait ..
 -- key, in the same slot as the keys the caller declared.
--- FK: {ready, backlog, running, admitted, weight, pass, vtime, once, wait}: see fair_keys below.
+-- FK: {ready, backlog, running, admitted, weight, pass, vtime, once, blocked, wait}: see fair_keys below.
 local function fair_keys(keys, wait_prefix)
   return {ready = keys[1], backlog = keys[2], running = keys[3], admitted = keys[4], weight = keys[5],
-    pass = keys[6], vtime = keys[7], once = keys[8], wait = wait_prefix}
+    pass = keys[6], vtime = keys[7], once = keys[8], blocked = keys[9], wait = wait_prefix}
 end
 
 -- fair_ready puts key in the ready set if it has waiting jobs and is under its limit (0: none).
@@ -33,12 +33,13 @@ local function fair_forget(FK, key)
 end
 
 -- fair_admit admits up to n waiting jobs while fewer than capacity (0: no bound) are admitted and
--- not ended; it returns {entry, key, entry, key, ...} in admission order. An entry is the job id,
+-- not ended (and not blocking their sequence); it returns {entry, key, entry, key, ...} in admission order. An entry is the job id,
 -- then (after a \31) what its delivery carries, opaque here; the admitted hash keeps the key and
 -- that, so the sweep can deliver again what a dispatcher that died did not.
 local function fair_admit(FK, capacity, limit, n, ttl)
   local out = {}
-  local admitted = redis.call('HLEN', FK.admitted)
+  -- A job that blocks its sequence keeps its key (its running count) but no place of the capacity.
+  local admitted = redis.call('HLEN', FK.admitted) - redis.call('SCARD', FK.blocked)
   while #out < 2 * n and (capacity == 0 or admitted < capacity) do
     local top = redis.call('ZRANGE', FK.ready, 0, 0, 'WITHSCORES')
     if #top == 0 then break end

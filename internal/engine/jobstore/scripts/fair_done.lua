@@ -2,7 +2,7 @@
 -- the key is ready again if it has waiting jobs, and the type admits what the freed capacity
 -- allows. Several ends in one call: a process frees the ends of its handlers in batches.
 -- Told twice (the ending process and the sweep), a job frees once: only an admitted job frees.
--- KEYS[1..8] the type's ready, backlog, running, admitted, weight, pass, vtime, once keys
+-- KEYS[1..9] the type's ready, backlog, running, admitted, weight, pass, vtime, once, blocked keys
 -- ARGV[1] wait-list prefix, ARGV[2] capacity, ARGV[3] per-key limit, ARGV[4] most admissions,
 -- ARGV[5] virtual time's TTL ms, ARGV[6..] the ended jobs' ids
 -- returns {freed, entry, key, ...}: how many of the ids this call freed, then the jobs admitted,
@@ -15,6 +15,7 @@ for i = 6, #ARGV do
   if held then
     local key = string.match(held, '^[^\31]*')
     redis.call('HDEL', FK.admitted, ARGV[i])
+    redis.call('SREM', FK.blocked, ARGV[i])
     if tonumber(redis.call('ZINCRBY', FK.running, -1, key)) <= 0 then redis.call('ZREM', FK.running, key) end
     fair_ready(FK, key, limit)
     fair_forget(FK, key)
