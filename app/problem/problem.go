@@ -85,7 +85,7 @@ func ErrorHandler(log zerolog.Logger) fiber.ErrorHandler {
 		case errors.Is(err, engine.ErrEnded):
 			p.Status, p.Detail, p.Code = http.StatusConflict, "the job has ended; only a queued, scheduled, retrying or running job can be cancelled: "+err.Error(), CodeJobEnded
 		case errors.Is(err, engine.ErrNotBlocked):
-			p.Status, p.Detail, p.Code = http.StatusConflict, "the job does not block its sequence: "+err.Error(), CodeJobNotBlocking
+			p.Status, p.Detail, p.Code = http.StatusConflict, "the job does not block its sequence (it has not failed, or its key has gone on)", CodeJobNotBlocking
 		case errors.Is(err, engine.ErrUnrunnable):
 			p.Status, p.Detail = http.StatusGone, err.Error()
 		case errors.As(err, &fe):
