@@ -136,6 +136,17 @@ func TestJobsTokenRequiredAndWrongTokenAnswered(t *testing.T) {
 	if code, _, errOut = run(t, at, "list", "--token", "two words"); code != 2 || strings.Contains(errOut, "two words") {
 		t.Fatalf("a token no header can carry: exit %d %q", code, errOut)
 	}
+	// A token longer than any header the server reads is named as such, not as "no answer" (the
+	// server closes the connection while a 20 KB header is written: a broken pipe); one just
+	// under the bound reaches the server and is refused there.
+	huge := strings.Repeat("k", 20000)
+	if code, _, errOut = run(t, map[string]string{"JOBGUARD_URL": s.url, "JOBGUARD_TOKEN": huge}, "list"); code != 2 ||
+		!strings.Contains(errOut, "20000 bytes") || strings.Contains(errOut, "kkkk") || strings.Contains(errOut, "no answer") {
+		t.Fatalf("a 20 KB token: exit %d %q", code, errOut)
+	}
+	if code, _, errOut = run(t, at, "list", "--token", strings.Repeat("k", 3000)); code != 1 || !strings.Contains(errOut, "Unauthorized") {
+		t.Fatalf("a 3,000-byte token: exit %d %q", code, errOut)
+	}
 }
 
 // On an open API (the quickstart's) the CLI needs no setup but the server's HTTP_ADDR: list shows

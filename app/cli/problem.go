@@ -122,6 +122,11 @@ func reason(err error) string {
 	if errors.As(err, &to) && to.Timeout() {
 		return "timed out"
 	}
+	if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+		// The server closed the connection before it read the request whole: it refused it
+		// (a request too large, most likely) without an answer this client could read.
+		return "the server closed the connection while the request was sent"
+	}
 	if op != nil {
 		return op.Op + ": " + op.Err.Error()
 	}

@@ -47,6 +47,10 @@ func resolveTarget(env Env, flagURL, flagToken string) (target, error) {
 	if !headerSafe(token) {
 		return target{}, fmt.Errorf("%w: --token/JOBGUARD_TOKEN holds a character an HTTP header cannot carry", errBadTarget)
 	}
+	if len(token) > maxToken {
+		return target{}, fmt.Errorf("%w: --token/JOBGUARD_TOKEN is %d bytes, more than a jobguard server reads in a request header (%d)",
+			errBadTarget, len(token), maxToken)
+	}
 	return target{base: u, token: token}, nil
 }
 
@@ -61,6 +65,11 @@ func firstSet(vs ...string) string {
 	}
 	return ""
 }
+
+// maxToken is the longest token the CLI sends: the server reads a request's header into 4 KB
+// (Fiber's default read buffer) and answers a larger one 431, closing the connection while a long
+// header is still being written, which a client sees as a broken pipe rather than an answer.
+const maxToken = 3 << 10
 
 // headerSafe says whether token can be sent as a bearer token: visible ASCII, no space (RFC 6750's
 // b64token is narrower; the server compares exactly, so anything it could hold is let through).

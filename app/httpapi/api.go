@@ -23,14 +23,17 @@ import (
 // api serves the job endpoints: enqueue (one route per registered task type), job view, replay,
 // and the read-model routes the task types bring.
 type api struct {
-	stack   *engine.Stack
-	client  *asynq.Client
-	idem    idempotency
-	tokens  auth.Tokens  // bearer token -> tenant; empty: open
-	tasks   []tasks.Task // one POST /jobs/<type> route each, and their read-model routes
-	metrics *httpMetrics
-	limiter *rateLimiter  // nil: no rate limit
-	sql     *pgxpool.Pool // read models' PostgreSQL; nil without DATABASE_URL
+	stack  *engine.Stack
+	client *asynq.Client
+	idem   idempotency
+	tokens auth.Tokens // bearer token -> tenant; empty: open
+	// operators are OPERATOR_TOKENS: the routes that show a whole type (GET /fairness/{type})
+	// take them too, with no tenant.
+	operators auth.Tokens
+	tasks     []tasks.Task // one POST /jobs/<type> route each, and their read-model routes
+	metrics   *httpMetrics
+	limiter   *rateLimiter  // nil: no rate limit
+	sql       *pgxpool.Pool // read models' PostgreSQL; nil without DATABASE_URL
 
 	streams context.Context // ends the event streams when the app stops (events.go)
 	feeds   *feeds          // the event streams' shared pollers and caps (event_feeds.go)
@@ -50,7 +53,7 @@ func (a *api) routes(f *fiber.App) {
 	f.Post("/jobs/:id/retry", guard, limit, a.retry)
 	f.Post("/jobs/:id/cancel", guard, limit, a.cancel)
 	f.Post("/jobs/:id/skip", guard, limit, a.skipBlocked)
-	f.Get("/fairness/:type", guard, limit, a.fairness)
+	f.Get("/fairness/:type", a.authenticateOrOperator, limit, a.fairness)
 	a.workflowRoutes(f)
 	for _, t := range a.tasks {
 		for _, r := range t.Routes {
@@ -78,6 +81,17 @@ func (a *api) authenticate(c *fiber.Ctx) error {
 	}
 	c.Locals(localTenant, tenant)
 	return c.Next()
+}
+
+// authenticateOrOperator is authenticate for a route operators read too: an operator token
+// passes with no tenant, so the route shows what it shows on an open API (every tenant's keys).
+func (a *api) authenticateOrOperator(c *fiber.Ctx) error {
+	if token, ok := auth.BearerToken(c.Get(fiber.HeaderAuthorization)); ok {
+		if _, op := a.operators.Tenant(token); op {
+			return c.Next()
+		}
+	}
+	return a.authenticate(c)
 }
 
 // tenantOf is the authenticated tenant, "" when the API is open.

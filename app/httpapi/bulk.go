@@ -46,7 +46,9 @@ type bulkResult struct {
 // one pipeline of confirmations). The request takes one unit of the tenant's rate limit. With an
 // Idempotency-Key the answer is stored and replayed as the single route's is (once): the same
 // key and body (and atomic mode) get it again; it is not stored when nothing was kept and an
-// item failed for a reason that may pass (a 5xx), so that a retry with the key runs again.
+// item failed for a reason that may pass (a 5xx) and none may have been queued (outcome unknown,
+// not durable), so that a retry with the key runs again. An item refused with a 5xx puts
+// Retry-After on the answer.
 func (a *api) bulk(t tasks.Task) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		if err := requireJSON(c); err != nil {
@@ -70,7 +72,13 @@ func (a *api) bulk(t tasks.Task) fiber.Handler {
 				return answer{}, err
 			}
 			out := answer{status: http.StatusOK, body: body}
-			if ans.Created == 0 && ans.Deduplicated == 0 && ans.transient() {
+			if !ans.transient() {
+				return out, nil
+			}
+			// An item refused for a reason that may pass (Redis stalled or down, a duplicate not
+			// confirmed yet): the answer says when to send those items again.
+			out.retryAfter = problem.UnavailableRetryAfter
+			if ans.Created == 0 && ans.Deduplicated == 0 && !ans.mayHaveKept() {
 				return out, errAnswerNotKept
 			}
 			return out, nil
@@ -155,6 +163,18 @@ func (a *api) bulkItems(c *fiber.Ctx, t tasks.Task, req bulkRequest) bulkAnswer 
 func (b bulkAnswer) transient() bool {
 	for _, it := range b.Items {
 		if it.Status >= 500 {
+			return true
+		}
+	}
+	return false
+}
+
+// mayHaveKept reports whether an item's job may stand although it was refused: its outcome is
+// unknown, or it was queued without its replicas' acknowledgement. Such an answer is stored for
+// the Idempotency-Key, so that a retry learns it rather than creating the job a second time.
+func (b bulkAnswer) mayHaveKept() bool {
+	for _, it := range b.Items {
+		if it.Problem != nil && (it.Problem.Code == problem.CodeOutcomeUnknown || it.Problem.Code == problem.CodeNotDurable) {
 			return true
 		}
 	}

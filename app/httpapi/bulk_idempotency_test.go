@@ -145,8 +145,8 @@ func TestBulkIdempotencyKeyNotKeptAfterA5xx(t *testing.T) {
 	resp, out := post(t, r, "/jobs/rebuild-cache/bulk", body, key...)
 	var a bulkAnswer
 	if err := json.Unmarshal([]byte(out), &a); err != nil || resp.StatusCode != 200 || a.Refused != 1 || a.Items[0].Status != 503 ||
-		a.Items[0].Problem.Code != problem.CodeDedupPending {
-		t.Fatalf("bulk with a pending duplicate: %d %s", resp.StatusCode, out)
+		a.Items[0].Problem.Code != problem.CodeDedupPending || resp.Header.Get("Retry-After") != problem.UnavailableRetryAfter {
+		t.Fatalf("bulk with a pending duplicate: %d %s (Retry-After %q)", resp.StatusCode, out, resp.Header.Get("Retry-After"))
 	}
 	idem := idempotency{rdb: r.Redis(), prefix: "jobguard"}
 	if n := r.Redis().Exists(context.Background(), idem.recordKey("", "bulk-5xx")).Val(); n != 0 {
@@ -155,7 +155,8 @@ func TestBulkIdempotencyKeyNotKeptAfterA5xx(t *testing.T) {
 	r.Redis().Del(context.Background(), markers...)
 	resp, out = post(t, r, "/jobs/rebuild-cache/bulk", body, key...)
 	a = bulkAnswer{}
-	if err := json.Unmarshal([]byte(out), &a); err != nil || resp.StatusCode != 200 || a.Created != 1 || resp.Header.Get("Idempotent-Replayed") != "" {
+	if err := json.Unmarshal([]byte(out), &a); err != nil || resp.StatusCode != 200 || a.Created != 1 || resp.Header.Get("Idempotent-Replayed") != "" ||
+		resp.Header.Get("Retry-After") != "" {
 		t.Fatalf("the retry with the key: %d %s", resp.StatusCode, out)
 	}
 }

@@ -35,8 +35,9 @@ type fairnessAnswer struct {
 
 // fairness serves GET /fairness/{type}: the jobs admitted and not ended, the keys with waiting jobs,
 // and the top keys' counts. A tenant's token sees its own key only (the examples' key is the
-// tenant), its counts standing for the totals: other tenants' load is not its business. An open
-// API (no API_TOKENS) shows the type's totals; so do the monitoring side's metrics.
+// tenant), its counts standing for the totals: other tenants' load is not its business. An
+// operator token (OPERATOR_TOKENS) and an open API (no API_TOKENS) see the type's totals and its
+// top keys, as the monitoring side's metrics and jobs page do.
 func (a *api) fairness(c *fiber.Ctx) error {
 	typ := strings.Clone(c.Params("type")) // Fiber reuses the buffer
 	if tenant := tenantOf(c); tenant != "" {

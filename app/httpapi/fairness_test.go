@@ -16,7 +16,8 @@ import (
 // that blocks nothing. No worker: the admitted job stays admitted.
 func TestFairnessRoutes(t *testing.T) {
 	t.Parallel()
-	r := startApp(t, RoleAPI, map[string]string{"API_TOKENS": twoTenants["API_TOKENS"],
+	const operator = "operator-token-0123456789"
+	r := startApp(t, RoleAPI, map[string]string{"API_TOKENS": twoTenants["API_TOKENS"], "OPERATOR_TOKENS": operator,
 		"TASK_LIMITS": "rebuild-cache=fair:on,capacity:1"})
 	var ids []string
 	for _, res := range []string{"a", "b"} {
@@ -50,6 +51,15 @@ func TestFairnessRoutes(t *testing.T) {
 		len(f.Keys) != 1 || f.Keys[0] != (fairKeyAnswer{Key: "t2", Waiting: 1}) {
 		t.Fatalf("fairness for t2 (its key's counts, not the type's totals over t1's): %d %s", resp.StatusCode, body)
 	}
+	// The operator sees the type's totals and both tenants' keys; an unknown token is still 401.
+	resp, body = get(t, r.base+"/fairness/rebuild-cache", bearer(operator)...)
+	f = fairnessAnswer{}
+	if err := json.Unmarshal([]byte(body), &f); err != nil || resp.StatusCode != 200 || f.Admitted != 1 || f.WaitingKeys != 2 || len(f.Keys) != 2 {
+		t.Fatalf("fairness for an operator token (admitted 1, t1 and t2 waiting): %d %s", resp.StatusCode, body)
+	}
+	if resp, body := get(t, r.base+"/fairness/rebuild-cache", bearer("not-a-token-of-anyone")...); resp.StatusCode != 401 {
+		t.Fatalf("fairness for an unknown token: %d %s, want 401", resp.StatusCode, body)
+	}
 	if resp, body := get(t, r.base+"/fairness/reserve-stock", bearer(tokenA)...); resp.StatusCode != 404 {
 		t.Fatalf("a type not dispatched fairly: %d %s, want 404", resp.StatusCode, body)
 	}
@@ -59,7 +69,7 @@ func TestFairnessRoutes(t *testing.T) {
 	}
 }
 
-// An open API (no API_TOKENS: the operator's) shows the type's totals over every key.
+// An open API (no API_TOKENS) shows the type's totals over every key.
 func TestFairnessTotalsForOperators(t *testing.T) {
 	t.Parallel()
 	r := startApp(t, RoleAPI, map[string]string{"TASK_LIMITS": "rebuild-cache=fair:on,capacity:1"})

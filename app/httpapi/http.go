@@ -73,7 +73,7 @@ func logAccess(log zerolog.Logger, c *fiber.Ctx, took time.Duration) *zerolog.Ev
 	return ev.Str("event", "http_request").
 		Str("request_id", problem.RequestID(c)).
 		Str("method", methodLabel(c.Method())).
-		Str("path", c.Path()).
+		Str("path", problem.EchoPath(c.Path())).
 		Int("status", status).
 		Float64("duration_ms", float64(took.Microseconds())/1000).
 		Int("bytes", bodyLen(c))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -231,5 +232,40 @@ func TestServerSpansKeepNoRequestBytes(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Fatalf("%d server spans of the %d requests", seen, len(want))
+	}
+}
+
+// A problem repeats at most a bounded, escaped part of the request: an unknown path of about
+// 3.5 KB holding an escape sequence, a bidi override and bytes that are not UTF-8 answers 404
+// with a detail and an instance of at most a few hundred bytes, no raw control or format
+// character in either, and the access-log line's path is bounded the same way.
+func TestProblemsRepeatABoundedEscapedPath(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	r := startWithLogs(t, RoleAPI, nil, &logs)
+	path := "/" + strings.Repeat("a", 3500) + "%1b%5b31m%e2%80%aeevil%ff"
+	resp, body := get(t, r.base+path)
+	p := decodeProblem(t, resp, body)
+	if resp.StatusCode != http.StatusNotFound || len(p.Detail) > 512 || len(p.Instance) > 256 {
+		t.Fatalf("unknown 3.5 KB path: %d, detail %d bytes, instance %d bytes", resp.StatusCode, len(p.Detail), len(p.Instance))
+	}
+	for _, s := range []string{p.Detail, p.Instance} {
+		if strings.ContainsAny(s, "\x1b\u202e") || !utf8.ValidString(s) || !strings.HasSuffix(s, "…") {
+			t.Fatalf("a problem repeats the path unescaped or whole: %q", s)
+		}
+	}
+	var logged string
+	for _, l := range logs.lines() {
+		if l["event"] == "http_request" && l["request_id"] == p.RequestID {
+			logged, _ = l["path"].(string)
+		}
+	}
+	if logged == "" || len(logged) > 256 || strings.ContainsAny(logged, "\x1b\u202e") {
+		t.Fatalf("access-log path: %q", logged)
+	}
+	// A short, printable path is repeated as it is.
+	resp, body = get(t, r.base+"/nowhere/at-all")
+	if p := decodeProblem(t, resp, body); p.Instance != "/nowhere/at-all" || !strings.HasSuffix(p.Detail, "GET /nowhere/at-all") {
+		t.Fatalf("a short path: %+v", p)
 	}
 }

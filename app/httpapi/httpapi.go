@@ -73,7 +73,7 @@ func Mount(f *fiber.App, d Deps) (*API, error) {
 	openAPIRoute(f, doc) // no token: the description is public
 	a := &API{deps: d, http: f, feeds: newFeeds(d.Streams, d.Stack.Store(), eventsPoll, cfg.RequestTimeout, cfg.EventStreamsPerTenant, cfg.EventStreamsMax)}
 	(&api{
-		stack: d.Stack, client: d.Client, tokens: auth.NewTokens(cfg.APITokens), tasks: cfg.Tasks, metrics: d.Metrics.hm, sql: d.SQL,
+		stack: d.Stack, client: d.Client, tokens: auth.NewTokens(cfg.APITokens), operators: auth.NewTokens(cfg.OperatorTokens), tasks: cfg.Tasks, metrics: d.Metrics.hm, sql: d.SQL,
 		streams: d.Streams,
 		limiter: limiter,
 		feeds:   a.feeds,

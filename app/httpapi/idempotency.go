@@ -142,6 +142,8 @@ type answer struct {
 	status   int
 	body     []byte
 	location string
+	// retryAfter is sent as Retry-After (not stored: a replay is not told to wait).
+	retryAfter string
 }
 
 func (s idempotency) recordKey(tenant, key string) string {

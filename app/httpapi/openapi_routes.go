@@ -113,7 +113,8 @@ func coreOperations() []apidoc.Operation {
 			}, tenantAction...)},
 		{Method: http.MethodGet, Path: "/fairness/{type}", ID: "getFairness", Summary: "A fairly dispatched task type's admission layer",
 			Description: "Jobs admitted into asynq and not ended, keys with waiting jobs, and the top keys by waiting and by " +
-				"running jobs (at most 20 of each), over every key. A tenant's token sees its own key only: admitted and " +
+				"running jobs (at most 20 of each), over every key (an operator token of OPERATOR_TOKENS, or an open API). " +
+				"A tenant's token sees its own key only: admitted and " +
 				"waiting_keys are then its key's, not the type's totals.",
 			Tags: []string{"jobs"},
 			Params: []apidoc.Param{{Name: "type", In: "path", Description: "A task type dispatched fairly.",

@@ -25,6 +25,7 @@ type stallAnswer struct {
 	status      int
 	contentType string
 	retryAfter  string
+	body        string
 	took        time.Duration
 	err         error
 }
@@ -47,9 +48,9 @@ func timedRequest(method, url, body string, header ...string) stallAnswer {
 		a.err, a.took = err, time.Since(start)
 		return a
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	_ = resp.Body.Close()
-	a.took = time.Since(start)
+	a.took, a.body = time.Since(start), string(b)
 	a.status, a.contentType, a.retryAfter = resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Retry-After")
 	return a
 }
@@ -240,4 +241,38 @@ func TestRedisDown(t *testing.T) {
 	testsupport.Eventually(t, 10*time.Second, "ready again", func() bool {
 		return timedRequest(http.MethodGet, r.base+"/readyz", "").status == http.StatusOK
 	})
+}
+
+// A bulk sent while Redis is stalled tells its client when to send it again: each item is refused
+// with a 5xx problem and the answer carries Retry-After (or, refused before its items, it is a 503
+// problem with Retry-After).
+func TestBulkDuringRedisStallSaysWhenToRetry(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	r := startApp(t, RoleAPI, map[string]string{"REDIS_URL": "redis://" + srv.Addr + "/0", "REQUEST_TIMEOUT": "1s"})
+	if resp, body := post(t, r, "/jobs/rebuild-cache/bulk", `{"items":[{"tenant_id":"t1","resource_id":"warm"}]}`); resp.StatusCode != 200 {
+		t.Fatalf("bulk before the stall: %d %s", resp.StatusCode, body)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Resume() }()
+	a := timedRequest(http.MethodPost, r.base+"/jobs/rebuild-cache/bulk",
+		`{"items":[{"tenant_id":"t1","resource_id":"stall-a"},{"tenant_id":"t1","resource_id":"stall-b"}]}`, "Content-Type", "application/json")
+	if a.err != nil || a.retryAfter == "" {
+		t.Fatalf("bulk during the stall: %d %v Retry-After %q: %s", a.status, a.err, a.retryAfter, a.body)
+	}
+	switch a.status {
+	case http.StatusServiceUnavailable:
+		if !strings.HasPrefix(a.contentType, problem.ContentType) {
+			t.Fatalf("a 503 bulk that is not a problem: %q %s", a.contentType, a.body)
+		}
+	case http.StatusOK:
+		var b bulkAnswer
+		if err := encjson.Unmarshal([]byte(a.body), &b); err != nil || b.Refused != 2 || b.Items[0].Status < 500 || b.Items[1].Status < 500 {
+			t.Fatalf("bulk during the stall: %s", a.body)
+		}
+	default:
+		t.Fatalf("bulk during the stall: %d %s", a.status, a.body)
+	}
 }

@@ -211,6 +211,9 @@ func (a *api) onceFor(c *fiber.Ctx, tenant, fp string, create func() (answer, er
 		}
 	}
 	ans, err := create()
+	if ans.retryAfter != "" {
+		c.Set(fiber.HeaderRetryAfter, ans.retryAfter)
+	}
 	if errors.Is(err, errAnswerNotKept) {
 		if cl != nil {
 			a.idem.release(c.UserContext(), cl)

@@ -64,7 +64,8 @@ func BadField(field, detail string) *HTTPError {
 // 500s whose detail never leaks internals; they are logged with the request id.
 func ErrorHandler(log zerolog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
-		p := Details{Instance: c.Path(), RequestID: RequestID(c)}
+		path := EchoPath(c.Path())
+		p := Details{Instance: path, RequestID: RequestID(c)}
 		var he *HTTPError
 		var fe *fiber.Error
 		var field *tasks.FieldError
@@ -97,11 +98,12 @@ func ErrorHandler(log zerolog.Logger) fiber.ErrorHandler {
 		}
 		switch {
 		case p.Status == http.StatusInternalServerError:
-			log.Error().Err(err).Str("request_id", p.RequestID).Str("path", c.Path()).Msg("request failed")
+			log.Error().Err(err).Str("request_id", p.RequestID).Str("path", path).Msg("request failed")
 		case p.Status >= 500:
 			// A dependency that did not answer, or a method no server knows: not jobguard's fault.
-			log.Warn().Err(err).Str("request_id", p.RequestID).Str("path", c.Path()).Int("status", p.Status).Msg("request failed")
+			log.Warn().Err(err).Str("request_id", p.RequestID).Str("path", path).Int("status", p.Status).Msg("request failed")
 		}
+		p.Detail = echo(p.Detail, maxDetail)
 		setRetryAfter(c, p.Status)
 		p.Title = http.StatusText(p.Status)
 		if p.Code == "" {

@@ -14,9 +14,10 @@ import (
 	"github.com/jobguard/jobguard/internal/engine"
 )
 
-// unavailableRetryAfter is the Retry-After of a 503: long enough that a stalled Redis is not
-// hammered by every client at once, short enough for a failover.
-const unavailableRetryAfter = "2"
+// UnavailableRetryAfter is the Retry-After of a 503 (and of a bulk answer with an item refused for
+// a 5xx): long enough that a stalled Redis is not hammered by every client at once, short enough
+// for a failover.
+const UnavailableRetryAfter = "2"
 
 // unavailableDetail is the fixed text of a 503 caused by Redis; the cause stays in the log.
 const unavailableDetail = "Redis did not answer in time; nothing was changed by this request, retry later"
@@ -50,6 +51,6 @@ func dependencyDown(err error) bool {
 // setRetryAfter gives a 503 its Retry-After unless the handler chose one.
 func setRetryAfter(c *fiber.Ctx, status int) {
 	if status == http.StatusServiceUnavailable && len(c.Response().Header.Peek(fiber.HeaderRetryAfter)) == 0 {
-		c.Set(fiber.HeaderRetryAfter, unavailableRetryAfter)
+		c.Set(fiber.HeaderRetryAfter, UnavailableRetryAfter)
 	}
 }
