@@ -49,6 +49,8 @@ type Stack struct {
 	unindex unindexQueue
 	// fairEnds holds the ends of fairly dispatched jobs for the next batch (fair_ends.go).
 	fairEnds fairEnds
+	// parked pumps the rate-limited fair types' parked keys (fair_parked.go).
+	parked parkedPumps
 	// shards spreads the deliveries of sharded queues (shards.go).
 	shards shardTable
 	// wfClient delivers the workflows' released nodes (workflow_advance.go); bulkClient a bulk's
@@ -88,7 +90,8 @@ func New(rdb redis.UniversalClient, cfg Config) *Stack {
 	s := &Stack{
 		cfg: cfg, rdb: rdb, locks: locks, store: store, keeper: locks.NewKeeper(), log: *cfg.Logger,
 		sema: make(chan struct{}, cfg.Concurrency), types: map[string]registered{}, running: map[*Job]context.Context{},
-		rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		rng:    rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		parked: parkedPumps{stop: make(chan struct{})},
 	}
 	s.limits = newLimiter(s)
 	s.m = newMetrics(s)
@@ -183,6 +186,7 @@ func (s *Stack) Wait(ctx context.Context) int {
 // Close stops renewing leases. Leases of handlers still running are left to expire.
 func (s *Stack) Close() {
 	s.fairEnds.wg.Wait() // the ends already queued are freed: the next jobs need not wait for the sweep
+	s.closeParkedPumps()
 	s.keeper.Close()
 	s.limits.close()
 }

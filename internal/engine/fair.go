@@ -61,10 +61,13 @@ func (f *Fair) weightOf(key string) int {
 }
 
 // fairPolicy is how tc's admissions are bounded: its capacity, its per-key limit (1 for a
-// sequence, else the type's Limit.Concurrency, now enforced here before asynq), its batch.
+// sequence, else the type's Limit.Concurrency), its batch, and its Limit's rate per key: both
+// limits are enforced here, before asynq, where a key over them waits without bouncing (the
+// start's take still checks them, by the limit key, which is the fair key in the examples).
 func (s *Stack) fairPolicy(tc TaskConfig) jobstore.FairPolicy {
-	f := tc.Fair
-	p := jobstore.FairPolicy{Capacity: f.Capacity, PerKey: tc.Limit.Concurrency, Batch: f.Batch}
+	f, lim := tc.Fair, tc.Limit.withDefaults()
+	p := jobstore.FairPolicy{Capacity: f.Capacity, PerKey: lim.Concurrency, Batch: f.Batch,
+		Interval: lim.interval(), Tolerance: lim.tolerance()}
 	if p.Capacity <= 0 {
 		p.Capacity = s.cfg.Concurrency
 	}

@@ -46,6 +46,7 @@ func (s *Stack) fairWait(ctx context.Context, tc TaskConfig, id, dedup string, s
 
 // waitDelivery puts job id in key's list with d, once if asked (see jobstore.Store.FairWait).
 func (s *Stack) waitDelivery(ctx context.Context, tc TaskConfig, key, id string, d fairDelivery, once bool) ([]jobstore.FairEntry, error) {
+	s.pumpParked(tc)
 	entries, err := s.store.FairWait(ctx, tc.Type, key, id, encodeFairDelivery(d), tc.Fair.weightOf(key), s.fairPolicy(tc), once)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)

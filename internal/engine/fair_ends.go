@@ -90,6 +90,7 @@ func (s *Stack) flushFairEnds() {
 
 // freeFairEnds frees the admissions of ids, ended jobs of tc, and delivers what that admitted.
 func (s *Stack) freeFairEnds(tc TaskConfig, ids []string) {
+	s.pumpParked(tc)
 	ctx, cancel := context.WithTimeout(context.Background(), fairWaitTimeout)
 	defer cancel()
 	_, entries, err := s.store.FairDone(ctx, tc.Type, ids, s.fairPolicy(tc))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -46,6 +47,10 @@ type FairKeys struct {
 	// Blocked: set of the admitted jobs that failed for good and block their sequence: they hold
 	// their key (Running) but no place of the capacity, until an operator's skip frees them.
 	Blocked string
+	// Rate: sorted set of the keys whose rate still binds (key -> the next token's theoretical
+	// arrival, unix ms in Redis's clock); Parked: sorted set of the keys held back until their
+	// next token is due (key -> due, unix ms). Used by a type with a rate limit only.
+	Rate, Parked string
 	// WaitPrefix names each key's list of waiting entries: WaitPrefix + key.
 	WaitPrefix string
 }
@@ -55,17 +60,26 @@ func (s *Store) FairKeys(typ string) FairKeys {
 	tag := ResourceTag("fair\x00" + typ)
 	k := func(name string) string { return s.locks.Key(tag, "fair:"+name) }
 	return FairKeys{Ready: k("ready"), Backlog: k("backlog"), Running: k("running"), Admitted: k("admitted"),
-		Weight: k("weight"), Pass: k("pass"), VTime: k("vtime"), Once: k("once"), Blocked: k("blocked"), WaitPrefix: k("wait:")}
+		Weight: k("weight"), Pass: k("pass"), VTime: k("vtime"), Once: k("once"), Blocked: k("blocked"),
+		Rate: k("rate"), Parked: k("parked"), WaitPrefix: k("wait:")}
 }
 
 func (k FairKeys) list() []string {
-	return []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime, k.Once, k.Blocked}
+	return []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime, k.Once, k.Blocked, k.Rate, k.Parked}
+}
+
+// args are the first arguments of every admission script: the key lists' prefix and the rate.
+func (k FairKeys) args(p FairPolicy, more ...any) []any {
+	return append([]any{k.WaitPrefix, ms(p.Interval), ms(p.Tolerance)}, more...)
 }
 
 // FairPolicy is how one type admits: at most Capacity jobs admitted and not ended (0: no bound),
-// at most PerKey of one key (0: no bound), at most Batch admitted by one call.
+// at most PerKey of one key (0: no bound), at most Batch admitted by one call; with a rate
+// (Interval > 0), each key's admissions spaced by Interval, Tolerance ((burst - 1) x Interval)
+// allowing a burst.
 type FairPolicy struct {
 	Capacity, PerKey, Batch int
+	Interval, Tolerance     time.Duration
 }
 
 func (p FairPolicy) batch() int { return max(p.Batch, 1) }
@@ -89,8 +103,8 @@ func (s *Store) FairWait(ctx context.Context, typ, key, id, data string, weight 
 	if data != "" {
 		entry += entrySep + data
 	}
-	res, err := fairWaitScript.Run(ctx, s.rdb, k.list(), k.WaitPrefix, key, entry, max(weight, 1), p.Capacity, p.PerKey,
-		p.batch(), ms(s.cfg.Retention), boolArg(once)).Result()
+	res, err := fairWaitScript.Run(ctx, s.rdb, k.list(), k.args(p, key, entry, max(weight, 1), p.Capacity, p.PerKey,
+		p.batch(), ms(s.cfg.Retention), boolArg(once))...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: fair wait %s: %w", id, err)
 	}
@@ -104,8 +118,8 @@ func (s *Store) FairDone(ctx context.Context, typ string, ids []string, p FairPo
 		return 0, nil, nil
 	}
 	k := s.FairKeys(typ)
-	args := make([]any, 0, 5+len(ids))
-	args = append(args, k.WaitPrefix, p.Capacity, p.PerKey, p.batch(), ms(s.cfg.Retention))
+	args := make([]any, 0, 7+len(ids))
+	args = append(args, k.args(p, p.Capacity, p.PerKey, p.batch(), ms(s.cfg.Retention))...)
 	for _, id := range ids {
 		args = append(args, id)
 	}
@@ -129,8 +143,8 @@ func (s *Store) FairDone(ctx context.Context, typ string, ids []string, p FairPo
 // the capacity back, and what that place allows is admitted.
 func (s *Store) FairBlock(ctx context.Context, typ, id string, p FairPolicy) ([]FairEntry, error) {
 	k := s.FairKeys(typ)
-	res, err := fairBlockScript.Run(ctx, s.rdb, k.list(), k.WaitPrefix, p.Capacity, p.PerKey, p.batch(),
-		ms(s.cfg.Retention), id).Result()
+	res, err := fairBlockScript.Run(ctx, s.rdb, k.list(), k.args(p, p.Capacity, p.PerKey, p.batch(),
+		ms(s.cfg.Retention), id)...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: fair block %s: %w", id, err)
 	}
@@ -149,12 +163,25 @@ func (s *Store) FairUnblock(ctx context.Context, typ, id string) error {
 // FairPump admits what the type's capacity allows.
 func (s *Store) FairPump(ctx context.Context, typ string, p FairPolicy) ([]FairEntry, error) {
 	k := s.FairKeys(typ)
-	res, err := fairPumpScript.Run(ctx, s.rdb, k.list(), k.WaitPrefix, p.Capacity, p.PerKey, p.batch(),
-		ms(s.cfg.Retention)).Result()
+	res, err := fairPumpScript.Run(ctx, s.rdb, k.list(), k.args(p, p.Capacity, p.PerKey, p.batch(),
+		ms(s.cfg.Retention))...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: fair pump %s: %w", typ, err)
 	}
 	return fairEntries("fair_pump", res, 0)
+}
+
+// FairNextDue is when the type's first parked key's next token is due (unix ms in Redis's clock),
+// and false when no key is parked.
+func (s *Store) FairNextDue(ctx context.Context, typ string) (int64, bool, error) {
+	z, err := s.rdb.ZRangeWithScores(ctx, s.FairKeys(typ).Parked, 0, 0).Result()
+	if err != nil {
+		return 0, false, fmt.Errorf("jobstore: fair next due %s: %w", typ, err)
+	}
+	if len(z) == 0 {
+		return 0, false, nil
+	}
+	return int64(z[0].Score), true, nil
 }
 
 // fairEntries reads the {entry, key, ...} pairs of a reply from index from.

@@ -7,15 +7,29 @@
 -- pass of the last admission), so an idle key saves no credit and a newcomer waits at most one
 -- round. Every key of a type shares one hash tag: the per-key lists are named from FK.wait ..
 -- key, in the same slot as the keys the caller declared.
--- FK: {ready, backlog, running, admitted, weight, pass, vtime, once, blocked, wait}: see fair_keys below.
-local function fair_keys(keys, wait_prefix)
+-- A type with a rate limit (interval > 0) also spaces each key's admissions by its rate (GCRA, Redis's
+-- clock, tolerance = (burst - 1) x interval): a key whose next token is not due is parked (out of the
+-- ready set, in the parked set scored by when it is due) instead of admitted, so its job waits here and
+-- never bounces through asynq to wait; every call of these scripts readies the parked keys that are due.
+-- FK: {ready, backlog, running, admitted, weight, pass, vtime, once, blocked, rate, parked, wait,
+-- interval, tolerance}: see fair_keys below. Every script's ARGV starts with the wait-list prefix, the
+-- rate's interval ms (0: no rate) and its tolerance ms.
+local function fair_keys(keys, argv)
   return {ready = keys[1], backlog = keys[2], running = keys[3], admitted = keys[4], weight = keys[5],
-    pass = keys[6], vtime = keys[7], once = keys[8], blocked = keys[9], wait = wait_prefix}
+    pass = keys[6], vtime = keys[7], once = keys[8], blocked = keys[9], rate = keys[10], parked = keys[11],
+    wait = argv[1], interval = tonumber(argv[2]), tolerance = tonumber(argv[3])}
+end
+
+-- fair_now is Redis's clock in ms (the rate's, whoever calls).
+local function fair_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
 -- fair_ready puts key in the ready set if it has waiting jobs and is under its limit (0: none).
 local function fair_ready(FK, key, limit)
   if redis.call('ZSCORE', FK.ready, key) then return end
+  if FK.interval > 0 and redis.call('ZSCORE', FK.parked, key) then return end -- readied when due
   if redis.call('LLEN', FK.wait .. key) == 0 then return end
   if limit > 0 and tonumber(redis.call('ZSCORE', FK.running, key) or '0') >= limit then return end
   local vt = tonumber(redis.call('GET', FK.vtime) or '0')
@@ -32,6 +46,29 @@ local function fair_forget(FK, key)
   end
 end
 
+-- fair_unpark readies the parked keys whose next token is due.
+local function fair_unpark(FK, limit, now)
+  for _, key in ipairs(redis.call('ZRANGEBYSCORE', FK.parked, '-inf', now)) do
+    redis.call('ZREM', FK.parked, key)
+    fair_ready(FK, key, limit)
+  end
+end
+
+-- fair_take_token takes key's next token of the rate, or parks key until it is due (false). A
+-- token at or before now says nothing a missing one does not: the rate set keeps only the others.
+local function fair_take_token(FK, key, now, ttl)
+  local tat = tonumber(redis.call('ZSCORE', FK.rate, key) or '0')
+  if tat - FK.tolerance > now then
+    redis.call('ZADD', FK.parked, tat - FK.tolerance, key)
+    redis.call('PEXPIRE', FK.parked, ttl)
+    return false
+  end
+  redis.call('ZREMRANGEBYSCORE', FK.rate, '-inf', now)
+  redis.call('ZADD', FK.rate, math.max(tat, now) + FK.interval, key)
+  redis.call('PEXPIRE', FK.rate, ttl)
+  return true
+end
+
 -- fair_admit admits up to n waiting jobs while fewer than capacity (0: no bound) are admitted and
 -- not ended (and not blocking their sequence); it returns {entry, key, entry, key, ...} in admission order. An entry is the job id,
 -- then (after a \31) what its delivery carries, opaque here; the admitted hash keeps the key and
@@ -40,12 +77,18 @@ local function fair_admit(FK, capacity, limit, n, ttl)
   local out = {}
   -- A job that blocks its sequence keeps its key (its running count) but no place of the capacity.
   local admitted = redis.call('HLEN', FK.admitted) - redis.call('SCARD', FK.blocked)
+  local now = 0
+  if FK.interval > 0 then
+    now = fair_now()
+    fair_unpark(FK, limit, now)
+  end
   while #out < 2 * n and (capacity == 0 or admitted < capacity) do
     local top = redis.call('ZRANGE', FK.ready, 0, 0, 'WITHSCORES')
     if #top == 0 then break end
     local key, pass = top[1], tonumber(top[2])
     redis.call('ZREM', FK.ready, key)
-    local entry = redis.call('LPOP', FK.wait .. key)
+    local entry = false
+    if FK.interval == 0 or fair_take_token(FK, key, now, ttl) then entry = redis.call('LPOP', FK.wait .. key) end
     if entry then
       local id, data = string.match(entry, '^([^\31]*)(.*)$')
       redis.call('HSET', FK.admitted, id, key .. data)

@@ -2,15 +2,16 @@
 -- the key is ready again if it has waiting jobs, and the type admits what the freed capacity
 -- allows. Several ends in one call: a process frees the ends of its handlers in batches.
 -- Told twice (the ending process and the sweep), a job frees once: only an admitted job frees.
--- KEYS[1..9] the type's ready, backlog, running, admitted, weight, pass, vtime, once, blocked keys
--- ARGV[1] wait-list prefix, ARGV[2] capacity, ARGV[3] per-key limit, ARGV[4] most admissions,
--- ARGV[5] virtual time's TTL ms, ARGV[6..] the ended jobs' ids
+-- KEYS[1..11] the type's keys (fair_keys in fair_admit.lua)
+-- ARGV[1..3] wait-list prefix, rate interval and tolerance ms, ARGV[4] capacity, ARGV[5] per-key
+-- limit, ARGV[6] most admissions,
+-- ARGV[7] virtual time's TTL ms, ARGV[8..] the ended jobs' ids
 -- returns {freed, entry, key, ...}: how many of the ids this call freed, then the jobs admitted,
 -- in order (see fair_admit)
-local FK = fair_keys(KEYS, ARGV[1])
-local limit = tonumber(ARGV[3])
+local FK = fair_keys(KEYS, ARGV)
+local limit = tonumber(ARGV[5])
 local freed = 0
-for i = 6, #ARGV do
+for i = 8, #ARGV do
   local held = redis.call('HGET', FK.admitted, ARGV[i])
   if held then
     local key = string.match(held, '^[^\31]*')
@@ -23,6 +24,6 @@ for i = 6, #ARGV do
   end
 end
 -- Each freed place may admit one: a batch of ends admits as many as it freed, at least the batch.
-local out = fair_admit(FK, tonumber(ARGV[2]), limit, math.max(tonumber(ARGV[4]), freed), ARGV[5])
+local out = fair_admit(FK, tonumber(ARGV[4]), limit, math.max(tonumber(ARGV[6]), freed), ARGV[7])
 table.insert(out, 1, freed)
 return out

@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A fairly dispatched type with a rate limit keeps a key over its rate in the admission layer: 8
+// jobs of key "slow" at 5 starts a second (burst 1), with room for all of them in the capacity,
+// start at least most of an interval apart (Redis's and this process's clocks differ by little),
+// in enqueue order, and with 0 bounces (before, the jobs past SlotWait's worth of tokens were
+// admitted at once and bounced through asynq to wait); key "other", enqueued after them, is not
+// held up behind them. Its admission keys leave nothing behind.
+func TestFairRateLimitParksTheKeyWithoutBounces(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	starts := map[string][]time.Time{}
+	order := []string{}
+	h := newHarness(t, Config{Concurrency: 16}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "rated", Fair: &Fair{Capacity: 16},
+			Limit: Limit{Rate: 5, Per: time.Second, Key: func(s Spec) string { return s.Tenant }}},
+			func(ctx context.Context, j *Job) error {
+				mu.Lock()
+				defer mu.Unlock()
+				key, n, _ := strings.Cut(string(j.Payload), ":")
+				starts[key] = append(starts[key], time.Now())
+				if key == "slow" {
+					order = append(order, n)
+				}
+				return nil
+			})
+	})
+	var slow []string
+	for i := range 8 {
+		slow = append(slow, h.enqueue(Spec{Type: "rated", Tenant: "slow", Payload: []byte(fmt.Sprint("slow:", i))}))
+	}
+	other := h.enqueue(Spec{Type: "rated", Tenant: "other", Payload: []byte("other:x")})
+	for _, id := range append(slow, other) {
+		h.waitStatus(id, "done", 10*time.Second)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"0", "1", "2", "3", "4", "5", "6", "7"}; !slices.Equal(order, want) {
+		t.Fatalf("key slow's jobs started in order %v, want %v", order, want)
+	}
+	s := starts["slow"]
+	for i := 1; i < len(s); i++ {
+		if gap := s[i].Sub(s[i-1]); gap < 160*time.Millisecond {
+			t.Fatalf("starts %d and %d of key slow were %s apart: over the rate of 5/s", i-1, i, gap)
+		}
+	}
+	if !starts["other"][0].Before(s[len(s)-1]) {
+		t.Fatalf("key other's job started at %s, after key slow's last (%s): held up behind a parked key", starts["other"][0], s[len(s)-1])
+	}
+	if n := h.stack.Stats.Bounces.Load(); n != 0 {
+		t.Fatalf("%d bounces: a key over its rate must wait in the admission layer", n)
+	}
+	waitFairIdle(t, h, "rated")
+}
