@@ -46,9 +46,10 @@ local function fair_forget(FK, key)
   end
 end
 
--- fair_unpark readies the parked keys whose next token is due.
+-- fair_unpark readies the parked keys whose next token is due, at most 1,024 a call (a short script
+-- whatever the number of keys; the rest are readied by the next call, which the pump makes at once).
 local function fair_unpark(FK, limit, now)
-  for _, key in ipairs(redis.call('ZRANGEBYSCORE', FK.parked, '-inf', now)) do
+  for _, key in ipairs(redis.call('ZRANGEBYSCORE', FK.parked, '-inf', now, 'LIMIT', 0, 1024)) do
     redis.call('ZREM', FK.parked, key)
     fair_ready(FK, key, limit)
   end
