@@ -143,10 +143,10 @@ type TaskConfig struct {
 
 func (tc TaskConfig) withDefaults(s Config) TaskConfig {
 	if tc.Queue == "" {
-		tc.Queue = "default"
+		tc.Queue = jobstore.DefaultQueue
 	}
 	if tc.MaxAttempts <= 0 {
-		tc.MaxAttempts = 5
+		tc.MaxAttempts = jobstore.DefaultMaxAttempts
 	}
 	tc.Backoff = tc.Backoff.withDefaults()
 	if tc.LeaseTTL <= 0 {

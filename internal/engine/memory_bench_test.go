@@ -23,10 +23,27 @@ import (
 // fence counters (no TTL: live data) are reported per resource, and so is a held lease. It
 // asserts nothing about size; the figures back the README and docs/BENCHMARKS.md.
 func BenchmarkRetainedJobMemory(b *testing.B) {
+	retainedJobMemory(b, "", func(i int) Spec {
+		return Spec{Type: "noop", Tenant: "t" + strconv.Itoa(i%10), Resource: fmt.Sprintf("r%d", i)}
+	})
+}
+
+// BenchmarkRetainedJobMemoryOwnResource is make bench-peers' job shape: no tenant, no resource (the
+// job is its own, so its fence counter is the job's and expires with it) and a 30 B payload.
+func BenchmarkRetainedJobMemoryOwnResource(b *testing.B) {
+	payload := []byte(`{"n":1,"pad":"xxxxxxxxxxxxxx"}`)
+	retainedJobMemory(b, ", own resource, 30 B payload", func(int) Spec {
+		return Spec{Type: "noop", Payload: payload}
+	})
+}
+
+// retainedJobMemory runs max(b.N, 1000) jobs of spec(i) to done and reports their bytes by kind;
+// shape names the jobs in the summary's rows.
+func retainedJobMemory(b *testing.B, shape string, spec func(i int) Spec) {
 	n := max(b.N, 1000)
 	db := redistest.NewDB(b)
 	before := usedMemory(b, db.Client)
-	drainJobs(b, db, n)
+	drainJobs(b, db, n, spec)
 	after := usedMemory(b, db.Client)
 
 	bytes, count := map[string]int64{}, map[string]int64{}
@@ -61,7 +78,7 @@ func BenchmarkRetainedJobMemory(b *testing.B) {
 		{Measure: "index entries per finished job", Jobguard: per("index")},
 		{Measure: "used_memory growth per finished job", Jobguard: fmt.Sprintf("%d B", (after-before)/int64(n))},
 	} {
-		r.Benchmark, r.Baseline, r.Ratio = fmt.Sprintf("Redis memory, %d no-op jobs run to done", n), "-", "-"
+		r.Benchmark, r.Baseline, r.Ratio = fmt.Sprintf("Redis memory, %d no-op jobs run to done%s", n, shape), "-", "-"
 		benchfig.AddRow(r)
 	}
 	b.ReportMetric(float64(len(keys))/float64(n), "keys/job")
@@ -70,6 +87,7 @@ func BenchmarkRetainedJobMemory(b *testing.B) {
 		for kind, sum := range bytes {
 			b.Logf("%-10s %6d keys %9d B", kind, count[kind], sum)
 		}
+		logOneRecord(b, db, keys)
 	}
 }
 
@@ -84,13 +102,24 @@ func leaseBytes(b *testing.B, db redistest.DB) int64 {
 	return db.Client.MemoryUsage(bg, locks.LeaseKey("lease-probe"), 0).Val()
 }
 
-// drainJobs enqueues n no-op jobs, each on its own resource, and runs them all to done.
-func drainJobs(b *testing.B, db redistest.DB, n int) {
+// logOneRecord logs one finished record's key, size and fields: what the record bytes are made of.
+func logOneRecord(b *testing.B, db redistest.DB, keys []string) {
+	for _, k := range keys {
+		if keyKind(k) != "record" {
+			continue
+		}
+		b.Logf("record %s (%d B key, %d B in all): %v", k, len(k), db.Client.MemoryUsage(bg, k, 0).Val(), db.Client.HGetAll(bg, k).Val())
+		return
+	}
+}
+
+// drainJobs enqueues n no-op jobs of spec(i) and runs them all to done.
+func drainJobs(b *testing.B, db redistest.DB, n int, spec func(i int) Spec) {
 	s := New(db.Client, Config{Concurrency: benchConcurrency})
 	s.Register(TaskConfig{Type: "noop"}, func(context.Context, *Job) error { return nil })
 	client := asynq.NewClientFromRedisClient(db.Client)
 	for i := 0; i < n; i++ {
-		if _, err := s.Enqueue(bg, client, Spec{Type: "noop", Tenant: "t" + strconv.Itoa(i%10), Resource: fmt.Sprintf("r%d", i)}); err != nil {
+		if _, err := s.Enqueue(bg, client, spec(i)); err != nil {
 			b.Fatal(err)
 		}
 	}

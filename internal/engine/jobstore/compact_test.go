@@ -40,7 +40,7 @@ func TestAFinalRecordKeepsWhatItCannotDerive(t *testing.T) {
 	j, raw, v := finishedJob(t, StatusDone)
 	for _, f := range []string{FieldNotBefore, FieldStartBy, FieldOpKey, FieldDedup, FieldLastError, FieldLeaseOwner,
 		FieldJobID, FieldDelivery, FieldConfirmed, FieldCreatedAt, FieldUpdatedAt, FieldFencing, FieldPayload,
-		FieldHeartbeatAt, locking.FieldFenceOwner, FieldDeliveries} {
+		FieldHeartbeatAt, locking.FieldFenceOwner, FieldDeliveries, FieldQueue} {
 		if val, ok := raw[f]; ok {
 			t.Errorf("the done record keeps %s=%q", f, val)
 		}
@@ -49,11 +49,42 @@ func TestAFinalRecordKeepsWhatItCannotDerive(t *testing.T) {
 	if r.JobID != j.id || r.Delivery != DeliveryID(j.id, 1) || !r.Confirmed || r.CreatedAt.UnixMilli() != idMillis(j.id) ||
 		!r.UpdatedAt.Equal(r.FinishedAt) || r.FinishedAt.IsZero() || r.FencingToken != 1 || r.Status != StatusDone ||
 		!r.NotBefore.IsZero() || !r.StartBy.IsZero() || r.LastError != "" || r.LeaseOwner != "" || r.Tenant != "a" ||
-		r.Deliveries != 1 {
+		r.Deliveries != 1 || r.Queue != "default" {
 		t.Fatalf("view of the final record: %+v raw %v", r, v.Raw)
 	}
-	if v.Raw[FieldJobID] != j.id || v.Raw[FieldConfirmed] != "1" {
+	if v.Raw[FieldJobID] != j.id || v.Raw[FieldConfirmed] != "1" || v.Raw[FieldQueue] != "default" {
 		t.Fatalf("raw view without the derived fields: %v", v.Raw)
+	}
+}
+
+// A final record leaves out a queue and max_attempts that are the defaults, and keeps others;
+// every reader sees the same values either way.
+func TestAFinalRecordLeavesOutOnlyTheDefaults(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		queue    string
+		attempts int
+		kept     bool
+	}{{DefaultQueue, DefaultMaxAttempts, false}, {"critical", 3, true}} {
+		j := newScriptJob(t, "queued", 0)
+		j.s.rdb.HSet(bg, j.keys.Record, FieldAttempt, 0, FieldType, "t", FieldQueue, c.queue, FieldMaxAttempts, c.attempts)
+		st, err := j.s.Start(bg, j.keys, StartArgs{Delivery: DeliveryID(j.id, 1), Owner: "owner-a", LeaseTTL: 5 * time.Second, Now: time.Now()})
+		if err != nil || st.State != "run" {
+			t.Fatalf("start: %v %v", st.State, err)
+		}
+		if got := j.finish(st.Token, "owner-a", StatusDone); got != "ok" {
+			t.Fatalf("finish: %s", got)
+		}
+		if n := j.s.rdb.HExists(bg, j.keys.Record, FieldQueue).Val(); n != c.kept {
+			t.Errorf("%s: the done record keeps its queue: %v, want %v", c.queue, n, c.kept)
+		}
+		if n := j.s.rdb.HExists(bg, j.keys.Record, FieldMaxAttempts).Val(); n != c.kept {
+			t.Errorf("%s: the done record keeps max_attempts: %v, want %v", c.queue, n, c.kept)
+		}
+		v, err := j.s.Load(bg, j.id)
+		if err != nil || v.Record.Queue != c.queue || v.Record.MaxAttempts != c.attempts {
+			t.Fatalf("view's queue %q, max_attempts %d (%v)", v.Record.Queue, v.Record.MaxAttempts, err)
+		}
 	}
 }
 

@@ -15,17 +15,28 @@ import (
 // A final record (done or revoked: it never runs again) leaves out the fields that say what the
 // rest of the record, or its key, says already (record_compact in scripts/prelude.lua): its
 // id, its current delivery, its confirmation, its creation time when the id carries it, its
-// last change when that was its end, its fencing token when the fence holds the same, and its
-// count of deliveries when that is one. Every
+// last change when that was its end, its fencing token when the fence holds the same, its
+// count of deliveries when that is one, and its queue and attempts when they are the defaults. Every
 // reader gets them back: in Lua through record_get, in Go through derive. That, with the sealed
 // fence, is what brings a finished job's record from about 650 to under 400 bytes.
 
 // derivedFields are the fields a final record may leave out; deriveSources what deriving them reads.
 var (
 	derivedFields = []string{FieldJobID, FieldDelivery, FieldConfirmed, FieldCreatedAt, FieldUpdatedAt, FieldFencing,
-		FieldDeliveries}
+		FieldDeliveries, FieldQueue, FieldMaxAttempts}
 	deriveSources = []string{FieldStatus, FieldDeliveries, FieldFinishedAt, locking.FieldFenceToken}
 )
+
+// The engine's defaults for a task type's queue and attempts.
+const (
+	DefaultQueue       = "default"
+	DefaultMaxAttempts = 5
+)
+
+// finalDefaults are what a final record's queue and max_attempts say when it leaves them out
+// (record_compact drops only these values; final_defaults in scripts/prelude.lua): 32 of the
+// record's listpack bytes, a step of jemalloc's size classes for make bench-peers' job.
+var finalDefaults = map[string]string{FieldQueue: DefaultQueue, FieldMaxAttempts: strconv.Itoa(DefaultMaxAttempts)}
 
 // final reports whether a record of status s is final: compacted, and derived on read.
 func final(s string) bool { return s == string(StatusDone) || s == string(StatusRevoked) }
@@ -45,6 +56,9 @@ func derive(id string, f map[string]string) {
 		FieldConfirmed: "1",
 		FieldCreatedAt: strconv.FormatInt(idMillis(id), 10),
 		FieldFencing:   f[locking.FieldFenceToken],
+	}
+	for k, v := range finalDefaults {
+		d[k] = v
 	}
 	if at, ok := f[FieldFinishedAt]; ok {
 		d[FieldUpdatedAt] = at

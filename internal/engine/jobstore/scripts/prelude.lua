@@ -7,8 +7,9 @@
 --   but for the fields a final record leaves out because it can derive them (record_compact):
 --   job_id (the key's), delivery (job_id .. '.d' .. deliveries), confirmed ('1'), created_at (the
 --   id's millisecond), updated_at (finished_at), fencing_token (the fence's token) and deliveries
---   (1: a final record keeps only a count above one), which are derived when absent from a final
---   record (jobstore/derive.go is the Go twin).
+--   (1: a final record keeps only a count above one), queue and max_attempts (final_defaults: a final
+--   record keeps only another value), which are derived when absent from a final record
+--   (jobstore/derive.go is the Go twin).
 -- timeline_push(key, cap, ttl_ms, json): append one event (JSON object), keep the newest cap
 --   (0: all), keep the list for ttl_ms. Each event is stored with its position since the job's
 --   creation first ('{"seq":n,...'): n is the last kept event's plus one (its index in a list
@@ -31,7 +32,7 @@
 --   the run's, which the record's fence fields keep (Store.Load reads it back from there). A
 --   final record (done or revoked: it never runs again) also drops what record_get derives
 --   (job_id, confirmed, updated_at and fencing_token always say it by then; delivery,
---   created_at and deliveries when they do), an empty payload and heartbeat_at, and seals its fence (fence_seal:
+--   created_at, deliveries, queue and max_attempts when they do), an empty payload and heartbeat_at, and seals its fence (fence_seal:
 --   no write of its last run's token lands any more; the owner is forgotten). About 650 -> 400 B
 --   a job for the retention.
 -- event(t): the JSON of an event table (at, event, delivery, token, attempt, worker, detail).
@@ -47,7 +48,10 @@ local function past_deadline(ms)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > ms
 end
 local derivable = {job_id = true, delivery = true, confirmed = true, created_at = true, updated_at = true,
-  fencing_token = true, deliveries = true}
+  fencing_token = true, deliveries = true, queue = true, max_attempts = true}
+-- final_defaults: what a final record's queue and max_attempts say when it leaves them out (the
+-- engine's defaults; jobstore/derive.go's finalDefaults is the Go twin).
+local final_defaults = {queue = 'default', max_attempts = '5'}
 local function record_id(key)
   return string.match(key, ':job:([0-9a-f%-]+)$')
 end
@@ -60,7 +64,8 @@ local function record_derived(key)
   if not id or (f[1] ~= 'done' and f[1] ~= 'revoked') then return {} end -- only a final record leaves them out
   local deliveries = f[2] or '1'
   return {job_id = id, delivery = id .. '.d' .. deliveries, confirmed = '1', created_at = id_millis(id),
-    updated_at = f[3] or nil, fencing_token = string.format('%d', fence_seen(key)), deliveries = deliveries}
+    updated_at = f[3] or nil, fencing_token = string.format('%d', fence_seen(key)), deliveries = deliveries,
+    queue = final_defaults.queue, max_attempts = final_defaults.max_attempts}
 end
 local function record_get(key, fields)
   local vals = redis.call('HMGET', key, unpack(fields))
@@ -124,6 +129,9 @@ local function record_compact(key, rec, final)
     if rec.deliveries == '1' then drop[#drop + 1] = 'deliveries' end
     if rec.created_at == id_millis(id) then drop[#drop + 1] = 'created_at' end
     if redis.call('HSTRLEN', key, 'payload') == 0 then drop[#drop + 1] = 'payload' end
+    local kept = redis.call('HMGET', key, 'queue', 'max_attempts')
+    if kept[1] == final_defaults.queue then drop[#drop + 1] = 'queue' end
+    if kept[2] == final_defaults.max_attempts then drop[#drop + 1] = 'max_attempts' end
   end
   redis.call('HDEL', key, unpack(drop))
   if final then fence_seal(key) end
