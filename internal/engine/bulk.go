@@ -81,7 +81,7 @@ func (s *Stack) EnqueueMany(ctx context.Context, specs []Spec, atomic bool) []Bu
 			continue
 		}
 		job := s.newRecord(ctx, id, tc, stored, dedup, now)
-		job.Waiting = tc.Fair != nil // waits for its key's admission, as a single enqueue's job
+		waitsForKey(&job, tc, spec) // as a single enqueue's job
 		live = append(live, &pending{i: i, tc: tc, keys: keys, job: job})
 	}
 	abort := func() []BulkItem {
@@ -205,9 +205,6 @@ func (s *Stack) EnqueueMany(ctx context.Context, specs []Spec, atomic bool) []Bu
 				ttl = dedupTTL(d)
 			}
 			confirms[p.i] = s.store.QueueConfirmSha(ctx, pipe, p.keys, p.job.ID, ttl, deadline)
-			if p.tc.Fair != nil {
-				s.store.QueueEvents(ctx, pipe, p.keys, now, fairWaitingEvent(p.tc, spec))
-			}
 			g := indexGroup{spec.Tenant, strings.Join(spec.Tags, ",")}
 			byGroup[g] = append(byGroup[g], p.job.ID)
 			ids, dues = append(ids, p.job.ID), append(dues, s.store.ExpiryDue(now, spec.StartBy))

@@ -147,7 +147,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 	for try := 0; ; try++ {
 		j := s.newRecord(ctx, id, tc, stored, dedup, now)
 		// A fair type's job waits for its key's admission.
-		j.Waiting = tc.Fair != nil
+		waitsForKey(&j, tc, spec)
 		var state jobstore.CreateState
 		var existing string
 		if try == 0 && spec.Alongside != nil {
@@ -220,7 +220,8 @@ func (s *Stack) enqueueFair(ctx context.Context, client *asynq.Client, tc TaskCo
 		return Enqueued{}, err
 	}
 	defer s.deliverAdmitted(ctx, client, tc, admitted)
-	if err := s.confirm(ctx, keys, id, s.queueOf(tc.Queue, id), spec, fairWaitingEvent(tc, spec)); err != nil {
+	// The record stands for the waiting event (waitsForKey).
+	if err := s.confirm(ctx, keys, id, s.queueOf(tc.Queue, id), spec); err != nil {
 		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
 	}
@@ -284,7 +285,7 @@ func (s *Stack) abandon(ctx context.Context, keys jobstore.Keys, id string) {
 // one pipeline. In durable mode a WAIT ends it (one per node on a cluster, the queue's master
 // included): a confirmation the replicas did not acknowledge is a notDurable error, and the job
 // stands on the master.
-func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id, queue string, spec Spec, events ...Event) error {
+func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id, queue string, spec Spec) error {
 	ttl := time.Duration(0)
 	if d := spec.Dedup; d != nil && d.Policy != Throttle {
 		ttl = dedupTTL(d) // a throttle's window runs from the create
@@ -297,9 +298,6 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id, queue strin
 	var c jobstore.Confirmation
 	werr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
 		c = s.store.QueueConfirm(ctx, pipe, keys, id, ttl, s.store.WriteDeadline(ctx))
-		if len(events) > 0 {
-			s.store.QueueEvents(ctx, pipe, keys, s.now(), events...)
-		}
 		s.store.QueueIndex(ctx, pipe, spec.Tenant, id, spec.Tags, s.now()) // the tenant's list (GET /jobs) and its tags'
 		s.store.QueueExpiry(ctx, pipe, id, s.store.ExpiryDue(s.now(), spec.StartBy))
 		if !cluster && spec.Finally != nil {

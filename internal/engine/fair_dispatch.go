@@ -54,9 +54,19 @@ func (s *Stack) waitDelivery(ctx context.Context, tc TaskConfig, key, id string,
 	return entries, nil
 }
 
-// fairWaitingEvent is the timeline event of a job that waits for its key's turn.
+// fairWaitingEvent is the timeline event of a job that waits for its key's turn, for a job whose
+// record does not stand for it (a workflow node released to wait, a replay).
 func fairWaitingEvent(tc TaskConfig, spec Spec) Event {
-	return Event{Event: "waiting", Detail: "for its turn on key " + tc.Fair.keyOf(spec)}
+	return Event{Event: "waiting", Detail: jobstore.WaitingDetail(tc.Fair.keyOf(spec))}
+}
+
+// waitsForKey makes new job j of tc wait for its key's admission when tc is dispatched fairly;
+// spec is the job's, payload in plaintext (a Fair.Key may read it). Its record keeps the key and
+// stands for the waiting event (no timeline list is written for it).
+func waitsForKey(j *jobstore.NewJob, tc TaskConfig, spec Spec) {
+	if tc.Fair != nil {
+		j.Waiting, j.FairKey = true, tc.Fair.keyOf(spec)
+	}
 }
 
 // fairAdmitted is what one wait of tc admitted, to deliver once the waiting job is confirmed.

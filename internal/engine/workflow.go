@@ -221,7 +221,9 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		}
 		j := s.newRecord(ctx, id, tc, stored, "", now)
 		j.Held, j.Workflow = len(n.Parents) > 0, wfID+":"+n.ID
-		j.Waiting = !j.Held && tc.Fair != nil // a fair type's root waits for its key's turn
+		if !j.Held {
+			waitsForKey(&j, tc, spec) // a fair type's root waits for its key's turn
+		}
 		nodes[i] = node{tc: tc, keys: keys, job: j, spec: spec}
 		created.Jobs[n.ID] = id
 		hash.Nodes = append(hash.Nodes, jobstore.WorkflowNode{ID: n.ID, JobID: id, Policy: n.Policy, Parents: n.Parents, Children: children[i]})
@@ -290,9 +292,6 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		wc = s.store.QueueWorkflowConfirm(ctx, pipe, wfID, deadline, now)
 		for i, n := range nodes {
 			confirms[i] = s.store.QueueConfirmSha(ctx, pipe, n.keys, n.job.ID, 0, deadline)
-			if n.job.Waiting {
-				s.store.QueueEvents(ctx, pipe, n.keys, now, fairWaitingEvent(n.tc, n.spec))
-			}
 			s.store.QueueIndex(ctx, pipe, w.Tenant, n.job.ID, n.spec.Tags, now)
 			s.store.QueueExpiry(ctx, pipe, n.job.ID, s.store.ExpiryDue(now, time.Time{}))
 		}

@@ -33,8 +33,10 @@ type NewJob struct {
 	Held     bool
 	Workflow string
 	// Waiting makes the job wait for its key's admission (StatusWaiting, no delivery until it is
-	// admitted: engine/fair.go).
+	// admitted: engine/fair.go) on FairKey, which the record keeps: it stands for the job's
+	// waiting event (fold.go).
 	Waiting bool
+	FairKey string
 }
 
 // CreateState is what Create found.
@@ -152,6 +154,9 @@ func (s *Store) createCall(k Keys, j NewJob) ([]string, []any) {
 	}
 	if j.Workflow != "" {
 		args = append(args, FieldWorkflow, j.Workflow)
+	}
+	if j.Waiting {
+		args = append(args, FieldFairKey, j.FairKey)
 	}
 	return []string{k.Record, k.Timeline, k.Marker, k.Pending}, args
 }

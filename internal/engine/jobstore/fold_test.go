@@ -10,13 +10,19 @@ import (
 // confirmedJob creates and confirms a job through the store, as an enqueue does.
 func confirmedJob(t *testing.T, s *Store) (string, Keys) {
 	t.Helper()
+	return confirmedJobWaiting(t, s, "")
+}
+
+// confirmedJobWaiting is confirmedJob of a job that waits for fair key key's admission ("": none).
+func confirmedJobWaiting(t *testing.T, s *Store, key string) (string, Keys) {
+	t.Helper()
 	id := NewJobID("r-"+t.Name(), time.Now())
 	k, err := s.Keys(id, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st, _, err := s.Create(bg, k, NewJob{ID: id, Type: "x", Queue: "default", Resource: "r-" + t.Name(), MaxAttempts: 3,
-		Now: time.Now(), ClaimTTL: time.Minute}); err != nil || st != Created {
+		Now: time.Now(), ClaimTTL: time.Minute, Waiting: key != "", FairKey: key}); err != nil || st != Created {
 		t.Fatalf("create: %v %v", st, err)
 	}
 	pipe := s.rdb.Pipeline()
@@ -165,5 +171,57 @@ func TestOtherPathsKeepTheirList(t *testing.T) {
 		first.Token, first.Token, second.Token, second.Token)
 	if fmt.Sprint(got) != want || !slices.Equal(v.Timeline[:3], before.Timeline) {
 		t.Fatalf("a retried job's timeline\n got %v\nwant %s\nbefore the second run %+v", got, want, before.Timeline)
+	}
+}
+
+// A job that waited for its key's admission folds its waiting event too: done on its happy path
+// it keeps no list, and its four events read back at positions 0-3; retried, its second run writes
+// the first run's lease_acquired out at position 2, after the waiting the record still stands for.
+func TestAWaitingJobFoldsItsWaitToo(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	id, k := confirmedJobWaiting(t, s, "tenant-a")
+	st := run(t, s, id, k, Outcome{Status: StatusDone})
+	if n := s.rdb.Exists(bg, k.Timeline).Val(); n != 0 {
+		t.Fatalf("a waiting job's happy path kept its timeline list: %v", s.rdb.LRange(bg, k.Timeline, 0, -1).Val())
+	}
+	if mark := s.rdb.HGet(bg, k.Record, FieldTimelineFolded).Val(); mark != "w4:w" {
+		t.Fatalf("fold mark %q, want w4:w", mark)
+	}
+	v, err := s.Load(bg, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range v.Timeline {
+		got = append(got, fmt.Sprintf("%d %s t%d %s", e.Seq, e.Event, e.Token, e.Detail))
+	}
+	want := fmt.Sprintf("[0 enqueued t0  1 waiting t0 for its turn on key tenant-a 2 lease_acquired t%d  3 done t%d ]", st.Token, st.Token)
+	if fmt.Sprint(got) != want {
+		t.Fatalf("a waiting job's folded timeline\n got %v\nwant %s", got, want)
+	}
+	for n := int64(0); n <= 4; n++ {
+		if got := since(t, s, id, n); !slices.Equal(got, v.Timeline[min(n, 4):]) {
+			t.Fatalf("TimelineSince(%d) = %+v, want %+v", n, got, v.Timeline[min(n, 4):])
+		}
+	}
+
+	id, k = confirmedJobWaiting(t, s, "tenant-b")
+	first := run(t, s, id, k, Outcome{Status: StatusRetrying, Error: "flaky"})
+	second := run(t, s, id, k, Outcome{Status: StatusDone})
+	if v, err = s.Load(bg, id); err != nil {
+		t.Fatal(err)
+	}
+	got = got[:0]
+	for _, e := range v.Timeline {
+		got = append(got, fmt.Sprintf("%d %s a%d t%d", e.Seq, e.Event, e.Attempt, e.Token))
+	}
+	want = fmt.Sprintf("[0 enqueued a0 t0 1 waiting a0 t0 2 lease_acquired a1 t%d 3 retry_scheduled a0 t%d 4 lease_acquired a2 t%d 5 done a0 t%d]",
+		first.Token, first.Token, second.Token, second.Token)
+	if fmt.Sprint(got) != want {
+		t.Fatalf("a retried waiting job's timeline\n got %v\nwant %s", got, want)
+	}
+	if mark := s.rdb.HGet(bg, k.Record, FieldTimelineFolded).Val(); mark != "w2:w" {
+		t.Fatalf("fold mark after a retry %q, want w2:w", mark)
 	}
 }

@@ -53,6 +53,9 @@ const (
 	FieldTags = "tags"
 	// FieldWorkflow is "<workflow id>:<node id>" for a node of a workflow (absent otherwise).
 	FieldWorkflow = "workflow"
+	// FieldFairKey is the key a job created waiting for its admission waits on (fair dispatch;
+	// absent otherwise): its record stands for its waiting event (fold.go).
+	FieldFairKey = "fair_key"
 )
 
 // recordFields lists every field above.
@@ -61,7 +64,7 @@ var recordFields = []string{FieldJobID, FieldType, FieldQueue, FieldTenant, Fiel
 	FieldUpdatedAt, FieldStartedAt, FieldHeartbeatAt, FieldFinishedAt, FieldNotBefore, FieldStartBy, FieldPayload,
 	FieldOpKey, FieldDedup, FieldWorkerID, FieldLeaseOwner, FieldFencing, FieldLastError, FieldResult,
 	FieldCheckpoint, FieldCheckpointAt, FieldProgress, FieldProgressNote, FieldProgressToken, FieldProgressAt,
-	FieldTimelineFolded, FieldTags, FieldWorkflow}
+	FieldTimelineFolded, FieldTags, FieldWorkflow, FieldFairKey}
 
 // Status is where a job is in its life (docs/DESIGN.md has the transition table).
 type Status string

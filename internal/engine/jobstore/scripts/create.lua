@@ -1,5 +1,5 @@
--- create: write a new job's record, which stands for its first timeline event (enqueued: no list
--- is written), unless a dedup marker names a job that covers it; before the job's first delivery
+-- create: write a new job's record, which stands for its first timeline event (enqueued, and
+-- waiting for a job that waits for its key's admission: no list is written), unless a dedup marker names a job that covers it; before the job's first delivery
 -- is enqueued. The record, its timeline and a new
 -- marker are a claim until confirm: they live only for the claim TTL, and a delivery that finds
 -- the record unconfirmed does not run it. asynq may still refuse the delivery (then abandon removes
@@ -34,7 +34,12 @@ if ARGV[3] ~= '' then
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
 redis.call('HSET', KEYS[1], 'confirmed', '0', unpack(ARGV, 7))
-timeline_imply(KEYS[1], 1, ARGV[2])
+-- A job that waits for its key's admission (a fair_key field) stands for its waiting event too.
+local lead = 1
+for i = 7, #ARGV, 2 do
+  if ARGV[i] == 'fair_key' then lead = 2 end
+end
+timeline_imply(KEYS[1], lead, ARGV[2], lead)
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 if ARGV[3] ~= '' then
   redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[4])

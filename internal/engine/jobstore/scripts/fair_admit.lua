@@ -27,12 +27,13 @@ local function fair_now()
 end
 
 -- fair_ready puts key in the ready set if it has waiting jobs and is under its limit (0: none).
-local function fair_ready(FK, key, limit)
+-- vt is the virtual time when the caller holds it (nil: read it).
+local function fair_ready(FK, key, vt, limit)
   if redis.call('ZSCORE', FK.ready, key) then return end
   if FK.interval > 0 and redis.call('ZSCORE', FK.parked, key) then return end -- readied when due
   if redis.call('LLEN', FK.wait .. key) == 0 then return end
   if limit > 0 and tonumber(redis.call('ZSCORE', FK.running, key) or '0') >= limit then return end
-  local vt = tonumber(redis.call('GET', FK.vtime) or '0')
+  vt = vt or tonumber(redis.call('GET', FK.vtime) or '0')
   local pass = tonumber(redis.call('HGET', FK.pass, key) or '0')
   redis.call('ZADD', FK.ready, math.max(pass, vt), key)
 end
@@ -51,7 +52,7 @@ end
 local function fair_unpark(FK, limit, now)
   for _, key in ipairs(redis.call('ZRANGEBYSCORE', FK.parked, '-inf', now, 'LIMIT', 0, 1024)) do
     redis.call('ZREM', FK.parked, key)
-    fair_ready(FK, key, limit)
+    fair_ready(FK, key, nil, limit)
   end
 end
 
@@ -83,6 +84,7 @@ local function fair_admit(FK, capacity, limit, n, ttl)
     now = fair_now()
     fair_unpark(FK, limit, now)
   end
+  local vtime = nil
   while #out < 2 * n and (capacity == 0 or admitted < capacity) do
     local top = redis.call('ZRANGE', FK.ready, 0, 0, 'WITHSCORES')
     if #top == 0 then break end
@@ -98,12 +100,15 @@ local function fair_admit(FK, capacity, limit, n, ttl)
       redis.call('ZINCRBY', FK.running, 1, key)
       if tonumber(redis.call('ZINCRBY', FK.backlog, -1, key)) <= 0 then redis.call('ZREM', FK.backlog, key) end
       local weight = tonumber(redis.call('HGET', FK.weight, key) or '1')
-      redis.call('SET', FK.vtime, pass, 'PX', ttl)
+      vtime = pass
       redis.call('HSET', FK.pass, key, pass + 1 / weight)
-      fair_ready(FK, key, limit)
+      fair_ready(FK, key, vtime, limit)
       out[#out + 1] = entry
       out[#out + 1] = key
     end
   end
+  -- The virtual time is the last admission's pass (the highest: the lowest pass goes first), set
+  -- once a call.
+  if vtime then redis.call('SET', FK.vtime, vtime, 'PX', ttl) end
   return out
 end

@@ -11,6 +11,7 @@
 local FK = fair_keys(KEYS, ARGV)
 local limit = tonumber(ARGV[5])
 local freed = 0
+local vt = tonumber(redis.call('GET', FK.vtime) or '0') -- the frees admit nothing: it holds until fair_admit
 for i = 8, #ARGV do
   local held = redis.call('HGET', FK.admitted, ARGV[i])
   if held then
@@ -18,7 +19,7 @@ for i = 8, #ARGV do
     redis.call('HDEL', FK.admitted, ARGV[i])
     redis.call('SREM', FK.blocked, ARGV[i])
     if tonumber(redis.call('ZINCRBY', FK.running, -1, key)) <= 0 then redis.call('ZREM', FK.running, key) end
-    fair_ready(FK, key, limit)
+    fair_ready(FK, key, vt, limit)
     fair_forget(FK, key)
     freed = freed + 1
   end

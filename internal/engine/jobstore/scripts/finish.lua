@@ -19,16 +19,17 @@ end
 
 -- folded: a run that ends done on the happy path (the record stands for the job's enqueued and this
 -- first run's lease_acquired, and no event was stored since) stores no done event either: the
--- record's timeline_folded says it stands for all three (jobstore/fold.go rebuilds them on read).
+-- record's timeline_folded says it stands for all three (all four after a waiting: jobstore/fold.go
+-- rebuilds them on read).
 -- The done event's worker is the finishing process's, the record's worker_id. It returns the
 -- record's new mark (written with the end's fields), nil when the run does not fold.
 local function folded(rec)
   if outcome ~= 'done' or ARGV[12] ~= '' or ARGV[14] ~= '' or ARGV[15] == '1' or rec.worker_id ~= ARGV[13] then
     return nil
   end
-  local implied, by = timeline_mark_of(rec.timeline_folded)
-  if implied ~= 2 or redis.call('EXISTS', KEYS[3]) == 1 then return nil end
-  return timeline_mark(3, by)
+  local implied, by, lead = timeline_mark_of(rec.timeline_folded)
+  if implied ~= lead + 1 or redis.call('EXISTS', KEYS[3]) == 1 then return nil end
+  return timeline_mark(lead + 2, by, lead)
 end
 
 -- What the end reads, besides status and the fence, is read with them: record_end_fields.

@@ -16,12 +16,15 @@
 --   written before positions were, the list's length), so positions survive the cap's trim. An
 --   empty list goes on after the events its record (the key less ':timeline') stands for.
 -- timeline_implied(record): how many of the job's first events the record stands for instead of
---   its list (0-3: enqueued, lease_acquired, done of its first run; jobstore/fold.go), and the
---   enqueuing worker, from the record's timeline_folded ('<k>:<worker>'; a mark without the
---   count, written before it was, stands for all three).
+--   its list (0-3: enqueued, lease_acquired, done of its first run; 0-4 for a job that waited for
+--   its key's admission: enqueued, waiting, lease_acquired, done; jobstore/fold.go), the
+--   enqueuing worker, and the position of the first run's lease_acquired in that sequence (1, or
+--   2 after a waiting), from the record's timeline_folded ('<k>:<worker>', 'w<k>:<worker>' for a
+--   job that waited; a mark without the count, written before it was, stands for all three).
 -- timeline_mark_of(mark): timeline_implied of a mark already read (nil: none).
--- timeline_imply(record, k, by): the record stands for the first k events (by enqueued them);
---   timeline_mark(k, by) is the mark's value, for a caller that writes it with other fields.
+-- timeline_imply(record, k, by, lead): the record stands for the first k events (by enqueued
+--   them) of the sequence whose lease_acquired is at lead; timeline_mark(k, by, lead) is the
+--   mark's value, for a caller that writes it with other fields.
 -- timeline_stored(seq, json): an event's JSON as the list stores it, its position first.
 -- record_compact(key, rec, final): end a job's record, by the run that holds its fence (the
 --   finish, or the start's own end) and has just written its status, finished_at and, when not
@@ -86,19 +89,20 @@ local function record_get(key, fields)
   return rec
 end
 local function timeline_mark_of(mark)
-  if not mark then return 0, nil end
-  local k, by = string.match(mark, '^([0-3]):(.*)$')
-  if k then return tonumber(k), by end
-  return 3, mark
+  if not mark then return 0, nil, 1 end
+  local w, k, by = string.match(mark, '^(w?)([0-4]):(.*)$')
+  if k then return tonumber(k), by, (w == 'w' and 2 or 1) end
+  return 3, mark, 1
 end
 local function timeline_implied(record)
   return timeline_mark_of(redis.call('HGET', record, 'timeline_folded'))
 end
-local function timeline_mark(k, by)
+local function timeline_mark(k, by, lead)
+  if lead == 2 then return 'w' .. k .. ':' .. by end
   return k .. ':' .. by
 end
-local function timeline_imply(record, k, by)
-  redis.call('HSET', record, 'timeline_folded', timeline_mark(k, by))
+local function timeline_imply(record, k, by, lead)
+  redis.call('HSET', record, 'timeline_folded', timeline_mark(k, by, lead))
 end
 local function timeline_stored(seq, json)
   local body = string.sub(json, 2)

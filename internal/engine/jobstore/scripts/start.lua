@@ -92,14 +92,15 @@ end
 clear_marker('start')
 -- The record stands for its first run's lease_acquired while that run's fields are the record's:
 -- a new run replaces them, so the event is written out first, where it belongs (position 1).
-local implied, by = timeline_mark_of(rec.timeline_folded)
-if implied == 2 then
+-- lead is that event's position: 1, or 2 after the waiting of a job that waited for its key.
+local implied, by, lead = timeline_mark_of(rec.timeline_folded)
+if implied == lead + 1 then
   local first = record_get(KEYS[1], {'started_at', 'fencing_token', 'worker_id'})
-  redis.call('LPUSH', KEYS[4], timeline_stored(1, event({at = tonumber(first.started_at), event = 'lease_acquired',
+  redis.call('LPUSH', KEYS[4], timeline_stored(lead, event({at = tonumber(first.started_at), event = 'lease_acquired',
     delivery = rec.job_id .. '.d1', token = tonumber(first.fencing_token), attempt = 1, worker = first.worker_id})))
   redis.call('PEXPIRE', KEYS[4], ARGV[8])
-  implied = 1
-  timeline_imply(KEYS[1], implied, by)
+  implied = lead
+  timeline_imply(KEYS[1], implied, by, lead)
 end
 if (rec.resource or '') == '' then
   -- The job is its own resource: its fence counter dies with its record. A record written since
@@ -121,8 +122,8 @@ if attempt > tonumber(rec.max_attempts) then
   return {'exhausted'}
 end
 -- The first run's start, as the record says it, is not stored (jobstore/fold.go).
-local folds = implied == 1 and attempt == 1 and ARGV[1] == rec.job_id .. '.d1' and redis.call('EXISTS', KEYS[4]) == 0
-if folds then run[#run + 1], run[#run + 2] = 'timeline_folded', timeline_mark(2, by) end
+local folds = implied == lead and attempt == 1 and ARGV[1] == rec.job_id .. '.d1' and redis.call('EXISTS', KEYS[4]) == 0
+if folds then run[#run + 1], run[#run + 2] = 'timeline_folded', timeline_mark(lead + 1, by, lead) end
 redis.call('HSET', KEYS[1], 'status', 'processing', 'attempt', attempt, 'started_at', now,
   'heartbeat_at', now, 'updated_at', now, unpack(run))
 redis.call('PEXPIRE', KEYS[1], ARGV[8])
