@@ -203,7 +203,7 @@ func BenchmarkFairManyKeys(b *testing.B) {
 			}
 		}
 		calls0, usec0 := redisWork(b, r.db.Client)
-		mix0, _, _ := commandStats(r.db.Client)
+		mix0, usec0s, _ := commandStats(r.db.Client)
 		begin := time.Now()
 		r.start()
 		for r.succeeded() < int64(len(specs)) {
@@ -211,7 +211,7 @@ func BenchmarkFairManyKeys(b *testing.B) {
 		}
 		took := time.Since(begin)
 		calls1, usec1 := redisWork(b, r.db.Client)
-		logCommandMix(b, r.db.Client, mix0, len(specs))
+		logCommandMix(b, r.db.Client, mix0, usec0s, len(specs))
 		perJob := func(a, b int64) float64 { return float64(b-a) / float64(len(specs)) }
 		b.Logf("%s drain: %.1f Redis commands and %.0f µs of Redis CPU per job", map[bool]string{false: "plain", true: "fair"}[fair],
 			perJob(calls0, calls1), perJob(usec0, usec1))
@@ -284,9 +284,10 @@ func redisWork(b *testing.B, rdb *redis.Client) (calls, usec int64) {
 	return calls, usec
 }
 
-// logCommandMix logs the commands Redis ran since before (commandStats' calls), per job, most first.
-func logCommandMix(b *testing.B, rdb *redis.Client, before map[string]float64, jobs int) {
-	after, _, err := commandStats(rdb)
+// logCommandMix logs the commands Redis ran since before (commandStats' calls and µs), per job, most
+// calls first. A script's µs include its commands'.
+func logCommandMix(b *testing.B, rdb *redis.Client, before, usecBefore map[string]float64, jobs int) {
+	after, usec, err := commandStats(rdb)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -299,7 +300,7 @@ func logCommandMix(b *testing.B, rdb *redis.Client, before map[string]float64, j
 	sort.Slice(names, func(i, j int) bool { return after[names[i]]-before[names[i]] > after[names[j]]-before[names[j]] })
 	var sb strings.Builder
 	for _, name := range names {
-		fmt.Fprintf(&sb, " %s=%.2f", name, (after[name]-before[name])/float64(jobs))
+		fmt.Fprintf(&sb, " %s=%.2f/%.1fµs", name, (after[name]-before[name])/float64(jobs), (usec[name]-usecBefore[name])/float64(jobs))
 	}
-	b.Logf("commands per job:%s", sb.String())
+	b.Logf("commands per job (calls/µs):%s", sb.String())
 }

@@ -45,6 +45,7 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		}
 	}
 	lk := s.LimitKeys("noop", "t1")
+	running := "" // the job the capacity of one holds
 	phases := []struct {
 		name string
 		call func(i int) error
@@ -77,6 +78,30 @@ func BenchmarkScriptInstructions(b *testing.B) {
 			return want(err, tk.State, Taken)
 		}},
 		{"limit release", func(i int) error { return s.ReleaseLimit(bg, LimitRelease{Keys: lk, Owner: owner(i)}) }},
+		// The admission layer (fair.go), a key per job: a wait admitted at once, its done (frees,
+		// nothing waiting); then, behind a capacity of one, a wait that queues, and a done that
+		// frees one and admits the next (the steady state under load).
+		{"fair wait, admitted", func(i int) error { return fairWaitIs(s, "fa", ids[i], fairWide, 1) }},
+		{"fair done, nothing waiting", func(i int) error {
+			_, err := fairDoneIs(s, "fa", ids[i], fairWide, 0)
+			return err
+		}},
+		{"fair wait, queued", func(i int) error {
+			if i == 0 {
+				if err := fairWaitIs(s, "fq", "blocker", fairNarrow, 1); err != nil {
+					return err
+				}
+			}
+			return fairWaitIs(s, "fq", ids[i], fairNarrow, 0)
+		}},
+		{"fair done, admits the next", func(i int) error {
+			if i == 0 {
+				running = "blocker"
+			}
+			next, err := fairDoneIs(s, "fq", running, fairNarrow, 1)
+			running = next
+			return err
+		}},
 	}
 	fmt.Printf("\nRedis instructions per call (callgrind, %d calls each, Redis %s)\n| call | instructions |\n|---|---|\n", n, cg.version)
 	for _, p := range phases {
@@ -90,6 +115,26 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		fmt.Printf("| %s | %.0f |\n", p.name, total/n)
 		b.ReportMetric(total/n, strings.NewReplacer(" ", "-", ",", "").Replace(p.name)+"-instr/call")
 	}
+}
+
+var fairWide, fairNarrow = FairPolicy{Capacity: 1000, Batch: 64}, FairPolicy{Capacity: 1, Batch: 64}
+
+// fairWaitIs puts job id of type typ in its own key's list, and wants admitted jobs admitted.
+func fairWaitIs(s *Store, typ, id string, p FairPolicy, admitted int) error {
+	got, err := s.FairWait(bg, typ, "key-"+id, id, "", 1, p, false)
+	return want(err, len(got), admitted)
+}
+
+// fairDoneIs frees job id of type typ, wants admitted jobs admitted, and returns the first one's id.
+func fairDoneIs(s *Store, typ, id string, p FairPolicy, admitted int) (string, error) {
+	freed, got, err := s.FairDone(bg, typ, []string{id}, p)
+	if err == nil && freed != 1 {
+		return "", fmt.Errorf("freed %d, want 1", freed)
+	}
+	if err := want(err, len(got), admitted); err != nil || admitted == 0 {
+		return "", err
+	}
+	return got[0].JobID, nil
 }
 
 func want[T comparable](err error, got, want T) error {

@@ -27,24 +27,33 @@ local function fair_now()
 end
 
 -- fair_ready puts key in the ready set if it has waiting jobs and is under its limit (0: none).
--- vt is the virtual time when the caller holds it (nil: read it).
-local function fair_ready(FK, key, vt, limit)
+-- vt is the virtual time and running key's admitted count when the caller holds them (nil: read
+-- them); waiting says the caller knows key has waiting jobs.
+local function fair_ready(FK, key, vt, limit, running, waiting)
   if redis.call('ZSCORE', FK.ready, key) then return end
   if FK.interval > 0 and redis.call('ZSCORE', FK.parked, key) then return end -- readied when due
-  if redis.call('LLEN', FK.wait .. key) == 0 then return end
-  if limit > 0 and tonumber(redis.call('ZSCORE', FK.running, key) or '0') >= limit then return end
+  if not waiting and redis.call('LLEN', FK.wait .. key) == 0 then return end
+  if limit > 0 and (running or tonumber(redis.call('ZSCORE', FK.running, key) or '0')) >= limit then return end
   vt = vt or tonumber(redis.call('GET', FK.vtime) or '0')
   local pass = tonumber(redis.call('HGET', FK.pass, key) or '0')
   redis.call('ZADD', FK.ready, math.max(pass, vt), key)
 end
 
+-- fair_has says whether FK's set or hash name (weight, once, blocked) exists, read once a call:
+-- most types have no weights, no workflow nodes or replays waiting and no blocked sequence, and
+-- a job's admission and end skip their writes to those then. Within a call only removals follow
+-- the read (a wait's weight and once are written before its admission reads them).
+local function fair_has(FK, name)
+  local k = 'has_' .. name
+  if FK[k] == nil then FK[k] = redis.call('EXISTS', FK[name]) == 1 end
+  return FK[k]
+end
+
 -- fair_forget drops what the type keeps of an idle key (nothing waiting, nothing admitted):
 -- 50,000 keys that come and go leave nothing behind.
 local function fair_forget(FK, key)
-  if redis.call('LLEN', FK.wait .. key) == 0 and not redis.call('ZSCORE', FK.running, key) then
-    redis.call('HDEL', FK.pass, key)
-    redis.call('HDEL', FK.weight, key)
-  end
+  redis.call('HDEL', FK.pass, key)
+  if fair_has(FK, 'weight') then redis.call('HDEL', FK.weight, key) end
 end
 
 -- fair_unpark readies the parked keys whose next token is due, at most 1,024 a call (a short script
@@ -86,23 +95,28 @@ local function fair_admit(FK, capacity, limit, n, ttl)
   end
   local vtime = nil
   while #out < 2 * n and (capacity == 0 or admitted < capacity) do
-    local top = redis.call('ZRANGE', FK.ready, 0, 0, 'WITHSCORES')
+    local top = redis.call('ZPOPMIN', FK.ready)
     if #top == 0 then break end
     local key, pass = top[1], tonumber(top[2])
-    redis.call('ZREM', FK.ready, key)
     local entry = false
     if FK.interval == 0 or fair_take_token(FK, key, now, ttl) then entry = redis.call('LPOP', FK.wait .. key) end
     if entry then
       local id, data = string.match(entry, '^([^\31]*)(.*)$')
       redis.call('HSET', FK.admitted, id, key .. data)
-      redis.call('HDEL', FK.once, id)
+      if fair_has(FK, 'once') then redis.call('HDEL', FK.once, id) end
       admitted = admitted + 1
-      redis.call('ZINCRBY', FK.running, 1, key)
+      local running = tonumber(redis.call('ZINCRBY', FK.running, 1, key))
       if tonumber(redis.call('ZINCRBY', FK.backlog, -1, key)) <= 0 then redis.call('ZREM', FK.backlog, key) end
-      local weight = tonumber(redis.call('HGET', FK.weight, key) or '1')
+      local weight = 1
+      if fair_has(FK, 'weight') then weight = tonumber(redis.call('HGET', FK.weight, key) or '1') end
       vtime = pass
-      redis.call('HSET', FK.pass, key, pass + 1 / weight)
-      fair_ready(FK, key, vtime, limit)
+      local next_pass = pass + 1 / weight
+      redis.call('HSET', FK.pass, key, next_pass)
+      -- Ready again while it has jobs waiting and room under its limit: the key was popped (not
+      -- ready, not parked) and its next pass is past the virtual time, so that is its score.
+      if (limit == 0 or running < limit) and redis.call('LLEN', FK.wait .. key) > 0 then
+        redis.call('ZADD', FK.ready, next_pass, key)
+      end
       out[#out + 1] = entry
       out[#out + 1] = key
     end

@@ -17,10 +17,14 @@ for i = 8, #ARGV do
   if held then
     local key = string.match(held, '^[^\31]*')
     redis.call('HDEL', FK.admitted, ARGV[i])
-    redis.call('SREM', FK.blocked, ARGV[i])
-    if tonumber(redis.call('ZINCRBY', FK.running, -1, key)) <= 0 then redis.call('ZREM', FK.running, key) end
-    fair_ready(FK, key, vt, limit)
-    fair_forget(FK, key)
+    if fair_has(FK, 'blocked') then redis.call('SREM', FK.blocked, ARGV[i]) end
+    local running = tonumber(redis.call('ZINCRBY', FK.running, -1, key))
+    if running <= 0 then redis.call('ZREM', FK.running, key) end
+    if redis.call('LLEN', FK.wait .. key) > 0 then
+      fair_ready(FK, key, vt, limit, math.max(running, 0), true)
+    elseif running <= 0 then
+      fair_forget(FK, key)
+    end
     freed = freed + 1
   end
 end
