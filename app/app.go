@@ -116,7 +116,6 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 	if err != nil {
 		return nil, err
 	}
-	a.client = asynq.NewClientFromRedisClient(a.rdb)
 	a.inspector = asynq.NewInspectorFromRedisClient(a.rdb)
 	// The template is the library's first user: its workers run on a guard as any asynq
 	// application would, and its API reaches the engine under it for what only HTTP needs.
@@ -139,6 +138,8 @@ func New(ctx context.Context, cfg config.Config, role Role, log zerolog.Logger) 
 		},
 	})
 	a.stack = guardstack.Of(a.guard)
+	// Concurrent requests' enqueues share pipelines (group commit).
+	a.client = a.stack.EnqueueClient()
 	if err := a.stack.SyncClock(ctx); err != nil {
 		return nil, err
 	}

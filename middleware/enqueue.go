@@ -73,7 +73,7 @@ func (g *Guard) Enqueue(ctx context.Context, task *asynq.Task, o EnqueueOptions)
 	if o.Dedup.Policy != "" {
 		spec.Dedup = &engine.Dedup{Policy: engine.Policy(o.Dedup.Policy), Key: o.Dedup.Key, TTL: o.Dedup.TTL, Debounce: o.Dedup.Debounce}
 	}
-	res, err := g.stack.Enqueue(ctx, g.client, spec)
+	res, err := g.stack.Enqueue(ctx, g.enqueuer, spec)
 	return Enqueued{JobID: res.JobID, Deduplicated: res.Deduplicated, Waiting: res.Waiting}, err
 }
 

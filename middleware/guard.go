@@ -27,8 +27,10 @@ type Guard struct {
 	locks  *locking.Client
 	keeper *locking.Keeper
 	client *asynq.Client
-	log    zerolog.Logger
-	m      *metrics
+	// enqueuer is Enqueue's client: concurrent enqueues share pipelines (engine.Stack.EnqueueClient).
+	enqueuer *asynq.Client
+	log      zerolog.Logger
+	m        *metrics
 
 	mu     sync.RWMutex
 	leases map[string]Lease
@@ -51,7 +53,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Guard {
 	locks := stack.Locks()
 	g := &Guard{
 		cfg: cfg, rdb: rdb, stack: stack, locks: locks, keeper: locks.NewKeeper(),
-		client: asynq.NewClientFromRedisClient(rdb), log: *cfg.Logger,
+		client: asynq.NewClientFromRedisClient(rdb), enqueuer: stack.EnqueueClient(), log: *cfg.Logger,
 		leases: map[string]Lease{}, jobs: map[string]Job{}, unstarted: engine.NewUnstartedWatch(cmp.Or(cfg.Clock, locking.SystemClock)),
 	}
 	g.m = newMetrics()

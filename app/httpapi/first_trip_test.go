@@ -36,8 +36,27 @@ func (f *asynqFault) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		return next(ctx, cmd)
 	}
 }
+
+// ProcessPipelineHook refuses the enqueues of a pipeline (the app's asynq client sends concurrent
+// enqueues in shared pipelines) and sends the rest.
 func (f *asynqFault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if !f.on.Load() {
+			return next(ctx, cmds)
+		}
+		var rest []redis.Cmder
+		for _, cmd := range cmds {
+			if isAsynqEnqueue(cmd) {
+				cmd.SetErr(errAsynqRefused)
+			} else {
+				rest = append(rest, cmd)
+			}
+		}
+		if len(rest) == 0 {
+			return errAsynqRefused
+		}
+		return next(ctx, rest)
+	}
 }
 
 func isAsynqEnqueue(cmd redis.Cmder) bool {

@@ -273,9 +273,12 @@ func TestDuplicateWaitsForAPendingJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer px.Close()
-	slow := redis.NewClient(&redis.Options{Addr: px.Addr(), DB: h.rdb.Options().DB, MaxRetries: -1, DialerRetries: 1})
+	// No read deadline and a latency no run outlasts: the first enqueue's answer can only be cut by
+	// the Block below, never arrive first (with 1 s it arrived first on a loaded CI machine, whose
+	// duplicate took longer to start polling).
+	slow := redis.NewClient(&redis.Options{Addr: px.Addr(), DB: h.rdb.Options().DB, MaxRetries: -1, DialerRetries: 1, ReadTimeout: -1})
 	defer slow.Close()
-	px.SetLatency(time.Second)
+	px.SetLatency(time.Minute)
 	spec := Spec{Type: "x", Resource: "r", Dedup: &Dedup{Policy: UntilStarted, Key: "k"}}
 
 	first := make(chan error, 1)

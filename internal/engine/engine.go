@@ -103,6 +103,11 @@ func New(rdb redis.UniversalClient, cfg Config) *Stack {
 // Locks is the stack's locking client (same prefix), for task handlers and the API.
 func (s *Stack) Locks() *locking.Client { return s.locks }
 
+// EnqueueClient is an asynq client on the stack's Redis whose enqueues share pipelines with
+// concurrent ones (group commit; on a cluster each goes alone): the client for Enqueue when many
+// callers enqueue at once.
+func (s *Stack) EnqueueClient() *asynq.Client { return s.bulkClient }
+
 // WorkerID names this process (Config.WorkerID) in records, timelines, logs and lease owners.
 func (s *Stack) WorkerID() string { return s.cfg.WorkerID }
 

@@ -296,8 +296,16 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id, queue strin
 	_, cluster := s.rdb.(*redis.ClusterClient)
 	durable := s.store.Durability()
 	var c jobstore.Confirmation
+	// The confirm goes as EVALSHA (its text, the prelude's 10 KB, is not sent and hashed with each
+	// enqueue) unless something in its pipeline must run only if it did: the caller's Finally
+	// commands, durable mode's WAIT. There a NOSCRIPT retry alone would come after them, so the
+	// confirm goes as EVAL, which never meets NOSCRIPT.
+	queueConfirm := s.store.QueueConfirmSha
+	if spec.Finally != nil || durable.On() {
+		queueConfirm = s.store.QueueConfirm
+	}
 	werr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
-		c = s.store.QueueConfirm(ctx, pipe, keys, id, ttl, s.store.WriteDeadline(ctx))
+		c = queueConfirm(ctx, pipe, keys, id, ttl, s.store.WriteDeadline(ctx))
 		s.store.QueueIndex(ctx, pipe, spec.Tenant, id, spec.Tags, s.now()) // the tenant's list (GET /jobs) and its tags'
 		s.store.QueueExpiry(ctx, pipe, id, s.store.ExpiryDue(s.now(), spec.StartBy))
 		if !cluster && spec.Finally != nil {

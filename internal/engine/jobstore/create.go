@@ -58,10 +58,14 @@ const (
 )
 
 // Create writes a new job's record (unconfirmed, for ClaimTTL) and its first timeline event,
-// unless a dedup marker names a job that covers it. One round trip.
+// unless a dedup marker names a job that covers it. One round trip, shared with concurrent
+// creates (group commit: one pipeline carries the creates queued while the previous one was on
+// the wire; a create alone goes at once).
 func (s *Store) Create(ctx context.Context, k Keys, j NewJob) (CreateState, string, error) {
 	keys, args := s.createCall(k, j)
-	res, err := createScript.Run(ctx, s.rdb, keys, args...).Result()
+	res, err := s.creates.run(ctx, []scriptCall{{createScript, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
+		return createScript.EvalSha(ctx, c, keys, args...)
+	}}})[0].Result()
 	return parseCreate(res, err)
 }
 

@@ -94,8 +94,10 @@ type Store struct {
 	cfg   Config
 	// clockOffset is Redis's clock minus this process's, in ns (SyncClock).
 	clockOffset atomic.Int64
-	// batch sends the runs' scripts (start, finish, limit take and release) in shared pipelines.
-	batch *batcher
+	// batch sends the runs' scripts (start, finish, limit take and release) in shared pipelines;
+	// creates sends concurrent enqueues' creates in shared pipelines of their own (a burst of
+	// enqueues does not hold up the runs' scripts).
+	batch, creates *batcher
 	// bulkLoaded: LoadBulkScripts loaded the bulk's scripts.
 	bulkLoaded atomic.Bool
 	// stripes is how many stripes the indexes have (stripes.go).
@@ -105,6 +107,7 @@ type Store struct {
 // New returns a store on rdb whose keys are locks' (same prefix and hash tags).
 func New(rdb redis.UniversalClient, locks *locking.Client, cfg Config) *Store {
 	return &Store{rdb: rdb, locks: locks, cfg: cfg.withDefaults(), batch: newBatcher(rdb, cfg.Durability),
+		creates: newBatcher(rdb, Durability{}), // a create promises nothing: the confirm does
 		stripes: resolveStripes(rdb, cfg.IndexStripes)}
 }
 

@@ -14,8 +14,9 @@ import (
 )
 
 func main() {
-	f, rdb, client := peerredis.Open()
+	f, rdb, _ := peerredis.Open()
 	stack := engine.New(rdb, engine.Config{Concurrency: f.Concurrency})
+	client := stack.EnqueueClient() // as middleware.Guard's: concurrent enqueues share pipelines
 	var run func(context.Context, []byte) error
 	stack.Register(engine.TaskConfig{Type: peerredis.TaskType}, func(ctx context.Context, job *engine.Job) error { return run(ctx, job.Payload) })
 	peer.Main(f, func(ctx context.Context, body []byte) error {
