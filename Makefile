@@ -98,7 +98,8 @@ bench-scripts: deps
 
 ## bench-cluster: a sharded queue's load on local clusters of 3 and 6 masters: each master's share of
 ## Redis CPU and commands, the hottest against the mean, Redis CPU per job (BENCH_CLUSTER_MASTERS,
-## BENCH_CLUSTER_JOBS; docs/SCALING.md).
+## BENCH_CLUSTER_JOBS, BENCH_CLUSTER_FAIR=n: the jobs dispatched fairly by tenant, admission in n shards;
+## docs/SCALING.md).
 bench-cluster: deps
 	$(GO) test -run '^$$' -bench ClusterSpread -benchtime 1x -timeout 30m ./middleware/
 

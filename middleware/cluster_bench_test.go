@@ -42,9 +42,11 @@ func BenchmarkClusterSpread(b *testing.B) {
 		jobs = v
 	}
 	shards, _ := strconv.Atoi(os.Getenv("BENCH_CLUSTER_SHARDS"))
+	// BENCH_CLUSTER_FAIR=n dispatches the jobs fairly by tenant, the admission state in n shards.
+	fair, _ := strconv.Atoi(os.Getenv("BENCH_CLUSTER_FAIR"))
 	for b.Loop() {
 		for _, n := range masters {
-			spreadRun(b, n, max(shards, 0), jobs)
+			spreadRun(b, n, max(shards, 0), max(fair, 0), jobs)
 		}
 	}
 }
@@ -60,7 +62,7 @@ type masterUse struct {
 // guard's loops, Redis's own cron and cluster bus) is measured, to be taken out of the per-job cost.
 const idleWindow = 3 * time.Second
 
-func spreadRun(b *testing.B, masters, nShards, jobs int) {
+func spreadRun(b *testing.B, masters, nShards, fairShards, jobs int) {
 	if nShards == 0 {
 		nShards = masters
 	}
@@ -83,7 +85,11 @@ func spreadRun(b *testing.B, masters, nShards, jobs int) {
 	defer rdb.Close()
 	g := middleware.New(rdb, middleware.Config{Prefix: "bench"})
 	defer g.Close()
-	g.ProtectJob("work", middleware.Job{Queue: "work", MaxAttempts: 3})
+	job := middleware.Job{Queue: "work", MaxAttempts: 3}
+	if fairShards > 0 {
+		job.Fair = &middleware.Fair{Capacity: 32, Shards: fairShards} // the handlers' concurrency
+	}
+	g.ProtectJob("work", job)
 	shards, err := g.ShardQueue(ctx, "work", nShards)
 	if err != nil {
 		b.Fatal(err)
@@ -155,8 +161,12 @@ func spreadRun(b *testing.B, masters, nShards, jobs int) {
 		totalCPU += use[i].cpu
 		totalCmds += use[i].commands
 	}
-	fmt.Printf("\ncluster of %d masters, %d shard(s), %d jobs over 2000 resources and 200 tenants in %v (%.0f jobs/s on this machine)\n",
-		masters, len(shards.Names), jobs, elapsed.Round(time.Millisecond), float64(jobs)/elapsed.Seconds())
+	fairly := "FIFO"
+	if fairShards > 0 {
+		fairly = fmt.Sprintf("dispatched fairly by tenant, admission in %d shard(s)", fairShards)
+	}
+	fmt.Printf("\ncluster of %d masters, %d shard(s), %d jobs over 2000 resources and 200 tenants, %s, in %v (%.0f jobs/s on this machine)\n",
+		masters, len(shards.Names), jobs, fairly, elapsed.Round(time.Millisecond), float64(jobs)/elapsed.Seconds())
 	fmt.Printf("| master | Redis CPU | busy | share | commands | share | Redis CPU per job |\n|---|---|---|---|---|---|---|\n")
 	var hotCPU, hotCmds float64
 	for _, u := range use {

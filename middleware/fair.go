@@ -30,6 +30,12 @@ type Fair struct {
 	// BlockOnFailure: a sequence job that fails for good blocks its key until
 	// Guard.SkipBlocked (default false: the key's next job is admitted).
 	BlockOnFailure bool
+	// Shards spreads the type's admission state over n Redis Cluster slots on different masters
+	// (default 1; at most Capacity), for more fair jobs of one type than one master admits (about
+	// 9,000 a second). Each shard admits its share of Capacity; a key's jobs wait in one shard, so
+	// its order and limits stay exact, but a lone key gets only its shard's share, and weights
+	// hold between the keys of one shard. Change it only while the type has nothing waiting.
+	Shards int
 }
 
 // ErrNotBlocked: SkipBlocked was asked to skip a job that does not block its sequence.
@@ -39,7 +45,8 @@ func (f *Fair) engine() *engine.Fair {
 	if f == nil {
 		return nil
 	}
-	ef := &engine.Fair{Weights: maps.Clone(f.Weights), Capacity: f.Capacity, Sequence: f.Sequence, BlockOnFailure: f.BlockOnFailure}
+	ef := &engine.Fair{Weights: maps.Clone(f.Weights), Capacity: f.Capacity, Sequence: f.Sequence, BlockOnFailure: f.BlockOnFailure,
+		Shards: f.Shards}
 	if f.Key != nil {
 		key := f.Key
 		ef.Key = func(s engine.Spec) string { return key(optionsOf(s)) }

@@ -208,7 +208,7 @@ var Variables = []Variable{
 	{Name: "RATE_LIMIT_BURST", Default: "200", Help: "requests an idle tenant may send at once (1-1000000)"},
 	{Name: "EVENT_STREAMS_PER_TENANT", Default: "20", Help: "GET /jobs/{id}/events streams and ?wait= long-polls a tenant may have open on one API process (1-100000); more is 429"},
 	{Name: "EVENT_STREAMS_MAX", Default: "1000", Help: "event streams and long-polls one API process keeps open in all (1-1000000); more is 429"},
-	{Name: "TASK_LIMITS", Help: "limits per key of task types, over their code's: type=concurrency:N,rate:R/1s,burst:B;type2=... (the key each counts by is the task's: the tenant for the examples), and fair dispatch: fair:on,capacity:N,weight:KEY=W,sequence:on,on_failure:block (docs/FAIRNESS.md); empty: the code's"},
+	{Name: "TASK_LIMITS", Help: "limits per key of task types, over their code's: type=concurrency:N,rate:R/1s,burst:B;type2=... (the key each counts by is the task's: the tenant for the examples), and fair dispatch: fair:on,capacity:N,weight:KEY=W,sequence:on,on_failure:block,shards:N (docs/FAIRNESS.md); empty: the code's"},
 	{Name: "SCHEDULES", Help: `periodic jobs: a JSON array of {"name","spec","type","payload","timezone","overlap","catchup"}; empty: none`},
 	{Name: "OPERATOR_TOKENS", Help: "bearer tokens of the operator routes (/schedules), comma-separated, at least 16 characters each"},
 	{Name: "ENCRYPTION_KEYS", Help: "key ring encrypting job data at rest: id1:base64key,id0:base64key (32-byte keys, standard base64; the first encrypts, all decrypt); empty: none"},

@@ -30,7 +30,7 @@ func applyTaskLimits(v string, list []tasks.Task) ([]tasks.Task, error) {
 			switch name {
 			case "concurrency", "burst", "rate":
 				err = applyLimitPart(&lim, name, val)
-			case "fair", "capacity", "weight", "sequence", "on_failure":
+			case "fair", "capacity", "weight", "sequence", "on_failure", "shards":
 				fair, err = applyFairPart(fair, name, val)
 			default:
 				return fmt.Errorf("%s: %q is not concurrency:N, rate:R/PERIOD, burst:B or a fair part (fair:on, capacity:N, "+
@@ -78,8 +78,12 @@ func applyLimitPart(lim *middleware.Limit, name, val string) error {
 	return nil
 }
 
+// maxFairShards bounds a fair type's shards (each a slot every sweep and pump visits).
+const maxFairShards = 64
+
 // applyFairPart applies one fair-dispatch part of TASK_LIMITS to a copy of f (docs/FAIRNESS.md):
-// fair:on|off, capacity:N, weight:KEY=W (one per key), sequence:on|off, on_failure:block|skip.
+// fair:on|off, capacity:N, weight:KEY=W (one per key), sequence:on|off, on_failure:block|skip,
+// shards:N.
 // Any part but fair:off turns fair dispatch on.
 func applyFairPart(f *middleware.Fair, name, val string) (*middleware.Fair, error) {
 	c := middleware.Fair{}
@@ -129,6 +133,12 @@ func applyFairPart(f *middleware.Fair, name, val string) (*middleware.Fair, erro
 			return nil, fmt.Errorf("on_failure %q is not block or skip", val)
 		}
 		c.BlockOnFailure = val == "block"
+	case "shards":
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 1 || n > maxFairShards {
+			return nil, fmt.Errorf("shards %q is not 1-%d", val, maxFairShards)
+		}
+		c.Shards = n
 	}
 	return &c, nil
 }

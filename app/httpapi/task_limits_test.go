@@ -62,11 +62,11 @@ func TestTaskLimitsReachTheWorkers(t *testing.T) {
 	}
 }
 
-// TASK_LIMITS turns on fair dispatch per type (capacity, weights per key, sequences), on a copy:
+// TASK_LIMITS turns on fair dispatch per type (capacity, weights per key, sequences, shards), on a copy:
 // the registry keeps its FIFO types; a bad fair part names the variable.
 func TestTaskLimitsTurnOnFairDispatch(t *testing.T) {
 	t.Parallel()
-	c, err := config.FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": "rebuild-cache=fair:on,capacity:16,weight:gold=5,weight:silver=2;" +
+	c, err := config.FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": "rebuild-cache=fair:on,capacity:16,weight:gold=5,weight:silver=2,shards:4;" +
 		"reserve-stock=sequence:on,on_failure:block"}), registry.All())
 	if err != nil {
 		t.Fatal(err)
@@ -74,11 +74,11 @@ func TestTaskLimitsTurnOnFairDispatch(t *testing.T) {
 	fair := map[string]string{}
 	for _, task := range c.Tasks {
 		if f := task.Config.Fair; f != nil {
-			fair[task.Type] = fmt.Sprintf("cap %d weights %v seq %v block %v", f.Capacity, f.Weights, f.Sequence, f.BlockOnFailure)
+			fair[task.Type] = fmt.Sprintf("cap %d weights %v seq %v block %v shards %d", f.Capacity, f.Weights, f.Sequence, f.BlockOnFailure, f.Shards)
 		}
 	}
-	if fair["rebuild-cache"] != "cap 16 weights map[gold:5 silver:2] seq false block false" ||
-		fair["reserve-stock"] != "cap 0 weights map[] seq true block true" {
+	if fair["rebuild-cache"] != "cap 16 weights map[gold:5 silver:2] seq false block false shards 4" ||
+		fair["reserve-stock"] != "cap 0 weights map[] seq true block true shards 0" {
 		t.Fatalf("fair %v", fair)
 	}
 	for _, task := range registry.All() {
@@ -87,7 +87,7 @@ func TestTaskLimitsTurnOnFairDispatch(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"rebuild-cache=weight:gold", "rebuild-cache=weight:gold=0", "rebuild-cache=capacity:-1",
-		"rebuild-cache=sequence:yes", "rebuild-cache=on_failure:retry"} {
+		"rebuild-cache=sequence:yes", "rebuild-cache=on_failure:retry", "rebuild-cache=shards:0", "rebuild-cache=shards:65"} {
 		_, err := config.FromLookup(lookupFrom(map[string]string{"TASK_LIMITS": bad}), registry.All())
 		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Var != "TASK_LIMITS" {

@@ -84,7 +84,7 @@ func (s *Stack) Cancel(ctx context.Context, id string, req CancelRequest) (Cance
 		s.fenceElsewhere(ctx, CancelledRun{JobID: id, Type: info.Type, Resource: info.Resource, Token: res.Token})
 	}
 	if tc, ok := s.TaskConfig(info.Type); ok && res.From != jobstore.StatusProcessing {
-		s.fairEnded(ctx, tc, id, jobstore.StatusCancelled) // the cancelled run's end frees a running one
+		s.fairEnded(ctx, tc, id, jobstore.StatusCancelled, nil) // the cancelled run's end frees a running one
 	}
 	if res.From != jobstore.StatusProcessing && res.Delivery != "" {
 		// Best effort: the record is the truth, a delivery left behind is refused at its start.
@@ -172,7 +172,7 @@ func (s *Stack) cancelledRun(ctx context.Context, job *Job, herr error, log zero
 	}
 	_ = s.finish(ctx, job, o, log)
 	// The handler has returned: a sequence's next job may start now, never beside it.
-	s.fairEnded(ctx, job.tc, job.ID, jobstore.StatusCancelled)
+	s.fairEnded(ctx, job.tc, job.ID, jobstore.StatusCancelled, job.Headers)
 	log.Info().Str("event", "cancel_observed").Msg("job cancelled while running; handler stopped")
 	return nil
 }

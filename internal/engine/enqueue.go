@@ -417,6 +417,11 @@ func (s *Stack) create(ctx context.Context, keys jobstore.Keys, j jobstore.NewJo
 // createAnswer turns the store's create answer into Enqueue's: an error, or a state that does
 // not say the request came too late.
 func createAnswer(id string, state jobstore.CreateState, existing string, err error) (jobstore.CreateState, string, error) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		// The caller gave up before the create answered (in a batch, maybe before it was sent):
+		// whatever it wrote stays unconfirmed and expires, so the job is not accepted.
+		return "", "", fmt.Errorf("%w: job %s: %w", ErrNotAccepted, id, err)
+	}
 	if err != nil {
 		return "", "", fmt.Errorf("engine: %w", err)
 	}

@@ -33,6 +33,13 @@ type Fair struct {
 	BlockOnFailure bool
 	// Batch is the most jobs one admission moves into asynq (default 64).
 	Batch int
+	// Shards spreads the type's admission state over n slots (default 1), for a type whose fair
+	// jobs are more than one Redis Cluster master can admit (about 9,000 a second): each shard
+	// admits its share of Capacity, and a key's jobs all wait in one shard (order, per-key limit
+	// and rate stay exact), but a lone key gets only its shard's share and weights hold between
+	// the keys of one shard. At most Capacity. Change it only while the type has no job waiting
+	// or running: a key's jobs waiting in its old shard are not moved (see docs/FAIRNESS.md).
+	Shards int
 }
 
 // defaultFairBatch bounds one admission script's run (a freed capacity of thousands admits in
@@ -60,17 +67,14 @@ func (f *Fair) weightOf(key string) int {
 	return 1
 }
 
-// fairPolicy is how tc's admissions are bounded: its capacity, its per-key limit (1 for a
-// sequence, else the type's Limit.Concurrency), its batch, and its Limit's rate per key: both
-// limits are enforced here, before asynq, where a key over them waits without bouncing (the
-// start's take still checks them, by the limit key, which is the fair key in the examples).
-func (s *Stack) fairPolicy(tc TaskConfig) jobstore.FairPolicy {
+// fairPolicy is how shard sh of tc bounds its admissions: its share of the capacity, its per-key
+// limit (1 for a sequence, else the type's Limit.Concurrency), its batch, and its Limit's rate per
+// key: both limits are enforced here, before asynq, where a key over them waits without bouncing
+// (the start's take still checks them, by the limit key, which is the fair key in the examples).
+func (s *Stack) fairPolicy(tc TaskConfig, sh jobstore.FairShard) jobstore.FairPolicy {
 	f, lim := tc.Fair, tc.Limit.withDefaults()
-	p := jobstore.FairPolicy{Capacity: f.Capacity, PerKey: lim.Concurrency, Batch: f.Batch,
+	p := jobstore.FairPolicy{Capacity: shardCapacity(s.fairCapacity(tc), sh), PerKey: lim.Concurrency, Batch: f.Batch,
 		Interval: lim.interval(), Tolerance: lim.tolerance()}
-	if p.Capacity <= 0 {
-		p.Capacity = s.cfg.Concurrency
-	}
 	if f.Sequence {
 		p.PerKey = 1
 	}
@@ -78,6 +82,14 @@ func (s *Stack) fairPolicy(tc TaskConfig) jobstore.FairPolicy {
 		p.Batch = defaultFairBatch
 	}
 	return p
+}
+
+// fairCapacity is tc's capacity over every shard (default: the stack's Concurrency).
+func (s *Stack) fairCapacity(tc TaskConfig) int {
+	if tc.Fair.Capacity > 0 {
+		return tc.Fair.Capacity
+	}
+	return s.cfg.Concurrency
 }
 
 // fairDelivery is what an entry carries from the enqueue to the admission: what the delivery's

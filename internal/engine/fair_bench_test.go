@@ -15,6 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 )
@@ -194,7 +195,7 @@ func BenchmarkFairManyKeys(b *testing.B) {
 		grown := usedMemory(b, r.db.Client) - before
 		admission := int64(0)
 		if fair {
-			k := r.stacks[0].store.FairKeys("many")
+			k := r.stacks[0].store.FairKeys(jobstore.FairShard{Type: "many"})
 			for _, key := range r.db.Client.Keys(bg, k.WaitPrefix+"*").Val() {
 				admission += r.db.Client.MemoryUsage(bg, key, 0).Val()
 			}

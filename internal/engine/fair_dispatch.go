@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -32,11 +33,7 @@ func (s *Stack) fairWait(ctx context.Context, tc TaskConfig, id, dedup string, s
 	key := tc.Fair.keyOf(spec)
 	d := fairDelivery{OpKey: spec.OpKey, Dedup: dedup, Headers: limitHeaders(tc, spec)}
 	if workflow != "" {
-		h := map[string]string{HeaderWorkflow: workflow} // a copy: limitHeaders may be spec.Headers itself
-		for k, v := range d.Headers {
-			h[k] = v
-		}
-		d.Headers = h
+		d.Headers = withHeader(d.Headers, HeaderWorkflow, workflow) // a copy: limitHeaders may be spec.Headers itself
 	}
 	if delay := firstDelay(spec); delay > 0 {
 		d.Due = s.now().Add(delay).UnixMilli()
@@ -47,7 +44,11 @@ func (s *Stack) fairWait(ctx context.Context, tc TaskConfig, id, dedup string, s
 // waitDelivery puts job id in key's list with d, once if asked (see jobstore.Store.FairWait).
 func (s *Stack) waitDelivery(ctx context.Context, tc TaskConfig, key, id string, d fairDelivery, once bool) ([]jobstore.FairEntry, error) {
 	s.pumpParked(tc)
-	entries, err := s.store.FairWait(ctx, tc.Type, key, id, encodeFairDelivery(d), tc.Fair.weightOf(key), s.fairPolicy(tc), once)
+	if err := s.useFairLayout(ctx, tc); err != nil {
+		return nil, err
+	}
+	sh := s.fairShardOf(tc, key)
+	entries, err := s.store.FairWait(ctx, sh, key, id, encodeFairDelivery(d), tc.Fair.weightOf(key), s.fairPolicy(tc, sh), once)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -98,6 +99,9 @@ func (s *Stack) deliverAdmitted(ctx context.Context, client *asynq.Client, tc Ta
 	defer cancel()
 	for _, e := range entries {
 		d := decodeFairDelivery(e.Data)
+		if e.Shard.Of > 1 {
+			d.Headers = withHeader(d.Headers, HeaderFairShard, fairShardHeader(e.Shard))
+		}
 		delay := time.Duration(0)
 		if d.Due > 0 {
 			delay = max(time.UnixMilli(d.Due).Sub(s.now()), 0)
@@ -117,27 +121,36 @@ func (s *Stack) deliverAdmitted(ctx context.Context, client *asynq.Client, tc Ta
 // fairEnded is told that job id of tc ended with status (or will never run: its record is gone):
 // its admission is freed and the next jobs admitted and delivered (in the process's next batch of
 // ends, fair_ends.go), unless a sequence that blocks on failure keeps its key for an operator.
-func (s *Stack) fairEnded(ctx context.Context, tc TaskConfig, id string, status jobstore.Status) {
+// headers are its delivery's (nil: not known), which name the shard that admitted it.
+func (s *Stack) fairEnded(ctx context.Context, tc TaskConfig, id string, status jobstore.Status, headers map[string]string) {
 	if tc.Fair == nil {
 		return
 	}
-	if s.blocksSequence(tc, status) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fairWaitTimeout)
-		defer cancel()
-		if keys, err := s.store.Keys(id, ""); err == nil {
-			s.event(ctx, keys, Event{Event: "sequence_blocked", Detail: "its key's next jobs wait until an operator skips this job"})
+	shards := s.fairShardsOf(tc)
+	if sh, ok := s.fairShardOfDelivery(tc, headers); ok {
+		shards = []jobstore.FairShard{sh}
+	}
+	if !s.blocksSequence(tc, status) {
+		for _, sh := range shards {
+			s.fairEndLater(sh, id)
 		}
-		// The key stays blocked, but the job's place of the capacity goes to the other keys:
-		// otherwise a capacity's worth of blocked keys would stop the type for every key.
-		entries, err := s.store.FairBlock(ctx, tc.Type, id, s.fairPolicy(tc))
-		if err != nil {
-			s.log.Warn().Err(err).Str("job_id", id).Str("event", "fair_block_failed").Msg("blocked job keeps its place of the capacity until it is skipped")
-			return
-		}
-		s.deliverAdmitted(ctx, s.wfClient, tc, entries)
 		return
 	}
-	s.fairEndLater(tc, id)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fairWaitTimeout)
+	defer cancel()
+	if keys, err := s.store.Keys(id, ""); err == nil {
+		s.event(ctx, keys, Event{Event: "sequence_blocked", Detail: "its key's next jobs wait until an operator skips this job"})
+	}
+	for _, sh := range shards {
+		// The key stays blocked, but the job's place of the capacity goes to the other keys:
+		// otherwise a capacity's worth of blocked keys would stop the type for every key.
+		entries, err := s.store.FairBlock(ctx, sh, id, s.fairPolicy(tc, sh))
+		if err != nil {
+			s.log.Warn().Err(err).Str("job_id", id).Str("event", "fair_block_failed").Msg("blocked job keeps its place of the capacity until it is skipped")
+			continue
+		}
+		s.deliverAdmitted(ctx, s.wfClient, tc, entries)
+	}
 }
 
 func (s *Stack) blocksSequence(tc TaskConfig, status jobstore.Status) bool {
@@ -160,15 +173,20 @@ func (s *Stack) SkipBlocked(ctx context.Context, id string) error {
 	if !ok || tc.Fair == nil || jobstore.Status(v.Raw[jobstore.FieldStatus]) != jobstore.StatusFailed {
 		return fmt.Errorf("%w: %s", ErrNotBlocked, id)
 	}
-	freed, entries, err := s.store.FairDone(ctx, tc.Type, []string{id}, s.fairPolicy(tc))
-	if err != nil {
-		return fmt.Errorf("engine: %w", err)
+	// The record does not say which shard holds it: the others free nothing.
+	skipped := false
+	for _, sh := range s.fairShardsOf(tc) {
+		freed, entries, err := s.store.FairDone(ctx, sh, []string{id}, s.fairPolicy(tc, sh))
+		if err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		skipped = skipped || freed > 0
+		s.deliverAdmitted(ctx, s.wfClient, tc, entries)
 	}
-	if freed == 0 {
+	if !skipped {
 		return fmt.Errorf("%w: %s", ErrNotBlocked, id)
 	}
 	s.event(ctx, keys, Event{Event: "sequence_skipped", Detail: "an operator let its key's next job run"})
-	s.deliverAdmitted(ctx, s.wfClient, tc, entries)
 	return nil
 }
 
@@ -181,42 +199,83 @@ func (s *Stack) SkipBlocked(ctx context.Context, id string) error {
 func (s *Stack) SweepFair(ctx context.Context) (int, error) {
 	repaired := 0
 	for _, tc := range s.fairTypes() {
-		admitted, err := s.store.FairAdmittedJobs(ctx, tc.Type)
+		n, err := s.sweepFairType(ctx, tc)
+		repaired += n
 		if err != nil {
-			return repaired, fmt.Errorf("engine: %w", err)
+			return repaired, err
 		}
-		ids := make([]string, len(admitted))
-		for i, e := range admitted {
-			ids[i] = e.JobID
-		}
-		statuses, err := s.store.FairStatuses(ctx, ids)
-		if err != nil {
-			return repaired, fmt.Errorf("engine: %w", err)
-		}
-		var again []jobstore.FairEntry
-		var ended []string
-		for i, e := range admitted {
-			st := statuses[i]
-			switch {
-			case st == jobstore.StatusWaiting:
-				// Admitted and not started: delivered again (asynq refuses it if it holds it).
-				again = append(again, e)
-			case (st == "" || st.Terminal()) && !s.blocksSequence(tc, st):
-				ended = append(ended, e.JobID)
+	}
+	return repaired, nil
+}
+
+// sweepFairType is SweepFair for tc: every shard of its layout, and of each layout it had before
+// (fair_shards.go), which is forgotten once it holds nothing.
+func (s *Stack) sweepFairType(ctx context.Context, tc TaskConfig) (int, error) {
+	n := s.fairShards(tc)
+	layouts, err := s.store.FairUseLayout(ctx, tc.Type, n)
+	if err != nil {
+		return 0, fmt.Errorf("engine: %w", err)
+	}
+	repaired := 0
+	for _, m := range append([]int{n}, slices.DeleteFunc(layouts, func(m int) bool { return m == n })...) {
+		for _, sh := range jobstore.FairShards(tc.Type, m) {
+			r, err := s.sweepFairShard(ctx, tc, sh)
+			repaired += r
+			if err != nil {
+				return repaired, err
 			}
 		}
-		freed, deliver, err := s.store.FairDone(ctx, tc.Type, ended, s.fairPolicy(tc))
+		if m == n {
+			continue
+		}
+		c, err := s.store.FairCounts(ctx, tc.Type, m, 0)
+		if err == nil && c.Admitted == 0 && c.WaitingKeys == 0 && c.RunningKeys == 0 {
+			err = s.store.FairRetireLayout(ctx, tc.Type, m)
+		}
 		if err != nil {
 			return repaired, fmt.Errorf("engine: %w", err)
 		}
-		repaired += freed
-		more, err := s.store.FairPump(ctx, tc.Type, s.fairPolicy(tc))
-		if err != nil {
-			return repaired, fmt.Errorf("engine: %w", err)
-		}
-		repaired += s.deliverAdmitted(ctx, s.wfClient, tc, again)
-		s.deliverAdmittedAtOnce(ctx, tc, append(deliver, more...))
 	}
+	return repaired, nil
+}
+
+// sweepFairShard is SweepFair for shard sh of tc.
+func (s *Stack) sweepFairShard(ctx context.Context, tc TaskConfig, sh jobstore.FairShard) (int, error) {
+	admitted, err := s.store.FairAdmittedJobs(ctx, sh)
+	if err != nil {
+		return 0, fmt.Errorf("engine: %w", err)
+	}
+	ids := make([]string, len(admitted))
+	for i, e := range admitted {
+		ids[i] = e.JobID
+	}
+	statuses, err := s.store.FairStatuses(ctx, ids)
+	if err != nil {
+		return 0, fmt.Errorf("engine: %w", err)
+	}
+	var again []jobstore.FairEntry
+	var ended []string
+	for i, e := range admitted {
+		st := statuses[i]
+		switch {
+		case st == jobstore.StatusWaiting:
+			// Admitted and not started: delivered again (asynq refuses it if it holds it).
+			again = append(again, e)
+		case (st == "" || st.Terminal()) && !s.blocksSequence(tc, st):
+			ended = append(ended, e.JobID)
+		}
+	}
+	p := s.fairPolicy(tc, sh)
+	repaired, deliver, err := s.store.FairDone(ctx, sh, ended, p)
+	if err != nil {
+		return 0, fmt.Errorf("engine: %w", err)
+	}
+	more, err := s.store.FairPump(ctx, sh, p)
+	if err != nil {
+		return repaired, fmt.Errorf("engine: %w", err)
+	}
+	repaired += s.deliverAdmitted(ctx, s.wfClient, tc, again)
+	s.deliverAdmittedAtOnce(ctx, tc, append(deliver, more...))
 	return repaired, nil
 }
 
@@ -240,7 +299,7 @@ func (s *Stack) FairCounts(ctx context.Context, typ string, top int) (jobstore.F
 	if !ok || tc.Fair == nil {
 		return jobstore.FairTop{}, fmt.Errorf("%w: %q is not dispatched fairly", ErrUnknownType, typ)
 	}
-	c, err := s.store.FairCounts(ctx, typ, top)
+	c, err := s.store.FairCounts(ctx, typ, s.fairShards(tc), top)
 	if err != nil {
 		return c, fmt.Errorf("engine: %w", err)
 	}
@@ -254,7 +313,7 @@ func (s *Stack) FairKeyCounts(ctx context.Context, typ, key string) (jobstore.Fa
 	if !ok || tc.Fair == nil {
 		return jobstore.FairKeyCount{}, fmt.Errorf("%w: %q is not dispatched fairly", ErrUnknownType, typ)
 	}
-	c, err := s.store.FairKeyCounts(ctx, typ, key)
+	c, err := s.store.FairKeyCounts(ctx, s.fairShardOf(tc, key), key)
 	if err != nil {
 		return c, fmt.Errorf("engine: %w", err)
 	}

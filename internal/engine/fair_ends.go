@@ -23,22 +23,22 @@ const fairEndsMax = 256
 // through one deliverer, in their admission order.
 const fairDeliverers = 8
 
-// fairEnds holds the ended jobs' ids, per task type, until the next flush.
+// fairEnds holds the ended jobs' ids, per shard of a task type, until the next flush.
 type fairEnds struct {
 	mu       sync.Mutex
-	ids      map[string][]string
+	ids      map[jobstore.FairShard][]string
 	flushing bool
 	wg       sync.WaitGroup
 }
 
-// add queues id, an ended job of type typ; it reports whether a flush must be started.
-func (q *fairEnds) add(typ, id string) bool {
+// add queues id, an ended job admitted by shard sh; it reports whether a flush must be started.
+func (q *fairEnds) add(sh jobstore.FairShard, id string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.ids == nil {
-		q.ids = map[string][]string{}
+		q.ids = map[jobstore.FairShard][]string{}
 	}
-	q.ids[typ] = append(q.ids[typ], id)
+	q.ids[sh] = append(q.ids[sh], id)
 	if q.flushing {
 		return false
 	}
@@ -48,7 +48,7 @@ func (q *fairEnds) add(typ, id string) bool {
 }
 
 // take empties the queue; nil (and no flush running any more) when it was empty.
-func (q *fairEnds) take() map[string][]string {
+func (q *fairEnds) take() map[jobstore.FairShard][]string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ids := q.ids
@@ -59,9 +59,10 @@ func (q *fairEnds) take() map[string][]string {
 	return ids
 }
 
-// fairEndLater queues the end of job id of tc for the next flush, starting one if none runs.
-func (s *Stack) fairEndLater(tc TaskConfig, id string) {
-	if s.fairEnds.add(tc.Type, id) {
+// fairEndLater queues the end of job id, admitted by shard sh, for the next flush, starting one if
+// none runs.
+func (s *Stack) fairEndLater(sh jobstore.FairShard, id string) {
+	if s.fairEnds.add(sh, id) {
 		go s.flushFairEnds()
 	}
 }
@@ -74,26 +75,27 @@ func (s *Stack) flushFairEnds() {
 		if len(batch) == 0 {
 			return
 		}
-		for typ, ids := range batch {
-			tc, ok := s.TaskConfig(typ)
+		for sh, ids := range batch {
+			tc, ok := s.TaskConfig(sh.Type)
 			if !ok || tc.Fair == nil {
 				continue
 			}
 			for len(ids) > 0 {
 				n := min(len(ids), fairEndsMax)
-				s.freeFairEnds(tc, ids[:n])
+				s.freeFairEnds(tc, sh, ids[:n])
 				ids = ids[n:]
 			}
 		}
 	}
 }
 
-// freeFairEnds frees the admissions of ids, ended jobs of tc, and delivers what that admitted.
-func (s *Stack) freeFairEnds(tc TaskConfig, ids []string) {
+// freeFairEnds frees the admissions of ids, ended jobs of tc admitted by shard sh, and delivers
+// what that admitted.
+func (s *Stack) freeFairEnds(tc TaskConfig, sh jobstore.FairShard, ids []string) {
 	s.pumpParked(tc)
 	ctx, cancel := context.WithTimeout(context.Background(), fairWaitTimeout)
 	defer cancel()
-	_, entries, err := s.store.FairDone(ctx, tc.Type, ids, s.fairPolicy(tc))
+	_, entries, err := s.store.FairDone(ctx, sh, ids, s.fairPolicy(tc, sh))
 	if err != nil {
 		s.log.Warn().Err(err).Int("jobs", len(ids)).Str("event", "fair_done_failed").Msg("admissions not freed; the sweep frees them")
 		return

@@ -42,7 +42,7 @@ func (c *fairCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, tc := range c.s.fairTypes() {
 		// Key labels are the one exception to "no tenant id in a label": opt-in
 		// (Config.FairMetricKeys), bounded whatever the number of keys.
-		counts, err := c.s.store.FairCounts(ctx, tc.Type, c.s.cfg.FairMetricKeys)
+		counts, err := c.s.store.FairCounts(ctx, tc.Type, c.s.fairShards(tc), c.s.cfg.FairMetricKeys)
 		if err != nil {
 			continue // a scrape shows what it could read
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
 // A rate-limited fair type's key whose next token is not due is parked in the admission layer
@@ -61,14 +63,23 @@ func (s *Stack) runParkedPump(tc TaskConfig) {
 
 // pumpParkedOnce admits and delivers what tc's due keys allow, and says how long to sleep next.
 func (s *Stack) pumpParkedOnce(tc TaskConfig, idle time.Duration) time.Duration {
+	next := idle
+	for _, sh := range s.fairShardsOf(tc) {
+		next = min(next, s.pumpParkedShard(tc, sh, idle))
+	}
+	return next
+}
+
+// pumpParkedShard is pumpParkedOnce for shard sh of tc.
+func (s *Stack) pumpParkedShard(tc TaskConfig, sh jobstore.FairShard, idle time.Duration) time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), fairWaitTimeout)
 	defer cancel()
-	entries, err := s.store.FairPump(ctx, tc.Type, s.fairPolicy(tc))
+	entries, err := s.store.FairPump(ctx, sh, s.fairPolicy(tc, sh))
 	if err != nil {
 		return idle
 	}
 	s.deliverAdmittedAtOnce(ctx, tc, entries)
-	due, parked, err := s.store.FairNextDue(ctx, tc.Type)
+	due, parked, err := s.store.FairNextDue(ctx, sh)
 	if err != nil || !parked {
 		return idle
 	}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
 // A job waiting for its key's turn says so (status waiting, a waiting event); cancelled while it
@@ -209,8 +211,8 @@ func TestFairSweepRepairsAdmissions(t *testing.T) {
 	keys, _ := h.stack.store.Keys(stuck, "")
 	h.rdb.HSet(bg, keys.Record, "job_id", stuck, "type", "fair-sweep", "status", "waiting", "delivery", DeliveryID(stuck, 1),
 		"deliveries", 1, "attempt", 0, "max_attempts", 3, "confirmed", 1, "resource", "r")
-	h.rdb.HSet(bg, h.stack.store.FairKeys("fair-sweep").Admitted, stuck, "a", "ended-elsewhere", "a")
-	h.rdb.ZIncrBy(bg, h.stack.store.FairKeys("fair-sweep").Running, 2, "a")
+	h.rdb.HSet(bg, h.stack.store.FairKeys(jobstore.FairShard{Type: "fair-sweep"}).Admitted, stuck, "a", "ended-elsewhere", "a")
+	h.rdb.ZIncrBy(bg, h.stack.store.FairKeys(jobstore.FairShard{Type: "fair-sweep"}).Running, 2, "a")
 	n, err := h.stack.SweepFair(bg)
 	if err != nil || n != 2 {
 		t.Fatalf("sweep repaired %d (%v), want 2", n, err)

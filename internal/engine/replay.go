@@ -59,7 +59,8 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 	if tc.Fair != nil {
 		// A job that still holds its admission (it blocks its sequence) runs in its place, below;
 		// any other waits for its key's turn.
-		holds, err := s.store.FairHolds(ctx, tc.Type, id)
+		sh := s.fairShardOf(tc, tc.Fair.keyOf(spec))
+		holds, err := s.store.FairHolds(ctx, sh, id)
 		if err != nil {
 			return fmt.Errorf("engine: replay %s: %w", id, err)
 		}
@@ -68,7 +69,7 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 		}
 		// It takes its place of the capacity back (a blocked job gave it to the other keys): if
 		// another key took it meanwhile, the type runs one over its capacity until either ends.
-		if err := s.store.FairUnblock(ctx, tc.Type, id); err != nil {
+		if err := s.store.FairUnblock(ctx, sh, id); err != nil {
 			return fmt.Errorf("engine: replay %s: %w", id, err)
 		}
 	}

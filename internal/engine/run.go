@@ -113,7 +113,7 @@ func (s *Stack) serve(ctx context.Context, t *asynq.Task, tc TaskConfig, h Handl
 			defer s.endedIn(jobID, t.Headers()[HeaderWorkflow]) // the start script ended it
 		}
 		if status, ended := endedBeforeRun(st); ended {
-			defer s.fairEnded(ctx, tc, jobID, status) // its admission, if it holds one, is freed
+			defer s.fairEnded(ctx, tc, jobID, status, t.Headers()) // its admission, if it holds one, is freed
 		}
 		return s.notRun(st, tc, log)
 	}

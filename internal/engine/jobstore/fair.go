@@ -8,12 +8,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/keyslot"
 )
 
 // The admission layer of fairly dispatched types (engine/fair.go): jobs wait in per-key lists in
 // Redis, and the type's scripts admit them into asynq in weighted round-robin over the keys, as
-// capacity frees. Every key of one type shares a hash tag (one slot on a cluster), so each
-// admission is one atomic script: two dispatchers never admit the same job.
+// capacity frees. Every key of one shard of a type shares a hash tag (one slot on a cluster), so
+// each admission is one atomic script: two dispatchers never admit the same job. A type has one
+// shard unless it is spread over several (FairShard), each with its own keys and its share of the
+// capacity, on different masters of a cluster; a fair key lives in one shard.
 
 // The scripts compose fair_admit.lua (the stride scheduler) with their own body. They need none
 // of the job prelude: they touch no job record.
@@ -53,15 +57,45 @@ type FairKeys struct {
 	Rate, Parked string
 	// WaitPrefix names each key's list of waiting entries: WaitPrefix + key.
 	WaitPrefix string
+	// Layouts: set of the shard counts the type was used with (fair_layouts.go); kept in the
+	// unsharded slot only.
+	Layouts string
 }
 
-// FairKeys returns the admission keys of task type typ.
-func (s *Store) FairKeys(typ string) FairKeys {
-	tag := ResourceTag("fair\x00" + typ)
+// FairShard names shard Index of the Of shards of task type Type's admission state (Of <= 1: the
+// type's one slot).
+type FairShard struct {
+	Type      string
+	Index, Of int
+}
+
+// FairShards are the n shards of type typ.
+func FairShards(typ string, n int) []FairShard {
+	out := make([]FairShard, max(n, 1))
+	for i := range out {
+		out[i] = FairShard{Type: typ, Index: i, Of: n}
+	}
+	return out
+}
+
+// tag is the shard's hash tag: the type's own when it is not spread, else one whose slot lies in
+// the shard's share of the slot space (keyslot.Spread), so a cluster's masters hold the shards in
+// proportion to their slots.
+func (sh FairShard) tag() string {
+	base := ResourceTag("fair\x00" + sh.Type)
+	if sh.Of <= 1 {
+		return base
+	}
+	return keyslot.Spread(base, sh.Index, sh.Of)
+}
+
+// FairKeys returns the admission keys of one shard of a task type.
+func (s *Store) FairKeys(sh FairShard) FairKeys {
+	tag := sh.tag()
 	k := func(name string) string { return s.locks.Key(tag, "fair:"+name) }
 	return FairKeys{Ready: k("ready"), Backlog: k("backlog"), Running: k("running"), Admitted: k("admitted"),
 		Weight: k("weight"), Pass: k("pass"), VTime: k("vtime"), Once: k("once"), Blocked: k("blocked"),
-		Rate: k("rate"), Parked: k("parked"), WaitPrefix: k("wait:")}
+		Rate: k("rate"), Parked: k("parked"), WaitPrefix: k("wait:"), Layouts: k("layouts")}
 }
 
 func (k FairKeys) list() []string {
@@ -88,6 +122,8 @@ func (p FairPolicy) batch() int { return max(p.Batch, 1) }
 // stored with it (opaque to the store).
 type FairEntry struct {
 	JobID, Key, Data string
+	// Shard is the shard that admitted it.
+	Shard FairShard
 }
 
 // entrySep separates an entry's job id from its delivery data (the ASCII unit separator: never
@@ -97,8 +133,8 @@ const entrySep = "\x1f"
 // FairWait puts job id at the end of key's list with data, and admits what the capacity allows.
 // once makes a repeated wait of id do nothing while id waits or is admitted (a workflow node's
 // release may be decided twice, a replay raced).
-func (s *Store) FairWait(ctx context.Context, typ, key, id, data string, weight int, p FairPolicy, once bool) ([]FairEntry, error) {
-	k := s.FairKeys(typ)
+func (s *Store) FairWait(ctx context.Context, sh FairShard, key, id, data string, weight int, p FairPolicy, once bool) ([]FairEntry, error) {
+	k := s.FairKeys(sh)
 	entry := id
 	if data != "" {
 		entry += entrySep + data
@@ -108,16 +144,16 @@ func (s *Store) FairWait(ctx context.Context, typ, key, id, data string, weight 
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: fair wait %s: %w", id, err)
 	}
-	return fairEntries("fair_wait", res, 0)
+	return fairEntries("fair_wait", sh, res, 0)
 }
 
 // FairDone frees the admissions of the ended jobs ids in one call (each once: it reports how
 // many this call freed), and admits what the freed capacity allows.
-func (s *Store) FairDone(ctx context.Context, typ string, ids []string, p FairPolicy) (int, []FairEntry, error) {
+func (s *Store) FairDone(ctx context.Context, sh FairShard, ids []string, p FairPolicy) (int, []FairEntry, error) {
 	if len(ids) == 0 {
 		return 0, nil, nil
 	}
-	k := s.FairKeys(typ)
+	k := s.FairKeys(sh)
 	args := make([]any, 0, 7+len(ids))
 	args = append(args, k.args(p, p.Capacity, p.PerKey, p.batch(), ms(s.cfg.Retention))...)
 	for _, id := range ids {
@@ -125,7 +161,7 @@ func (s *Store) FairDone(ctx context.Context, typ string, ids []string, p FairPo
 	}
 	res, err := fairDoneScript.Run(ctx, s.rdb, k.list(), args...).Result()
 	if err != nil {
-		return 0, nil, fmt.Errorf("jobstore: fair done %s (%d jobs): %w", typ, len(ids), err)
+		return 0, nil, fmt.Errorf("jobstore: fair done %s (%d jobs): %w", sh.Type, len(ids), err)
 	}
 	list, ok := res.([]any)
 	if !ok || len(list) == 0 {
@@ -135,48 +171,48 @@ func (s *Store) FairDone(ctx context.Context, typ string, ids []string, p FairPo
 	if !ok {
 		return 0, nil, replyError("fair_done", res)
 	}
-	entries, err := fairEntries("fair_done", list, 1)
+	entries, err := fairEntries("fair_done", sh, list, 1)
 	return int(freed), entries, err
 }
 
 // FairBlock marks admitted job id as blocking its sequence: it keeps its key, gives its place of
 // the capacity back, and what that place allows is admitted.
-func (s *Store) FairBlock(ctx context.Context, typ, id string, p FairPolicy) ([]FairEntry, error) {
-	k := s.FairKeys(typ)
+func (s *Store) FairBlock(ctx context.Context, sh FairShard, id string, p FairPolicy) ([]FairEntry, error) {
+	k := s.FairKeys(sh)
 	res, err := fairBlockScript.Run(ctx, s.rdb, k.list(), k.args(p, p.Capacity, p.PerKey, p.batch(),
 		ms(s.cfg.Retention), id)...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: fair block %s: %w", id, err)
 	}
-	return fairEntries("fair_block", res, 0)
+	return fairEntries("fair_block", sh, res, 0)
 }
 
 // FairUnblock takes job id out of the blocked set, so that it counts against the type's capacity
 // again: a replay of a job that blocks its sequence runs in its place.
-func (s *Store) FairUnblock(ctx context.Context, typ, id string) error {
-	if err := s.rdb.SRem(ctx, s.FairKeys(typ).Blocked, id).Err(); err != nil {
+func (s *Store) FairUnblock(ctx context.Context, sh FairShard, id string) error {
+	if err := s.rdb.SRem(ctx, s.FairKeys(sh).Blocked, id).Err(); err != nil {
 		return fmt.Errorf("jobstore: fair unblock %s: %w", id, err)
 	}
 	return nil
 }
 
 // FairPump admits what the type's capacity allows.
-func (s *Store) FairPump(ctx context.Context, typ string, p FairPolicy) ([]FairEntry, error) {
-	k := s.FairKeys(typ)
+func (s *Store) FairPump(ctx context.Context, sh FairShard, p FairPolicy) ([]FairEntry, error) {
+	k := s.FairKeys(sh)
 	res, err := fairPumpScript.Run(ctx, s.rdb, k.list(), k.args(p, p.Capacity, p.PerKey, p.batch(),
 		ms(s.cfg.Retention))...).Result()
 	if err != nil {
-		return nil, fmt.Errorf("jobstore: fair pump %s: %w", typ, err)
+		return nil, fmt.Errorf("jobstore: fair pump %s: %w", sh.Type, err)
 	}
-	return fairEntries("fair_pump", res, 0)
+	return fairEntries("fair_pump", sh, res, 0)
 }
 
 // FairNextDue is when the type's first parked key's next token is due (unix ms in Redis's clock),
 // and false when no key is parked.
-func (s *Store) FairNextDue(ctx context.Context, typ string) (int64, bool, error) {
-	z, err := s.rdb.ZRangeWithScores(ctx, s.FairKeys(typ).Parked, 0, 0).Result()
+func (s *Store) FairNextDue(ctx context.Context, sh FairShard) (int64, bool, error) {
+	z, err := s.rdb.ZRangeWithScores(ctx, s.FairKeys(sh).Parked, 0, 0).Result()
 	if err != nil {
-		return 0, false, fmt.Errorf("jobstore: fair next due %s: %w", typ, err)
+		return 0, false, fmt.Errorf("jobstore: fair next due %s: %w", sh.Type, err)
 	}
 	if len(z) == 0 {
 		return 0, false, nil
@@ -184,8 +220,8 @@ func (s *Store) FairNextDue(ctx context.Context, typ string) (int64, bool, error
 	return int64(z[0].Score), true, nil
 }
 
-// fairEntries reads the {entry, key, ...} pairs of a reply from index from.
-func fairEntries(script string, res any, from int) ([]FairEntry, error) {
+// fairEntries reads the {entry, key, ...} pairs of a reply of shard sh from index from.
+func fairEntries(script string, sh FairShard, res any, from int) ([]FairEntry, error) {
 	list, ok := res.([]any)
 	if !ok || len(list) < from || (len(list)-from)%2 != 0 {
 		return nil, replyError(script, res)
@@ -198,118 +234,32 @@ func fairEntries(script string, res any, from int) ([]FairEntry, error) {
 			return nil, replyError(script, res)
 		}
 		id, data, _ := strings.Cut(entry, entrySep)
-		out = append(out, FairEntry{JobID: id, Key: key, Data: data})
+		out = append(out, FairEntry{JobID: id, Key: key, Data: data, Shard: sh})
 	}
 	return out, nil
 }
 
 // FairAdmittedJobs lists the type's admitted jobs that have not ended.
-func (s *Store) FairAdmittedJobs(ctx context.Context, typ string) ([]FairEntry, error) {
-	m, err := s.rdb.HGetAll(ctx, s.FairKeys(typ).Admitted).Result()
+func (s *Store) FairAdmittedJobs(ctx context.Context, sh FairShard) ([]FairEntry, error) {
+	m, err := s.rdb.HGetAll(ctx, s.FairKeys(sh).Admitted).Result()
 	if err != nil {
-		return nil, fmt.Errorf("jobstore: fair admitted %s: %w", typ, err)
+		return nil, fmt.Errorf("jobstore: fair admitted %s: %w", sh.Type, err)
 	}
 	out := make([]FairEntry, 0, len(m))
 	for id, held := range m {
 		key, data, _ := strings.Cut(held, entrySep)
-		out = append(out, FairEntry{JobID: id, Key: key, Data: data})
-	}
-	return out, nil
-}
-
-// FairKeyCount is one key's waiting (Backlog) and admitted-not-ended (Running) jobs.
-type FairKeyCount struct {
-	Key              string
-	Backlog, Running int64
-}
-
-// FairTop is the type's totals and its top keys by backlog and by running jobs (at most top of
-// each, merged), for metrics and the API: bounded whatever the number of keys.
-type FairTop struct {
-	// WaitingKeys have jobs waiting; RunningKeys have jobs admitted and not ended; ReadyKeys may
-	// be admitted now (the others wait for capacity, or are at their per-key limit).
-	WaitingKeys, RunningKeys, ReadyKeys int64
-	// Admitted is how many jobs are admitted and not ended (what the capacity bounds).
-	Admitted int64
-	TopKeys  []FairKeyCount
-}
-
-// FairCounts reads the type's totals and its top keys, in one round trip plus one for the
-// counts of the keys it names.
-func (s *Store) FairCounts(ctx context.Context, typ string, top int) (FairTop, error) {
-	k := s.FairKeys(typ)
-	pipe := s.rdb.Pipeline()
-	keys := pipe.ZCard(ctx, k.Backlog)
-	admitted := pipe.HLen(ctx, k.Admitted)
-	ready := pipe.ZCard(ctx, k.Ready)
-	running := pipe.ZCard(ctx, k.Running)
-	if top <= 0 {
-		// No key named: ZREVRANGE 0 -1 would name them all.
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return FairTop{}, fmt.Errorf("jobstore: fair counts %s: %w", typ, err)
-		}
-		return FairTop{WaitingKeys: keys.Val(), Admitted: admitted.Val(), ReadyKeys: ready.Val(), RunningKeys: running.Val()}, nil
-	}
-	byBacklog := pipe.ZRevRangeWithScores(ctx, k.Backlog, 0, int64(top-1))
-	byRunning := pipe.ZRevRangeWithScores(ctx, k.Running, 0, int64(top-1))
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return FairTop{}, fmt.Errorf("jobstore: fair counts %s: %w", typ, err)
-	}
-	out := FairTop{WaitingKeys: keys.Val(), Admitted: admitted.Val(), ReadyKeys: ready.Val(), RunningKeys: running.Val()}
-	seen := map[string]int{}
-	add := func(key string) int {
-		if i, ok := seen[key]; ok {
-			return i
-		}
-		seen[key] = len(out.TopKeys)
-		out.TopKeys = append(out.TopKeys, FairKeyCount{Key: key})
-		return len(out.TopKeys) - 1
-	}
-	for _, z := range byBacklog.Val() {
-		out.TopKeys[add(z.Member.(string))].Backlog = int64(z.Score)
-	}
-	for _, z := range byRunning.Val() {
-		out.TopKeys[add(z.Member.(string))].Running = int64(z.Score)
-	}
-	// Each named key's other count.
-	pipe = s.rdb.Pipeline()
-	backlogs := make([]*redis.FloatCmd, len(out.TopKeys))
-	runnings := make([]*redis.FloatCmd, len(out.TopKeys))
-	for i, c := range out.TopKeys {
-		backlogs[i] = pipe.ZScore(ctx, k.Backlog, c.Key)
-		runnings[i] = pipe.ZScore(ctx, k.Running, c.Key)
-	}
-	if len(out.TopKeys) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return FairTop{}, fmt.Errorf("jobstore: fair counts %s: %w", typ, err)
-		}
-	}
-	for i := range out.TopKeys {
-		out.TopKeys[i].Backlog, out.TopKeys[i].Running = int64(backlogs[i].Val()), int64(runnings[i].Val())
+		out = append(out, FairEntry{JobID: id, Key: key, Data: data, Shard: sh})
 	}
 	return out, nil
 }
 
 // FairHolds reports whether job id holds an admission of type typ (admitted and not freed).
-func (s *Store) FairHolds(ctx context.Context, typ, id string) (bool, error) {
-	ok, err := s.rdb.HExists(ctx, s.FairKeys(typ).Admitted, id).Result()
+func (s *Store) FairHolds(ctx context.Context, sh FairShard, id string) (bool, error) {
+	ok, err := s.rdb.HExists(ctx, s.FairKeys(sh).Admitted, id).Result()
 	if err != nil {
 		return false, fmt.Errorf("jobstore: fair holds %s: %w", id, err)
 	}
 	return ok, nil
-}
-
-// FairKeyCounts reads one key's waiting and admitted-not-ended jobs (zero for a key unknown or
-// idle), in one round trip: what a tenant may see of a type shared with other tenants.
-func (s *Store) FairKeyCounts(ctx context.Context, typ, key string) (FairKeyCount, error) {
-	k := s.FairKeys(typ)
-	pipe := s.rdb.Pipeline()
-	backlog := pipe.ZScore(ctx, k.Backlog, key)
-	running := pipe.ZScore(ctx, k.Running, key)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return FairKeyCount{}, fmt.Errorf("jobstore: fair counts %s: %w", typ, err)
-	}
-	return FairKeyCount{Key: key, Backlog: int64(backlog.Val()), Running: int64(running.Val())}, nil
 }
 
 // FairStatuses reads the statuses of jobs ids ("" for a record that is gone, or an id that names

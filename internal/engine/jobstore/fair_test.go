@@ -2,7 +2,10 @@ package jobstore
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+
+	"github.com/jobguard/jobguard/internal/keyslot"
 )
 
 // fairBundle drives one type's admission scripts on a fresh database.
@@ -18,9 +21,12 @@ func newFairBundle(t *testing.T, p FairPolicy) fairBundle {
 	return fairBundle{t: t, s: newStore(t), typ: "work", p: p}
 }
 
+// shard is the type's one shard.
+func (b fairBundle) shard() FairShard { return FairShard{Type: b.typ} }
+
 func (b fairBundle) wait(key, id string, weight int) []FairEntry {
 	b.t.Helper()
-	got, err := b.s.FairWait(bg, b.typ, key, id, "", weight, b.p, false)
+	got, err := b.s.FairWait(bg, b.shard(), key, id, "", weight, b.p, false)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -29,7 +35,7 @@ func (b fairBundle) wait(key, id string, weight int) []FairEntry {
 
 func (b fairBundle) done(id string) (bool, []FairEntry) {
 	b.t.Helper()
-	freed, got, err := b.s.FairDone(bg, b.typ, []string{id}, b.p)
+	freed, got, err := b.s.FairDone(bg, b.shard(), []string{id}, b.p)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -130,7 +136,7 @@ func TestFairDoneFreesABatch(t *testing.T) {
 	if fmt.Sprint(admitted) != "[a0 a1 a2 a3]" {
 		t.Fatalf("admitted %v, want a's four (a key alone fills the capacity)", admitted)
 	}
-	freed, next, err := b.s.FairDone(bg, b.typ, []string{"a0", "a1", "a0", "a2", "nope"}, b.p)
+	freed, next, err := b.s.FairDone(bg, b.shard(), []string{"a0", "a1", "a0", "a2", "nope"}, b.p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +154,7 @@ func TestFairIdleKeyLeavesNothing(t *testing.T) {
 	b := newFairBundle(t, FairPolicy{Capacity: 2, Batch: 10})
 	b.wait("k", "k0", 3)
 	b.done("k0")
-	k := b.s.FairKeys(b.typ)
+	k := b.s.FairKeys(b.shard())
 	n, err := b.s.rdb.Exists(bg, k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.WaitPrefix+"k").Result()
 	if err != nil || n != 0 {
 		t.Fatalf("%d admission keys left for an idle type (err %v)", n, err)
@@ -168,7 +174,7 @@ func TestFairCountsTopKeys(t *testing.T) {
 	for i := range 20 {
 		b.wait(fmt.Sprintf("small%d", i), fmt.Sprintf("x%d", i), 1)
 	}
-	c, err := b.s.FairCounts(bg, b.typ, 2)
+	c, err := b.s.FairCounts(bg, b.typ, 1, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,11 +196,11 @@ func TestFairWaitingJobStarts(t *testing.T) {
 func TestFairAdmittedKeepsDeliveryData(t *testing.T) {
 	t.Parallel()
 	b := newFairBundle(t, FairPolicy{Capacity: 2, Batch: 10})
-	if _, err := b.s.FairWait(bg, b.typ, "k", "j1", `{"h":{"x":"y"}}`, 1, b.p, false); err != nil {
+	if _, err := b.s.FairWait(bg, b.shard(), "k", "j1", `{"h":{"x":"y"}}`, 1, b.p, false); err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.s.FairAdmittedJobs(bg, b.typ)
-	if err != nil || len(got) != 1 || got[0] != (FairEntry{JobID: "j1", Key: "k", Data: `{"h":{"x":"y"}}`}) {
+	got, err := b.s.FairAdmittedJobs(bg, b.shard())
+	if err != nil || len(got) != 1 || got[0] != (FairEntry{JobID: "j1", Key: "k", Data: `{"h":{"x":"y"}}`, Shard: b.shard()}) {
 		t.Fatalf("admitted %+v %v", got, err)
 	}
 }
@@ -206,7 +212,7 @@ func TestFairWaitOnce(t *testing.T) {
 	b := newFairBundle(t, FairPolicy{Capacity: 1, PerKey: 1, Batch: 10})
 	once := func(id string) []string {
 		t.Helper()
-		got, err := b.s.FairWait(bg, b.typ, "k", id, "", 1, b.p, true)
+		got, err := b.s.FairWait(bg, b.shard(), "k", id, "", 1, b.p, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +224,7 @@ func TestFairWaitOnce(t *testing.T) {
 	once("n1") // admitted already: nothing
 	once("n2")
 	once("n2") // waiting already: nothing
-	if c, _ := b.s.FairKeyCounts(bg, b.typ, "k"); c.Backlog != 1 || c.Running != 1 {
+	if c, _ := b.s.FairKeyCounts(bg, b.shard(), "k"); c.Backlog != 1 || c.Running != 1 {
 		t.Fatalf("key counts %+v, want 1 waiting (n2 once), 1 running (n1 once)", c)
 	}
 	if _, next := b.done("n1"); fmt.Sprint(ids(next)) != "[n2]" {
@@ -227,8 +233,39 @@ func TestFairWaitOnce(t *testing.T) {
 	if freed, next := b.done("n2"); !freed || len(next) != 0 {
 		t.Fatalf("after n2: freed %v, admitted %v; want freed and nothing left", freed, ids(next))
 	}
-	k := b.s.FairKeys(b.typ)
+	k := b.s.FairKeys(b.shard())
 	if n := b.s.rdb.Exists(bg, k.Once, k.Admitted, k.Running, k.WaitPrefix+"k").Val(); n != 0 {
 		t.Fatalf("%d admission keys left behind", n)
+	}
+}
+
+// A type's shards keep their keys apart (a tag each, in its share of the slot space), and the
+// counts add them up: the totals over every shard, the top keys over every shard's.
+func TestFairCountsAddTheShardsUp(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	p := FairPolicy{Capacity: 1, Batch: 10}
+	shards := FairShards("spread", 3)
+	for i, sh := range shards {
+		if slot := keyslot.Of(s.FairKeys(sh).Ready); slot < i*keyslot.Slots/3 || slot >= (i+1)*keyslot.Slots/3 {
+			t.Fatalf("shard %d's slot %d is outside its third of the slots", i, slot)
+		}
+		// Key "k<i>" gets i+2 jobs in shard i: one admitted (capacity 1), the others waiting.
+		for j := range i + 2 {
+			if _, err := s.FairWait(bg, sh, fmt.Sprint("k", i), fmt.Sprint("j", i, j), "", 1, p, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c, err := s.FairCounts(bg, "spread", 3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Admitted != 3 || c.WaitingKeys != 3 || c.RunningKeys != 3 {
+		t.Fatalf("totals %+v, want 3 admitted, 3 keys waiting and running", c)
+	}
+	want := []FairKeyCount{{Key: "k2", Backlog: 3, Running: 1}, {Key: "k1", Backlog: 2, Running: 1}, {Key: "k0", Backlog: 1, Running: 1}}
+	if !slices.Equal(c.TopKeys, want) {
+		t.Fatalf("top keys %+v, want %+v", c.TopKeys, want)
 	}
 }

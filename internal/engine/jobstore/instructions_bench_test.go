@@ -121,13 +121,13 @@ var fairWide, fairNarrow = FairPolicy{Capacity: 1000, Batch: 64}, FairPolicy{Cap
 
 // fairWaitIs puts job id of type typ in its own key's list, and wants admitted jobs admitted.
 func fairWaitIs(s *Store, typ, id string, p FairPolicy, admitted int) error {
-	got, err := s.FairWait(bg, typ, "key-"+id, id, "", 1, p, false)
+	got, err := s.FairWait(bg, FairShard{Type: typ}, "key-"+id, id, "", 1, p, false)
 	return want(err, len(got), admitted)
 }
 
 // fairDoneIs frees job id of type typ, wants admitted jobs admitted, and returns the first one's id.
 func fairDoneIs(s *Store, typ, id string, p FairPolicy, admitted int) (string, error) {
-	freed, got, err := s.FairDone(bg, typ, []string{id}, p)
+	freed, got, err := s.FairDone(bg, FairShard{Type: typ}, []string{id}, p)
 	if err == nil && freed != 1 {
 		return "", fmt.Errorf("freed %d, want 1", freed)
 	}

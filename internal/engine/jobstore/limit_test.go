@@ -87,9 +87,14 @@ func TestLimitRateAndPushBack(t *testing.T) {
 	if ttl := s.rdb.PTTL(bg, k.Arrival).Val(); ttl <= 0 || ttl > 2*time.Second {
 		t.Fatalf("arrival time TTL %s", ttl)
 	}
-	a.MaxWait = 150 * time.Millisecond
-	r1, r2 := take(t, s, k, "o3", a), take(t, s, k, "o4", a)
-	if r1.State != Taken || r1.Wait <= 0 || r1.Wait > 100*time.Millisecond || r2.State != RateWait || r2.Wait < r1.Wait+50*time.Millisecond {
+	// Reservations, on a key of their own at one start a second (a loaded machine's pauses between
+	// the calls, up to half a second, do not change what each call finds): the first start is
+	// now, the second reserved a second later, the third would wait two: past MaxWait.
+	r := s.LimitKeys("t", "reserved")
+	ra := LimitArgs{Interval: time.Second, MaxWait: 1500 * time.Millisecond}
+	r0, r1, r2 := take(t, s, r, "o3", ra), take(t, s, r, "o4", ra), take(t, s, r, "o5", ra)
+	if r0.State != Taken || r1.State != Taken || r1.Wait <= 500*time.Millisecond || r1.Wait > time.Second ||
+		r2.State != RateWait || r2.Wait < r1.Wait+500*time.Millisecond {
 		t.Fatalf("reserved start %+v, next %+v", r1, r2)
 	}
 

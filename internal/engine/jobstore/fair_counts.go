@@ -1,0 +1,143 @@
+package jobstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// FairKeyCount is one key's waiting (Backlog) and admitted-not-ended (Running) jobs.
+type FairKeyCount struct {
+	Key              string
+	Backlog, Running int64
+}
+
+// FairTop is the type's totals and its top keys by backlog and by running jobs (at most top of
+// each, merged), for metrics and the API: bounded whatever the number of keys.
+type FairTop struct {
+	// WaitingKeys have jobs waiting; RunningKeys have jobs admitted and not ended; ReadyKeys may
+	// be admitted now (the others wait for capacity, or are at their per-key limit).
+	WaitingKeys, RunningKeys, ReadyKeys int64
+	// Admitted is how many jobs are admitted and not ended (what the capacity bounds).
+	Admitted int64
+	TopKeys  []FairKeyCount
+}
+
+// FairCounts reads the totals of type typ's n shards and its top keys (at most top by backlog and
+// top by running jobs over every shard).
+func (s *Store) FairCounts(ctx context.Context, typ string, n, top int) (FairTop, error) {
+	var out FairTop
+	var keys []FairKeyCount
+	for _, sh := range FairShards(typ, n) {
+		c, err := s.fairShardCounts(ctx, sh, top)
+		if err != nil {
+			return FairTop{}, err
+		}
+		out.WaitingKeys += c.WaitingKeys
+		out.RunningKeys += c.RunningKeys
+		out.ReadyKeys += c.ReadyKeys
+		out.Admitted += c.Admitted
+		keys = append(keys, c.TopKeys...)
+	}
+	if n <= 1 {
+		out.TopKeys = keys
+		return out, nil
+	}
+	out.TopKeys = topFairKeys(keys, top)
+	return out, nil
+}
+
+// topFairKeys are the top keys by backlog and the top by running of keys (each a key of one
+// shard), merged: what one shard's counts would name.
+func topFairKeys(keys []FairKeyCount, top int) []FairKeyCount {
+	pick := func(by func(FairKeyCount) int64) []FairKeyCount {
+		sorted := slices.Clone(keys)
+		slices.SortStableFunc(sorted, func(a, b FairKeyCount) int { return cmp.Compare(by(b), by(a)) })
+		out := sorted[:min(top, len(sorted))]
+		for len(out) > 0 && by(out[len(out)-1]) == 0 {
+			out = out[:len(out)-1] // a key named only for its other count
+		}
+		return out
+	}
+	out := pick(func(c FairKeyCount) int64 { return c.Backlog })
+	for _, c := range pick(func(c FairKeyCount) int64 { return c.Running }) {
+		if !slices.ContainsFunc(out, func(o FairKeyCount) bool { return o.Key == c.Key }) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// fairShardCounts reads one shard's totals and its top keys, in one round trip plus one for the
+// counts of the keys it names.
+func (s *Store) fairShardCounts(ctx context.Context, sh FairShard, top int) (FairTop, error) {
+	typ := sh.Type
+	k := s.FairKeys(sh)
+	pipe := s.rdb.Pipeline()
+	keys := pipe.ZCard(ctx, k.Backlog)
+	admitted := pipe.HLen(ctx, k.Admitted)
+	ready := pipe.ZCard(ctx, k.Ready)
+	running := pipe.ZCard(ctx, k.Running)
+	if top <= 0 {
+		// No key named: ZREVRANGE 0 -1 would name them all.
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return FairTop{}, fmt.Errorf("jobstore: fair counts %s: %w", typ, err)
+		}
+		return FairTop{WaitingKeys: keys.Val(), Admitted: admitted.Val(), ReadyKeys: ready.Val(), RunningKeys: running.Val()}, nil
+	}
+	byBacklog := pipe.ZRevRangeWithScores(ctx, k.Backlog, 0, int64(top-1))
+	byRunning := pipe.ZRevRangeWithScores(ctx, k.Running, 0, int64(top-1))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return FairTop{}, fmt.Errorf("jobstore: fair counts %s: %w", typ, err)
+	}
+	out := FairTop{WaitingKeys: keys.Val(), Admitted: admitted.Val(), ReadyKeys: ready.Val(), RunningKeys: running.Val()}
+	seen := map[string]int{}
+	add := func(key string) int {
+		if i, ok := seen[key]; ok {
+			return i
+		}
+		seen[key] = len(out.TopKeys)
+		out.TopKeys = append(out.TopKeys, FairKeyCount{Key: key})
+		return len(out.TopKeys) - 1
+	}
+	for _, z := range byBacklog.Val() {
+		out.TopKeys[add(z.Member.(string))].Backlog = int64(z.Score)
+	}
+	for _, z := range byRunning.Val() {
+		out.TopKeys[add(z.Member.(string))].Running = int64(z.Score)
+	}
+	// Each named key's other count.
+	pipe = s.rdb.Pipeline()
+	backlogs := make([]*redis.FloatCmd, len(out.TopKeys))
+	runnings := make([]*redis.FloatCmd, len(out.TopKeys))
+	for i, c := range out.TopKeys {
+		backlogs[i] = pipe.ZScore(ctx, k.Backlog, c.Key)
+		runnings[i] = pipe.ZScore(ctx, k.Running, c.Key)
+	}
+	if len(out.TopKeys) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return FairTop{}, fmt.Errorf("jobstore: fair counts %s: %w", typ, err)
+		}
+	}
+	for i := range out.TopKeys {
+		out.TopKeys[i].Backlog, out.TopKeys[i].Running = int64(backlogs[i].Val()), int64(runnings[i].Val())
+	}
+	return out, nil
+}
+
+// FairKeyCounts reads one key's waiting and admitted-not-ended jobs (zero for a key unknown or
+// idle), in one round trip: what a tenant may see of a type shared with other tenants.
+func (s *Store) FairKeyCounts(ctx context.Context, sh FairShard, key string) (FairKeyCount, error) {
+	k := s.FairKeys(sh)
+	pipe := s.rdb.Pipeline()
+	backlog := pipe.ZScore(ctx, k.Backlog, key)
+	running := pipe.ZScore(ctx, k.Running, key)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return FairKeyCount{}, fmt.Errorf("jobstore: fair counts %s: %w", sh.Type, err)
+	}
+	return FairKeyCount{Key: key, Backlog: int64(backlog.Val()), Running: int64(running.Val())}, nil
+}

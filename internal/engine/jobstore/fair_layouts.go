@@ -1,0 +1,45 @@
+package jobstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
+// A fair type's shard count may change between deploys. A key's jobs then wait in its shard of
+// the old layout, where nothing of the new one looks: so every layout a process used is recorded
+// (the type's fair:layouts set, in its unsharded slot), and the sweep visits each until it is
+// empty. The set expires a retention after the last process used the type.
+
+// layoutsKey is the set of the shard counts type typ was used with.
+func (s *Store) layoutsKey(typ string) string {
+	return s.FairKeys(FairShard{Type: typ}).Layouts
+}
+
+// FairUseLayout records that type typ's admission state is used in n shards, and returns every
+// layout recorded (n among them), in one round trip.
+func (s *Store) FairUseLayout(ctx context.Context, typ string, n int) ([]int, error) {
+	key := s.layoutsKey(typ)
+	pipe := s.rdb.TxPipeline()
+	pipe.SAdd(ctx, key, max(n, 1))
+	pipe.PExpire(ctx, key, s.cfg.Retention)
+	members := pipe.SMembers(ctx, key)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("jobstore: fair layouts %s: %w", typ, err)
+	}
+	out := make([]int, 0, len(members.Val()))
+	for _, m := range members.Val() {
+		if v, err := strconv.Atoi(m); err == nil && v >= 1 {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// FairRetireLayout forgets layout n of type typ (the sweep found its shards empty).
+func (s *Store) FairRetireLayout(ctx context.Context, typ string, n int) error {
+	if err := s.rdb.SRem(ctx, s.layoutsKey(typ), n).Err(); err != nil {
+		return fmt.Errorf("jobstore: fair layouts %s: %w", typ, err)
+	}
+	return nil
+}
