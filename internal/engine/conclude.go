@@ -204,7 +204,5 @@ const eventTimeout = 2 * time.Second
 func (s *Stack) event(ctx context.Context, k jobstore.Keys, events ...Event) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventTimeout)
 	defer cancel()
-	pipe := s.rdb.Pipeline()
-	s.store.QueueEvents(wctx, pipe, k, s.now(), events...)
-	_, _ = pipe.Exec(wctx)
+	_ = s.store.AddEvents(wctx, k, s.now(), events...)
 }

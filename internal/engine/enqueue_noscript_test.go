@@ -28,3 +28,30 @@ func TestEnqueueConfirmsWhenRedisLostItsScripts(t *testing.T) {
 		}
 	}
 }
+
+// A timeline event added on its own (a bounce's, a lost lease's) is sent by its SHA, and still
+// lands when Redis lost its scripts.
+func TestEventLandsWhenRedisLostItsScripts(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	db := redistest.DB{Server: srv, Client: srv.Client(t, 0)}
+	h := newHarnessOn(t, db, db.Client, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "noscript-event"}, func(ctx context.Context, j *Job) error { return nil })
+	})
+	id := h.enqueue(Spec{Type: "noscript-event"})
+	h.waitStatus(id, "done", 10*time.Second)
+	keys, err := h.stack.store.Keys(id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"noted_once", "noted_twice"} {
+		if err := db.Client.ScriptFlush(bg).Err(); err != nil {
+			t.Fatal(err)
+		}
+		h.stack.event(bg, keys, Event{Event: name})
+	}
+	v, err := h.stack.Get(bg, id)
+	if err != nil || !has(v, "noted_once") || !has(v, "noted_twice") {
+		t.Fatalf("timeline %v (%v), want both events", events(v), err)
+	}
+}

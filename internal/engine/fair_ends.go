@@ -75,17 +75,23 @@ func (s *Stack) flushFairEnds() {
 		if len(batch) == 0 {
 			return
 		}
+		// Each shard's ends at once: a shard is a slot of its own (another master on a cluster),
+		// and one waiting for another's round trips would leave its freed capacity idle.
+		var wg sync.WaitGroup
 		for sh, ids := range batch {
 			tc, ok := s.TaskConfig(sh.Type)
 			if !ok || tc.Fair == nil {
 				continue
 			}
-			for len(ids) > 0 {
-				n := min(len(ids), fairEndsMax)
-				s.freeFairEnds(tc, sh, ids[:n])
-				ids = ids[n:]
-			}
+			wg.Go(func() {
+				for len(ids) > 0 {
+					n := min(len(ids), fairEndsMax)
+					s.freeFairEnds(tc, sh, ids[:n])
+					ids = ids[n:]
+				}
+			})
 		}
+		wg.Wait()
 	}
 }
 

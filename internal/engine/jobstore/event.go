@@ -34,9 +34,20 @@ func (s *Store) eventJSON(e Event, now time.Time) string {
 // status: bounces, lost leases), keeping the record alive for another retention. Eval, not
 // EvalSha, keeps the pipeline free of NOSCRIPT retries. Best effort: the timeline is forensics.
 func (s *Store) QueueEvents(ctx context.Context, pipe redis.Pipeliner, k Keys, now time.Time, events ...Event) {
+	eventScript.Eval(ctx, pipe, []string{k.Timeline, k.Record}, s.eventArgs(now, events)...)
+}
+
+// AddEvents is QueueEvents on its own: sent by its SHA (the prelude's 9 KB are not sent and
+// hashed again for every bounce), and sent whole when Redis lost its scripts.
+func (s *Store) AddEvents(ctx context.Context, k Keys, now time.Time, events ...Event) error {
+	return eventScript.Run(ctx, s.rdb, []string{k.Timeline, k.Record}, s.eventArgs(now, events)...).Err()
+}
+
+// eventArgs are the event script's arguments: the timeline's cap, the retention, the events.
+func (s *Store) eventArgs(now time.Time, events []Event) []any {
 	args := []any{s.cfg.TimelineCap, ms(s.cfg.Retention)}
 	for _, e := range events {
 		args = append(args, s.eventJSON(e, now))
 	}
-	eventScript.Eval(ctx, pipe, []string{k.Timeline, k.Record}, args...)
+	return args
 }
