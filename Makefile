@@ -68,7 +68,7 @@ BENCH_TABLE ?= /tmp/jobguard-bench-table.md
 bench: deps
 	@rm -f $(BENCH_TABLE)
 	$(GO) test -run '^$$' -bench 'LeaseVsRedsync|KeeperTick' -benchtime 3000x ./...
-	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'EnqueueEndpoint' -benchtime 1x ./app/
+	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'EnqueueEndpoint' -benchtime 1x ./app/httpapi/
 	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'StackVsBareAsynq|LimitNeverReached' -benchtime 1x -timeout 30m ./internal/engine/
 	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'RetainedJobMemory' -benchtime 2000x ./internal/engine/
 	BENCH_TABLE=$(BENCH_TABLE) $(GO) test -run '^$$' -bench 'LeaseVsBareAsynq' -benchtime 1x -timeout 30m ./middleware/
@@ -154,7 +154,7 @@ chaos-workflows: deps
 
 ## chaos-fair: fair sequences per tenant under worker kills (-9), pauses past the lease and Redis
 ## restarts from its AOF, 100 tenants x 50 jobs (about 3 minutes): every job done, and per key no job
-## started before its predecessor's done.
+## started before its predecessor's done (CHAOS_FAIR_SHARDS=n: the admission state in n shards).
 chaos-fair: deps
 	CHAOS=fair $(GO) test -count=1 -v -run '^TestChaosFair$$' -timeout 15m ./chaos/
 

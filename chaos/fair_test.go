@@ -20,6 +20,7 @@ import (
 // (TASK_LIMITS=rebuild-cache=sequence:on). CHAOS_FAIR_KEYS tenants (default 100) each submit
 // CHAOS_FAIR_JOBS jobs (default 50) in order while, every 0.5-1.5 s, a worker running a job is
 // killed (-9) or paused past the lease (SIGSTOP), or Redis is killed and restarted from its AOF.
+// CHAOS_FAIR_SHARDS spreads the type's admission state over that many shards (default 1).
 // Checked once every job has ended: every accepted job done (0 lost, 0 stuck), and per key each
 // job's first run started after its predecessor's done (0 order inversions, 0 overlaps).
 func TestChaosFair(t *testing.T) {
@@ -32,8 +33,11 @@ func TestChaosFair(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
-	r := newRun(&run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0),
-		env: []string{"RATE_LIMIT=0", "TASK_LIMITS=rebuild-cache=sequence:on,capacity:12"}})
+	limits := "TASK_LIMITS=rebuild-cache=sequence:on,capacity:12"
+	if n := envCount("CHAOS_FAIR_SHARDS", 1); n > 1 {
+		limits += fmt.Sprintf(",shards:%d", n)
+	}
+	r := newRun(&run{t: t, bin: bin, redis: srv, rdb: srv.Client(t, 0), env: []string{"RATE_LIMIT=0", limits}})
 	r.api = r.start("api", srv.Addr)
 	for range 3 {
 		r.startWorker()

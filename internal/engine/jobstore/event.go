@@ -37,7 +37,7 @@ func (s *Store) QueueEvents(ctx context.Context, pipe redis.Pipeliner, k Keys, n
 	eventScript.Eval(ctx, pipe, []string{k.Timeline, k.Record}, s.eventArgs(now, events)...)
 }
 
-// AddEvents is QueueEvents on its own: sent by its SHA (the prelude's 9 KB are not sent and
+// AddEvents is QueueEvents on its own: sent by its SHA (the script's 1.8 KB are not sent and
 // hashed again for every bounce), and sent whole when Redis lost its scripts.
 func (s *Store) AddEvents(ctx context.Context, k Keys, now time.Time, events ...Event) error {
 	return eventScript.Run(ctx, s.rdb, []string{k.Timeline, k.Record}, s.eventArgs(now, events)...).Err()
