@@ -106,7 +106,9 @@ local function fair_admit(FK, capacity, limit, n, ttl)
       if fair_has(FK, 'once') then redis.call('HDEL', FK.once, id) end
       admitted = admitted + 1
       local running = tonumber(redis.call('ZINCRBY', FK.running, 1, key))
-      if tonumber(redis.call('ZINCRBY', FK.backlog, -1, key)) <= 0 then redis.call('ZREM', FK.backlog, key) end
+      -- The backlog counts the key's list (one RPUSH, one increment; one LPOP, one decrement).
+      local backlog = tonumber(redis.call('ZINCRBY', FK.backlog, -1, key))
+      if backlog <= 0 then redis.call('ZREM', FK.backlog, key) end
       local weight = 1
       if fair_has(FK, 'weight') then weight = tonumber(redis.call('HGET', FK.weight, key) or '1') end
       vtime = pass
@@ -114,7 +116,7 @@ local function fair_admit(FK, capacity, limit, n, ttl)
       redis.call('HSET', FK.pass, key, next_pass)
       -- Ready again while it has jobs waiting and room under its limit: the key was popped (not
       -- ready, not parked) and its next pass is past the virtual time, so that is its score.
-      if (limit == 0 or running < limit) and redis.call('LLEN', FK.wait .. key) > 0 then
+      if (limit == 0 or running < limit) and backlog > 0 then
         redis.call('ZADD', FK.ready, next_pass, key)
       end
       out[#out + 1] = entry
