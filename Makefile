@@ -1,6 +1,8 @@
 # jobguard: `make run` starts everything in one process, `make test` runs every check.
 GO ?= go
-TEST_FLAGS ?= -race -count=1 -timeout 12m
+# -vet=off: make vet runs all of go vet first; go test's own vet pass (a subset) compiled and checked
+# every package again (110 -> 100 s for one package's cold build, measured).
+TEST_FLAGS ?= -race -count=1 -vet=off -timeout 12m
 
 .PHONY: run test deps vet staticcheck deploy-check compose-check actionlint unit release bench bench-fair bench-peers bench-scripts bench-recovery bench-cluster chaos chaos-long chaos-failover chaos-failover-short chaos-limits chaos-workflows chaos-fair schedule-soak
 
