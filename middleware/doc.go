@@ -57,6 +57,9 @@
 //	shards, err := guard.ShardQueue(ctx, "default", 6)
 //	cfg.Queues = middleware.ServerQueues(map[string]int{"critical": 6, "default": 3}, cfg.StrictPriority, shards)
 //
+// A fairly dispatched type's admission state is one slot too; Fair.Shards spreads it over n slots,
+// each admitting its share of the Capacity (a key's jobs wait in one of them, in order).
+//
 // # What it does not guarantee
 //
 // A lease is not proof of exclusivity: a paused process, or a Redis failover with asynchronous
