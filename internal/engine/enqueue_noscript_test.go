@@ -13,11 +13,7 @@ import (
 // SCRIPT FLUSH is the whole server's.
 func TestEnqueueConfirmsWhenRedisLostItsScripts(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	db := redistest.DB{Server: srv, Client: srv.Client(t, 0)}
-	h := newHarnessOn(t, db, db.Client, Config{}, func(s *Stack) {
-		s.Register(TaskConfig{Type: "noscript"}, func(ctx context.Context, j *Job) error { return nil })
-	})
+	h, db := newNoopHarnessOnOwnServer(t, "noscript")
 	for range 2 {
 		if err := db.Client.ScriptFlush(bg).Err(); err != nil {
 			t.Fatal(err)
@@ -33,11 +29,7 @@ func TestEnqueueConfirmsWhenRedisLostItsScripts(t *testing.T) {
 // lands when Redis lost its scripts.
 func TestEventLandsWhenRedisLostItsScripts(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	db := redistest.DB{Server: srv, Client: srv.Client(t, 0)}
-	h := newHarnessOn(t, db, db.Client, Config{}, func(s *Stack) {
-		s.Register(TaskConfig{Type: "noscript-event"}, func(ctx context.Context, j *Job) error { return nil })
-	})
+	h, db := newNoopHarnessOnOwnServer(t, "noscript-event")
 	id := h.enqueue(Spec{Type: "noscript-event"})
 	h.waitStatus(id, "done", 10*time.Second)
 	keys, err := h.stack.store.Keys(id, "")
@@ -54,4 +46,16 @@ func TestEventLandsWhenRedisLostItsScripts(t *testing.T) {
 	if err != nil || !has(v, "noted_once") || !has(v, "noted_twice") {
 		t.Fatalf("timeline %v (%v), want both events", events(v), err)
 	}
+}
+
+// newNoopHarnessOnOwnServer is a harness with no-op type typ on a redis-server of its own (what
+// SCRIPT FLUSH empties is the whole server's).
+func newNoopHarnessOnOwnServer(t *testing.T, typ string) (*harness, redistest.DB) {
+	t.Helper()
+	srv := redistest.Start(t)
+	db := redistest.DB{Server: srv, Client: srv.Client(t, 0)}
+	h := newHarnessOn(t, db, db.Client, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: typ}, func(ctx context.Context, j *Job) error { return nil })
+	})
+	return h, db
 }

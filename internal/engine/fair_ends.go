@@ -75,23 +75,32 @@ func (s *Stack) flushFairEnds() {
 		if len(batch) == 0 {
 			return
 		}
+		if len(batch) == 1 {
+			for sh, ids := range batch { // one shard (the common case): no goroutine for it
+				s.freeShardEnds(sh, ids)
+			}
+			continue
+		}
 		// Each shard's ends at once: a shard is a slot of its own (another master on a cluster),
 		// and one waiting for another's round trips would leave its freed capacity idle.
 		var wg sync.WaitGroup
 		for sh, ids := range batch {
-			tc, ok := s.TaskConfig(sh.Type)
-			if !ok || tc.Fair == nil {
-				continue
-			}
-			wg.Go(func() {
-				for len(ids) > 0 {
-					n := min(len(ids), fairEndsMax)
-					s.freeFairEnds(tc, sh, ids[:n])
-					ids = ids[n:]
-				}
-			})
+			wg.Go(func() { s.freeShardEnds(sh, ids) })
 		}
 		wg.Wait()
+	}
+}
+
+// freeShardEnds frees ids, ended jobs admitted by shard sh, fairEndsMax a call.
+func (s *Stack) freeShardEnds(sh jobstore.FairShard, ids []string) {
+	tc, ok := s.TaskConfig(sh.Type)
+	if !ok || tc.Fair == nil {
+		return
+	}
+	for len(ids) > 0 {
+		n := min(len(ids), fairEndsMax)
+		s.freeFairEnds(tc, sh, ids[:n])
+		ids = ids[n:]
 	}
 }
 
