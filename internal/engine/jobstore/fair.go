@@ -20,7 +20,8 @@ import (
 // capacity, on different masters of a cluster; a fair key lives in one shard.
 
 // The scripts compose fair_admit.lua (the stride scheduler) with their own body. They need none
-// of the job prelude: they touch no job record.
+// of the job prelude: they touch no job record. A wait and a done, on every fair job's path, go
+// through the store's batcher (RunScript), in the pipelines of the runs' own scripts.
 var (
 	fairAdmit       = scripts.Read("fair_admit.lua")
 	fairWaitScript  = redis.NewScript(fairAdmit + "\n" + scripts.Read("fair_wait.lua"))
@@ -139,7 +140,7 @@ func (s *Store) FairWait(ctx context.Context, sh FairShard, key, id, data string
 	if data != "" {
 		entry += entrySep + data
 	}
-	res, err := fairWaitScript.Run(ctx, s.rdb, k.list(), k.args(p, key, entry, max(weight, 1), p.Capacity, p.PerKey,
+	res, err := s.RunScript(ctx, fairWaitScript, k.list(), k.args(p, key, entry, max(weight, 1), p.Capacity, p.PerKey,
 		p.batch(), ms(s.cfg.Retention), boolArg(once))...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: fair wait %s: %w", id, err)
@@ -159,7 +160,7 @@ func (s *Store) FairDone(ctx context.Context, sh FairShard, ids []string, p Fair
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	res, err := fairDoneScript.Run(ctx, s.rdb, k.list(), args...).Result()
+	res, err := s.RunScript(ctx, fairDoneScript, k.list(), args...).Result()
 	if err != nil {
 		return 0, nil, fmt.Errorf("jobstore: fair done %s (%d jobs): %w", sh.Type, len(ids), err)
 	}

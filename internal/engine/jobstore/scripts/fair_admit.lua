@@ -26,22 +26,35 @@ local function fair_now()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- fair_vtime is the virtual time, read once a call: only fair_admit's end moves it, after every
+-- read of the call.
+local function fair_vtime(FK)
+  if FK.vt == nil then FK.vt = tonumber(redis.call('GET', FK.vtime) or '0') end
+  return FK.vt
+end
+
+-- fair_blocked is how many admitted jobs block their sequence, read once a call (SCARD answers 0
+-- for a set that does not exist: most types never have one); fair_done counts its removals off it.
+local function fair_blocked(FK)
+  if FK.nblocked == nil then FK.nblocked = redis.call('SCARD', FK.blocked) end
+  return FK.nblocked
+end
+
 -- fair_ready puts key in the ready set if it has waiting jobs and is under its limit (0: none).
--- vt is the virtual time and running key's admitted count when the caller holds them (nil: read
--- them); waiting says the caller knows key has waiting jobs.
-local function fair_ready(FK, key, vt, limit, running, waiting)
+-- running is key's admitted count when the caller holds it (nil: read it); waiting says the caller
+-- knows key has waiting jobs. A key that joins starts at the virtual time (fair_vtime).
+local function fair_ready(FK, key, limit, running, waiting)
   if redis.call('ZSCORE', FK.ready, key) then return end
   if FK.interval > 0 and redis.call('ZSCORE', FK.parked, key) then return end -- readied when due
   if not waiting and redis.call('LLEN', FK.wait .. key) == 0 then return end
   if limit > 0 and (running or tonumber(redis.call('ZSCORE', FK.running, key) or '0')) >= limit then return end
-  vt = vt or tonumber(redis.call('GET', FK.vtime) or '0')
   local pass = tonumber(redis.call('HGET', FK.pass, key) or '0')
-  redis.call('ZADD', FK.ready, math.max(pass, vt), key)
+  redis.call('ZADD', FK.ready, math.max(pass, fair_vtime(FK)), key)
 end
 
--- fair_has says whether FK's set or hash name (weight, once, blocked) exists, read once a call:
--- most types have no weights, no workflow nodes or replays waiting and no blocked sequence, and
--- a job's admission and end skip their writes to those then. Within a call only removals follow
+-- fair_has says whether FK's set or hash name (weight, once) exists, read once a call: most types
+-- have no weights and no workflow nodes or replays waiting, and a job's admission and end skip
+-- their writes to those then. Within a call only removals follow
 -- the read (a wait's weight and once are written before its admission reads them).
 local function fair_has(FK, name)
   local k = 'has_' .. name
@@ -61,7 +74,7 @@ end
 local function fair_unpark(FK, limit, now)
   for _, key in ipairs(redis.call('ZRANGEBYSCORE', FK.parked, '-inf', now, 'LIMIT', 0, 1024)) do
     redis.call('ZREM', FK.parked, key)
-    fair_ready(FK, key, nil, limit)
+    fair_ready(FK, key, limit)
   end
 end
 
@@ -87,7 +100,7 @@ end
 local function fair_admit(FK, capacity, limit, n, ttl)
   local out = {}
   -- A job that blocks its sequence keeps its key (its running count) but no place of the capacity.
-  local admitted = redis.call('HLEN', FK.admitted) - redis.call('SCARD', FK.blocked)
+  local admitted = redis.call('HLEN', FK.admitted) - fair_blocked(FK)
   local now = 0
   if FK.interval > 0 then
     now = fair_now()

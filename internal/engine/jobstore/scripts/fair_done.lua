@@ -11,17 +11,16 @@
 local FK = fair_keys(KEYS, ARGV)
 local limit = tonumber(ARGV[5])
 local freed = 0
-local vt = tonumber(redis.call('GET', FK.vtime) or '0') -- the frees admit nothing: it holds until fair_admit
 for i = 8, #ARGV do
   local held = redis.call('HGET', FK.admitted, ARGV[i])
   if held then
     local key = string.match(held, '^[^\31]*')
     redis.call('HDEL', FK.admitted, ARGV[i])
-    if fair_has(FK, 'blocked') then redis.call('SREM', FK.blocked, ARGV[i]) end
+    if fair_blocked(FK) > 0 then FK.nblocked = FK.nblocked - redis.call('SREM', FK.blocked, ARGV[i]) end
     local running = tonumber(redis.call('ZINCRBY', FK.running, -1, key))
     if running <= 0 then redis.call('ZREM', FK.running, key) end
     if redis.call('LLEN', FK.wait .. key) > 0 then
-      fair_ready(FK, key, vt, limit, math.max(running, 0), true)
+      fair_ready(FK, key, limit, math.max(running, 0), true)
     elseif running <= 0 then
       fair_forget(FK, key)
     end

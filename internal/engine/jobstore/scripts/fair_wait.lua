@@ -15,6 +15,6 @@ if not again then
   redis.call('RPUSH', FK.wait .. key, ARGV[5])
   redis.call('ZINCRBY', FK.backlog, 1, key)
   if tonumber(ARGV[6]) ~= 1 then redis.call('HSET', FK.weight, key, ARGV[6]) end
-  fair_ready(FK, key, nil, tonumber(ARGV[8]), nil, true)
+  fair_ready(FK, key, tonumber(ARGV[8]), nil, true)
 end
 return fair_admit(FK, tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10])
