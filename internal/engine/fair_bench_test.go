@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -212,6 +214,12 @@ func BenchmarkFairManyKeys(b *testing.B) {
 				admission += r.db.Client.MemoryUsage(bg, key, 0).Val()
 			}
 		}
+		scriptTimesOn := os.Getenv("JOBGUARD_FAIR_SCRIPT_TIMES") == "1"
+		if scriptTimesOn {
+			if _, err := startMeter(r.db.Client); err != nil { // SLOWLOG at 0 from here
+				b.Fatal(err)
+			}
+		}
 		calls0, usec0 := redisWork(b, r.db.Client)
 		mix0, usec0s, _ := commandStats(r.db.Client)
 		begin, drainCPU := time.Now(), processCPU()
@@ -222,6 +230,9 @@ func BenchmarkFairManyKeys(b *testing.B) {
 		took, drainCPU := time.Since(begin), processCPU()-drainCPU
 		calls1, usec1 := redisWork(b, r.db.Client)
 		logCommandMix(b, r.db.Client, mix0, usec0s, len(specs))
+		if scriptTimesOn {
+			logScriptTimes(b, r.db.Client, len(specs))
+		}
 		perJob := func(a, b int64) float64 { return float64(b-a) / float64(len(specs)) }
 		b.Logf("%s drain: %.1f Redis commands and %.0f µs of Redis CPU per job; the Go process's CPU per job %.0f µs in the enqueue, %.0f µs in the drain",
 			map[bool]string{false: "plain", true: "fair"}[fair], perJob(calls0, calls1), perJob(usec0, usec1),
@@ -293,6 +304,22 @@ func redisWork(b *testing.B, rdb *redis.Client) (calls, usec int64) {
 		calls, usec = calls+int64(c[name]), usec+int64(u[name])
 	}
 	return calls, usec
+}
+
+// logScriptTimes logs the µs of Redis time per job of each script run since startMeter (SLOWLOG at
+// threshold 0: JOBGUARD_FAIR_SCRIPT_TIMES=1, at most 200,000 commands, so a few thousand keys).
+func logScriptTimes(b *testing.B, rdb *redis.Client, jobs int) {
+	times, err := scriptTimes(rdb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := slices.Collect(maps.Keys(times))
+	sort.Slice(names, func(i, j int) bool { return times[names[i]] > times[names[j]] })
+	var sb strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&sb, "\n  %6.1f µs  %s", times[name]/float64(jobs), name)
+	}
+	b.Logf("Redis time per job by script (SLOWLOG):%s", sb.String())
 }
 
 // logCommandMix logs the commands Redis ran since before (commandStats' calls and µs), per job, most

@@ -131,10 +131,12 @@ func (s *Stack) deliverAdmittedAtOnce(ctx context.Context, tc TaskConfig, entrie
 		g := int(h.Sum32() % uint32(len(groups)))
 		groups[g] = append(groups[g], e)
 	}
+	// The first group goes on this goroutine, whose stack the done's round trip already grew; a
+	// goroutine of its own would grow one again through the client's calls.
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	delivered := 0
-	for _, g := range groups {
+	for _, g := range groups[1:] {
 		if len(g) == 0 {
 			continue
 		}
@@ -145,6 +147,10 @@ func (s *Stack) deliverAdmittedAtOnce(ctx context.Context, tc TaskConfig, entrie
 			mu.Unlock()
 		})
 	}
+	n := s.deliverAdmitted(ctx, s.bulkClient, tc, groups[0])
+	mu.Lock()
+	delivered += n
+	mu.Unlock()
 	wg.Wait()
 	return delivered
 }
