@@ -173,9 +173,14 @@ func (s *Stack) SkipBlocked(ctx context.Context, id string) error {
 	if !ok || tc.Fair == nil || jobstore.Status(v.Raw[jobstore.FieldStatus]) != jobstore.StatusFailed {
 		return fmt.Errorf("%w: %s", ErrNotBlocked, id)
 	}
-	// The record does not say which shard holds it: the others free nothing.
+	// The record does not say which shard holds it, nor which layout (the shard count may have
+	// changed since it blocked): the others free nothing.
+	shards, err := s.fairShardsEverywhere(ctx, tc)
+	if err != nil {
+		return err
+	}
 	skipped := false
-	for _, sh := range s.fairShardsOf(tc) {
+	for _, sh := range shards {
 		freed, entries, err := s.store.FairDone(ctx, sh, []string{id}, s.fairPolicy(tc, sh))
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)

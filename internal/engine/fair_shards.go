@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,7 +26,8 @@ import (
 // ends freed there, so for a while the type may run up to both layouts' capacities.
 
 // HeaderFairShard is the header of an admitted delivery of a type spread over several shards:
-// "<index>/<shards>" of the shard that admitted it.
+// "<index>/<shards>" of the shard that admitted it ("0/1" for a replay that runs in the place of
+// its blocked admission in a layout of one shard, while the type has several now).
 const HeaderFairShard = "jobguard-fair-shard"
 
 // maxFairShardsRead bounds the shard count a delivery's header may name.
@@ -44,13 +46,62 @@ func (s *Stack) fairShardsOf(tc TaskConfig) []jobstore.FairShard {
 
 // fairShardOf is the shard key's jobs wait in.
 func (s *Stack) fairShardOf(tc TaskConfig, key string) jobstore.FairShard {
-	n := s.fairShards(tc)
+	return fairShardIn(tc.Type, key, s.fairShards(tc))
+}
+
+// fairShardIn is the shard key's jobs of type typ wait in when the type has n shards.
+func fairShardIn(typ, key string, n int) jobstore.FairShard {
 	if n <= 1 {
-		return jobstore.FairShard{Type: tc.Type, Of: 1}
+		return jobstore.FairShard{Type: typ, Of: 1}
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
-	return jobstore.FairShard{Type: tc.Type, Index: int(h.Sum32() % uint32(n)), Of: n}
+	return jobstore.FairShard{Type: typ, Index: int(h.Sum32() % uint32(n)), Of: n}
+}
+
+// fairOldLayouts are the layouts (shard counts) recorded for tc other than its current one: a
+// shard count changed while jobs waited or blocked (useFairLayout).
+func (s *Stack) fairOldLayouts(ctx context.Context, tc TaskConfig) ([]int, error) {
+	layouts, err := s.store.FairLayouts(ctx, tc.Type)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	n := s.fairShards(tc)
+	return slices.DeleteFunc(layouts, func(m int) bool { return m == n }), nil
+}
+
+// fairShardsEverywhere are every shard of tc's current layout and of its old ones.
+func (s *Stack) fairShardsEverywhere(ctx context.Context, tc TaskConfig) ([]jobstore.FairShard, error) {
+	old, err := s.fairOldLayouts(ctx, tc)
+	if err != nil {
+		return nil, err
+	}
+	shards := s.fairShardsOf(tc)
+	for _, m := range old {
+		shards = append(shards, jobstore.FairShards(tc.Type, m)...)
+	}
+	return shards, nil
+}
+
+// fairShardHolding is the shard that holds job id's admission, id's key being key: its shard in
+// the current layout, else in an old one; false when none holds it.
+func (s *Stack) fairShardHolding(ctx context.Context, tc TaskConfig, key, id string) (jobstore.FairShard, bool, error) {
+	sh := s.fairShardOf(tc, key)
+	holds, err := s.store.FairHolds(ctx, sh, id)
+	if err != nil || holds {
+		return sh, holds, err
+	}
+	old, err := s.fairOldLayouts(ctx, tc)
+	if err != nil {
+		return sh, false, err
+	}
+	for _, m := range old {
+		o := fairShardIn(tc.Type, key, m)
+		if holds, err := s.store.FairHolds(ctx, o, id); err != nil || holds {
+			return o, holds, err
+		}
+	}
+	return sh, false, nil
 }
 
 // fairShardOfDelivery is the shard that admitted the delivery with headers h, and false when the
@@ -75,7 +126,7 @@ func parseFairShard(typ, v string) (jobstore.FairShard, bool) {
 	i, n, ok := strings.Cut(v, "/")
 	index, err1 := strconv.Atoi(i)
 	of, err2 := strconv.Atoi(n)
-	if !ok || err1 != nil || err2 != nil || of < 2 || of > maxFairShardsRead || index < 0 || index >= of {
+	if !ok || err1 != nil || err2 != nil || of < 1 || of > maxFairShardsRead || index < 0 || index >= of {
 		return jobstore.FairShard{}, false
 	}
 	return jobstore.FairShard{Type: typ, Index: index, Of: of}, true

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -275,4 +276,62 @@ func TestFairShardsSpreadOverTheMasters(t *testing.T) {
 		c, err := s.FairCounts(ctx, tc.Type, 10)
 		return err == nil && c.Admitted == 0 && c.WaitingKeys == 0 && c.RunningKeys == 0
 	})
+}
+
+// A job that blocks its sequence in the layout before a shard-count change is still the
+// operator's to skip or replay: both find it in the layout that holds it, and its key's next jobs
+// there run after it.
+func TestFairBlockedJobOfAnOldLayout(t *testing.T) {
+	t.Parallel()
+	for _, action := range []string{"skip", "replay"} {
+		t.Run(action, func(t *testing.T) {
+			t.Parallel()
+			db := redistest.NewDB(t)
+			var fail atomic.Bool
+			fail.Store(true)
+			handle := func(ctx context.Context, j *Job) error {
+				if string(j.Payload) == "bad" && fail.Load() {
+					return Permanent(errors.New("cannot"))
+				}
+				return nil
+			}
+			typ := "seq-block-relayout-" + action
+			old := newHarnessOn(t, db, db.Client, Config{}, func(s *Stack) {
+				s.Register(TaskConfig{Type: typ, MaxAttempts: 1, Fair: &Fair{Sequence: true, BlockOnFailure: true, Capacity: 4}}, handle)
+			})
+			bad := old.enqueue(Spec{Type: typ, Tenant: "k", Payload: []byte("bad")})
+			next := old.enqueue(Spec{Type: typ, Tenant: "k", Payload: []byte("next")})
+			old.waitStatus(bad, "failed", 5*time.Second)
+			old.stop()
+			h := newHarnessOn(t, db, db.Client, Config{}, func(s *Stack) {
+				s.Register(TaskConfig{Type: typ, MaxAttempts: 1, Fair: &Fair{Sequence: true, BlockOnFailure: true, Capacity: 4, Shards: 2}}, handle)
+			})
+			if _, err := h.stack.SweepFair(bg); err != nil { // the sweep leaves it blocked
+				t.Fatal(err)
+			}
+			if v, _ := h.stack.Get(bg, next); v.Raw["status"] != "waiting" {
+				t.Fatalf("the blocked key's next job is %s, want waiting", v.Raw["status"])
+			}
+			fail.Store(false)
+			switch action {
+			case "skip":
+				if err := h.stack.SkipBlocked(bg, bad); err != nil {
+					t.Fatal(err)
+				}
+			case "replay":
+				if err := h.stack.Replay(bg, h.client, bad); err != nil {
+					t.Fatal(err)
+				}
+				h.waitStatus(bad, "done", 10*time.Second)
+			}
+			h.waitStatus(next, "done", 10*time.Second)
+			eventually(t, 10*time.Second, "the old layout forgotten", func() bool {
+				if _, err := h.stack.SweepFair(bg); err != nil {
+					t.Fatal(err)
+				}
+				layouts, err := h.stack.store.FairUseLayout(bg, typ, 2)
+				return err == nil && slices.Equal(layouts, []int{2})
+			})
+		})
+	}
 }

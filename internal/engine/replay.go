@@ -59,8 +59,7 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 	if tc.Fair != nil {
 		// A job that still holds its admission (it blocks its sequence) runs in its place, below;
 		// any other waits for its key's turn.
-		sh := s.fairShardOf(tc, tc.Fair.keyOf(spec))
-		holds, err := s.store.FairHolds(ctx, sh, id)
+		sh, holds, err := s.fairShardHolding(ctx, tc, tc.Fair.keyOf(spec), id)
 		if err != nil {
 			return fmt.Errorf("engine: replay %s: %w", id, err)
 		}
@@ -71,6 +70,10 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 		// another key took it meanwhile, the type runs one over its capacity until either ends.
 		if err := s.store.FairUnblock(ctx, sh, id); err != nil {
 			return fmt.Errorf("engine: replay %s: %w", id, err)
+		}
+		if sh.Of > 1 || s.fairShards(tc) > 1 {
+			// Its end frees the admission where it is held, maybe in a layout before the current.
+			headers = withHeader(headers, HeaderFairShard, fairShardHeader(sh))
 		}
 	}
 	for try := 0; try < 3; try++ {

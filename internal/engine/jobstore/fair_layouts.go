@@ -27,13 +27,27 @@ func (s *Store) FairUseLayout(ctx context.Context, typ string, n int) ([]int, er
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("jobstore: fair layouts %s: %w", typ, err)
 	}
-	out := make([]int, 0, len(members.Val()))
-	for _, m := range members.Val() {
+	return layoutCounts(members.Val()), nil
+}
+
+// FairLayouts are the layouts recorded for type typ (shard counts), read without recording one.
+func (s *Store) FairLayouts(ctx context.Context, typ string) ([]int, error) {
+	members, err := s.rdb.SMembers(ctx, s.layoutsKey(typ)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("jobstore: fair layouts %s: %w", typ, err)
+	}
+	return layoutCounts(members), nil
+}
+
+// layoutCounts reads the layouts set's members (a member that is not a count is skipped).
+func layoutCounts(members []string) []int {
+	out := make([]int, 0, len(members))
+	for _, m := range members {
 		if v, err := strconv.Atoi(m); err == nil && v >= 1 {
 			out = append(out, v)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // FairRetireLayout forgets layout n of type typ (the sweep found its shards empty).
