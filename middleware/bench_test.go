@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,9 +19,17 @@ import (
 	"github.com/jobguard/jobguard/middleware"
 )
 
-// drainCost is one side's drain of n pre-enqueued tasks: tasks per second and CPU µs per task of
-// this process and of redis-server.
-type drainCost struct{ perSecond, goCPU, redisCPU float64 }
+// drainCost is one side's drain of n pre-enqueued tasks: tasks per second, CPU µs per task of
+// this process and of redis-server, and this process's heap objects per task.
+type drainCost struct{ perSecond, goCPU, redisCPU, allocs float64 }
+
+// mallocs is how many heap objects this process has allocated (a count: the same on a loaded
+// machine, where the CPU figures are not).
+func mallocs() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
+}
 
 func cpuSeconds() float64 {
 	var ru syscall.Rusage
@@ -67,7 +76,7 @@ func drain(b *testing.B, guarded bool, n, c int, work time.Duration) drainCost {
 		return nil
 	})
 	srv := asynq.NewServerFromRedisClient(db.Client, cfg)
-	goCPU, rCPU, start := cpuSeconds(), redisCPUSeconds(db.Client), time.Now()
+	goCPU, rCPU, objects, start := cpuSeconds(), redisCPUSeconds(db.Client), mallocs(), time.Now()
 	if err := srv.Start(mux); err != nil {
 		b.Fatal(err)
 	}
@@ -76,7 +85,7 @@ func drain(b *testing.B, guarded bool, n, c int, work time.Duration) drainCost {
 	}
 	elapsed := time.Since(start)
 	res := drainCost{perSecond: float64(n) / elapsed.Seconds(), goCPU: (cpuSeconds() - goCPU) * 1e6 / float64(n),
-		redisCPU: (redisCPUSeconds(db.Client) - rCPU) * 1e6 / float64(n)}
+		redisCPU: (redisCPUSeconds(db.Client) - rCPU) * 1e6 / float64(n), allocs: float64(mallocs()-objects) / float64(n)}
 	srv.Shutdown()
 	return res
 }
@@ -91,7 +100,7 @@ func BenchmarkLeaseVsBareAsynq(b *testing.B) {
 		c    int
 		work time.Duration
 	}{{"no-op c=50", 50, 0}, {"5ms c=10", 10, 5 * time.Millisecond}} {
-		var bare, lease [3][]float64
+		var bare, lease [4][]float64
 		for round := range benchfig.Rounds() {
 			for i := range 2 {
 				guarded := (round+i)%2 == 1
@@ -103,9 +112,10 @@ func BenchmarkLeaseVsBareAsynq(b *testing.B) {
 				side[0] = append(side[0], d.perSecond)
 				side[1] = append(side[1], d.goCPU)
 				side[2] = append(side[2], d.redisCPU)
+				side[3] = append(side[3], d.allocs)
 			}
 		}
-		for i, m := range []string{"tasks/s", "worker CPU µs/task", "redis CPU µs/task"} {
+		for i, m := range []string{"tasks/s", "worker CPU µs/task", "redis CPU µs/task", "heap objects/task"} {
 			fmt.Printf("lease level vs bare asynq, %s, %d tasks: %s: bare %s, lease %s, lease/bare %s\n", w.name, n, m,
 				benchfig.Summary(bare[i]), benchfig.Summary(lease[i]), benchfig.Ratio(bare[i], lease[i]))
 			benchfig.AddRow(benchfig.Row{Benchmark: "lease level (" + w.name + ")", Measure: m,
