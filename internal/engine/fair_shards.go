@@ -1,10 +1,7 @@
 package engine
 
 import (
-	"context"
-	"fmt"
 	"hash/fnv"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -59,51 +56,6 @@ func fairShardIn(typ, key string, n int) jobstore.FairShard {
 	return jobstore.FairShard{Type: typ, Index: int(h.Sum32() % uint32(n)), Of: n}
 }
 
-// fairOldLayouts are the layouts (shard counts) recorded for tc other than its current one: a
-// shard count changed while jobs waited or blocked (useFairLayout).
-func (s *Stack) fairOldLayouts(ctx context.Context, tc TaskConfig) ([]int, error) {
-	layouts, err := s.store.FairLayouts(ctx, tc.Type)
-	if err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
-	}
-	n := s.fairShards(tc)
-	return slices.DeleteFunc(layouts, func(m int) bool { return m == n }), nil
-}
-
-// fairShardsEverywhere are every shard of tc's current layout and of its old ones.
-func (s *Stack) fairShardsEverywhere(ctx context.Context, tc TaskConfig) ([]jobstore.FairShard, error) {
-	old, err := s.fairOldLayouts(ctx, tc)
-	if err != nil {
-		return nil, err
-	}
-	shards := s.fairShardsOf(tc)
-	for _, m := range old {
-		shards = append(shards, jobstore.FairShards(tc.Type, m)...)
-	}
-	return shards, nil
-}
-
-// fairShardHolding is the shard that holds job id's admission, id's key being key: its shard in
-// the current layout, else in an old one; false when none holds it.
-func (s *Stack) fairShardHolding(ctx context.Context, tc TaskConfig, key, id string) (jobstore.FairShard, bool, error) {
-	sh := s.fairShardOf(tc, key)
-	holds, err := s.store.FairHolds(ctx, sh, id)
-	if err != nil || holds {
-		return sh, holds, err
-	}
-	old, err := s.fairOldLayouts(ctx, tc)
-	if err != nil {
-		return sh, false, err
-	}
-	for _, m := range old {
-		o := fairShardIn(tc.Type, key, m)
-		if holds, err := s.store.FairHolds(ctx, o, id); err != nil || holds {
-			return o, holds, err
-		}
-	}
-	return sh, false, nil
-}
-
 // fairShardOfDelivery is the shard that admitted the delivery with headers h, and false when the
 // delivery does not say (then any shard may hold its admission).
 func (s *Stack) fairShardOfDelivery(tc TaskConfig, h map[string]string) (jobstore.FairShard, bool) {
@@ -153,17 +105,4 @@ func withHeader(h map[string]string, k, v string) map[string]string {
 	}
 	out[k] = v
 	return out
-}
-
-// useFairLayout records, at a process's first wait of tc, the layout its jobs wait in, so that the
-// sweeps of processes configured later with another shard count still visit it.
-func (s *Stack) useFairLayout(ctx context.Context, tc TaskConfig) error {
-	if _, done := s.fairLayouts.Load(tc.Type); done {
-		return nil
-	}
-	if _, err := s.store.FairUseLayout(ctx, tc.Type, s.fairShards(tc)); err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	s.fairLayouts.Store(tc.Type, struct{}{})
-	return nil
 }
