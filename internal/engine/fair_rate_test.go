@@ -13,7 +13,7 @@ import (
 // A fairly dispatched type with a rate limit keeps a key over its rate in the admission layer: 8
 // jobs of key "slow" at 5 starts a second (burst 1), with room for all of them in the capacity,
 // start spread over 7 intervals (Redis's and this process's clocks differ by little),
-// in enqueue order, and with 0 bounces (before, the jobs past SlotWait's worth of tokens were
+// and with 0 bounces (before, the jobs past SlotWait's worth of tokens were
 // admitted at once and bounced through asynq to wait); key "other", enqueued after them, is not
 // held up behind them. Its admission keys leave nothing behind.
 func TestFairRateLimitParksTheKeyWithoutBounces(t *testing.T) {
@@ -45,8 +45,12 @@ func TestFairRateLimitParksTheKeyWithoutBounces(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []string{"0", "1", "2", "3", "4", "5", "6", "7"}; !slices.Equal(order, want) {
-		t.Fatalf("key slow's jobs started in order %v, want %v", order, want)
+	// Each job ran once. Their start order is not asserted: the key has no sequence, so two of its
+	// jobs admitted 200 ms apart may start in either order when asynq's pickup of the first stalls
+	// that long (a fresh-clone CI run under -race saw 6 start before 5); order across admissions
+	// is a sequence's guarantee (TestFairSequenceRunsInOrderAcrossRetries).
+	if got := slices.Sorted(slices.Values(order)); !slices.Equal(got, []string{"0", "1", "2", "3", "4", "5", "6", "7"}) {
+		t.Fatalf("key slow's jobs ran %v, want each of 0-7 once", order)
 	}
 	// The admissions are spaced on Redis's clock; a start follows its admission after asynq's
 	// pickup, whose delay varies by tens of ms (one pair of starts was 131 ms apart on a loaded
