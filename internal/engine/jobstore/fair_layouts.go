@@ -39,11 +39,15 @@ func (s *Store) FairLayouts(ctx context.Context, typ string) ([]int, error) {
 	return layoutCounts(members), nil
 }
 
-// layoutCounts reads the layouts set's members (a member that is not a count is skipped).
+// maxLayoutShards bounds a recorded layout's shard count (a process records at most 64): a set
+// written by something else costs the sweep and a skip at most this many shards' scripts.
+const maxLayoutShards = 1024
+
+// layoutCounts reads the layouts set's members (a member that is not a count in bounds is skipped).
 func layoutCounts(members []string) []int {
 	out := make([]int, 0, len(members))
 	for _, m := range members {
-		if v, err := strconv.Atoi(m); err == nil && v >= 1 {
+		if v, err := strconv.Atoi(m); err == nil && v >= 1 && v <= maxLayoutShards {
 			out = append(out, v)
 		}
 	}

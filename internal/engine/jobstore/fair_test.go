@@ -269,3 +269,22 @@ func TestFairCountsAddTheShardsUp(t *testing.T) {
 		t.Fatalf("top keys %+v, want %+v", c.TopKeys, want)
 	}
 }
+
+// A layouts set holding what no process records (a count out of bounds, not a number) costs
+// the readers nothing: they skip it.
+func TestFairLayoutsSkipsWhatNoProcessRecords(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	key := s.FairKeys(FairShard{Type: "odd"}).Layouts
+	if err := s.rdb.SAdd(bg, key, "3", "0", "-2", "1000000", "x", "1024").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.FairLayouts(bg, "odd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []int{3, 1024}) {
+		t.Fatalf("layouts %v, want [3 1024]", got)
+	}
+}
