@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -222,7 +221,7 @@ func (s *Stack) sweepFairType(ctx context.Context, tc TaskConfig) (int, error) {
 		return 0, fmt.Errorf("engine: %w", err)
 	}
 	repaired := 0
-	for _, m := range append([]int{n}, slices.DeleteFunc(layouts, func(m int) bool { return m == n })...) {
+	for _, m := range append([]int{n}, withoutLayout(layouts, n)...) {
 		for _, sh := range jobstore.FairShards(tc.Type, m) {
 			r, err := s.sweepFairShard(ctx, tc, sh)
 			repaired += r

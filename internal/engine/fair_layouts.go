@@ -33,8 +33,12 @@ func (s *Stack) fairOldLayouts(ctx context.Context, tc TaskConfig) ([]int, error
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	n := s.fairShards(tc)
-	return slices.DeleteFunc(layouts, func(m int) bool { return m == n }), nil
+	return withoutLayout(layouts, s.fairShards(tc)), nil
+}
+
+// withoutLayout is layouts without n (the current one).
+func withoutLayout(layouts []int, n int) []int {
+	return slices.DeleteFunc(layouts, func(m int) bool { return m == n })
 }
 
 // fairShardsEverywhere are every shard of tc's current layout and of its old ones.
