@@ -167,13 +167,14 @@ func BenchmarkFairWeights(b *testing.B) {
 		lonePeak, window, h, l, float64(h)/float64(max(l, 1)))
 }
 
-// fairManyKeysRuns counts BenchmarkFairManyKeys' runs in this process.
-var fairManyKeysRuns atomic.Int64
-
 // BenchmarkFairManyKeys: JOBGUARD_FAIR_KEYS keys (default 5000) with 2 jobs each are enqueued
 // before the servers start, then drained by 8 no-op handlers, with and without fair dispatch:
 // the drain's throughput, and the Redis bytes per waiting job (used_memory growth over the
-// enqueue; with fair dispatch also the admission keys' own MEMORY USAGE).
+// enqueue; with fair dispatch also the admission keys' own MEMORY USAGE). JOBGUARD_FAIR_ROUNDS
+// rounds (default 1) each run both sides, the order alternating from round to round (this
+// machine's speed drifts by more than the difference measured: a side's ratio is taken against the
+// other side of its own round); the reported ratios are the rounds' medians, the log gives their
+// spread.
 func BenchmarkFairManyKeys(b *testing.B) {
 	keys := envInt("JOBGUARD_FAIR_KEYS", 5000)
 	var specs []Spec
@@ -182,81 +183,117 @@ func BenchmarkFairManyKeys(b *testing.B) {
 			specs = append(specs, Spec{Type: "many", Tenant: "k" + strconv.Itoa(i)})
 		}
 	}
-	rate, whole := map[bool]float64{}, map[bool]float64{}
-	// The sides take turns going first (-count n), each on a server of its own (below).
-	order := []bool{false, true}
-	if fairManyKeysRuns.Add(1)%2 == 0 {
-		order = []bool{true, false}
+	rounds := envInt("JOBGUARD_FAIR_ROUNDS", 1)
+	var drainRatios, wholeRatios []float64
+	for round := range rounds {
+		rate, whole := map[bool]float64{}, map[bool]float64{}
+		order := []bool{false, true}
+		if round%2 == 1 {
+			order = []bool{true, false}
+		}
+		for _, fair := range order {
+			rate[fair], whole[fair] = fairManyKeysSide(b, specs, fair, round == 0)
+		}
+		drainRatios = append(drainRatios, rate[true]/rate[false])
+		wholeRatios = append(wholeRatios, whole[true]/whole[false])
+		// Printed, not logged: a benchmark's log keeps its first ten lines (round 1's details).
+		fmt.Printf("FairManyKeys round %d (%s first): throughput fair/plain %.2f (drain), %.2f (enqueue plus drain: %.0f and %.0f jobs/s)\n",
+			round+1, map[bool]string{false: "plain", true: "fair"}[order[0]], rate[true]/rate[false],
+			whole[true]/whole[false], whole[true], whole[false])
 	}
-	for _, fair := range order {
-		tc := TaskConfig{Type: "many"}
-		if fair {
-			tc.Fair = &Fair{Capacity: envInt("JOBGUARD_FAIR_CAPACITY", 16)}
-		}
-		// Each side on a redis-server of its own, and the Go heap collected between them: the
-		// side that ran second on a shared server (flushed between the sides) measured 0.13-0.16
-		// lower in the fair/plain ratio than when it ran first.
-		runtime.GC()
-		srv := redistest.Start(b)
-		r := newFairRigOn(b, redistest.DB{Server: srv, Client: srv.Client(b, 0)}, 2, tc, func(ctx context.Context, j *Job) error { return nil })
-		before := usedMemory(b, r.db.Client)
-		enqueueBegin, enqueueCPU := time.Now(), processCPU()
-		r.enqueueAll(specs)
-		enqueueTook, enqueueCPU := time.Since(enqueueBegin), processCPU()-enqueueCPU
-		grown := usedMemory(b, r.db.Client) - before
-		admission := int64(0)
-		if fair {
-			k := r.stacks[0].store.FairKeys(jobstore.FairShard{Type: "many"})
-			for _, key := range r.db.Client.Keys(bg, k.WaitPrefix+"*").Val() {
-				admission += r.db.Client.MemoryUsage(bg, key, 0).Val()
-			}
-			for _, key := range []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime} {
-				admission += r.db.Client.MemoryUsage(bg, key, 0).Val()
-			}
-		}
-		scriptTimesOn := os.Getenv("JOBGUARD_FAIR_SCRIPT_TIMES") == "1"
-		if scriptTimesOn {
-			if _, err := startMeter(r.db.Client); err != nil { // SLOWLOG at 0 from here
-				b.Fatal(err)
-			}
-		}
-		calls0, usec0 := redisWork(b, r.db.Client)
-		mix0, usec0s, _ := commandStats(r.db.Client)
-		begin, drainCPU := time.Now(), processCPU()
-		r.start()
-		for r.succeeded() < int64(len(specs)) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		took, drainCPU := time.Since(begin), processCPU()-drainCPU
-		calls1, usec1 := redisWork(b, r.db.Client)
-		logCommandMix(b, r.db.Client, mix0, usec0s, len(specs))
-		if scriptTimesOn {
-			logScriptTimes(b, r.db.Client, len(specs))
-		}
-		perJob := func(a, b int64) float64 { return float64(b-a) / float64(len(specs)) }
-		b.Logf("%s drain: %.1f Redis commands and %.0f µs of Redis CPU per job; the Go process's CPU per job %.0f µs in the enqueue, %.0f µs in the drain",
-			map[bool]string{false: "plain", true: "fair"}[fair], perJob(calls0, calls1), perJob(usec0, usec1),
-			enqueueCPU*1e6/float64(len(specs)), drainCPU*1e6/float64(len(specs)))
-		r.stop()
-		srv.Stop()
-		rate[fair] = float64(len(specs)) / took.Seconds()
-		// The drain alone flatters the plain side: its asynq enqueues ran before it, a fair job's
-		// at its admission, inside the drain. Enqueue plus drain counts both sides' whole work.
-		whole[fair] = float64(len(specs)) / (took + enqueueTook).Seconds()
-		name := map[bool]string{false: "plain", true: "fair"}[fair]
-		b.ReportMetric(rate[fair], name+"-jobs/s")
-		b.ReportMetric(float64(grown)/float64(len(specs)), name+"-B/waiting-job")
-		if fair {
-			b.ReportMetric(float64(admission)/float64(len(specs)), "admission-B/waiting-job")
-		}
-		b.Logf("%s: %d keys x 2 jobs drained in %s (%.0f jobs/s); used_memory grew %d B per waiting job%s", name, keys,
-			took.Round(time.Millisecond), rate[fair], grown/int64(len(specs)),
-			map[bool]string{false: "", true: fmt.Sprintf(", of which the admission keys %d B", admission/int64(len(specs)))}[fair])
+	b.ReportMetric(medianOf(drainRatios), "fair/plain-throughput")
+	b.ReportMetric(medianOf(wholeRatios), "fair/plain-enqueue+drain")
+	b.Logf("over %d rounds: fair/plain enqueue plus drain median %.2f (%.2f-%.2f), drain median %.2f (%.2f-%.2f)", rounds,
+		medianOf(wholeRatios), slices.Min(wholeRatios), slices.Max(wholeRatios),
+		medianOf(drainRatios), slices.Min(drainRatios), slices.Max(drainRatios))
+}
+
+// medianOf is the median of xs (not empty).
+func medianOf(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
 	}
-	b.ReportMetric(rate[true]/rate[false], "fair/plain-throughput")
-	b.ReportMetric(whole[true]/whole[false], "fair/plain-enqueue+drain")
-	b.Logf("throughput fair/plain %.2f (drain), %.2f (enqueue plus drain: %.0f and %.0f jobs/s)", rate[true]/rate[false],
-		whole[true]/whole[false], whole[true], whole[false])
+	return s[len(s)/2]
+}
+
+// fairManyKeysSide enqueues specs and drains them, with fair dispatch or without, on a
+// redis-server of its own; it returns the drain's jobs/s and the enqueue plus drain's.
+// Its details are logged when detail is set.
+func fairManyKeysSide(b *testing.B, specs []Spec, fair, detail bool) (drainRate, wholeRate float64) {
+	tc := TaskConfig{Type: "many"}
+	if fair {
+		tc.Fair = &Fair{Capacity: envInt("JOBGUARD_FAIR_CAPACITY", 16)}
+	}
+	// A redis-server of its own, and the Go heap collected before: the side that ran second on a
+	// shared server (flushed between the sides) measured 0.13-0.16 lower in the fair/plain ratio
+	// than when it ran first.
+	runtime.GC()
+	srv := redistest.Start(b)
+	defer srv.Stop()
+	r := newFairRigOn(b, redistest.DB{Server: srv, Client: srv.Client(b, 0)}, 2, tc, func(ctx context.Context, j *Job) error { return nil })
+	defer r.stop()
+	before := usedMemory(b, r.db.Client)
+	enqueueBegin, enqueueCPU := time.Now(), processCPU()
+	r.enqueueAll(specs)
+	enqueueTook, enqueueCPU := time.Since(enqueueBegin), processCPU()-enqueueCPU
+	grown := usedMemory(b, r.db.Client) - before
+	admission := int64(0)
+	if fair {
+		admission = fairAdmissionBytes(r)
+	}
+	scriptTimesOn := os.Getenv("JOBGUARD_FAIR_SCRIPT_TIMES") == "1"
+	if scriptTimesOn {
+		if _, err := startMeter(r.db.Client); err != nil { // SLOWLOG at 0 from here
+			b.Fatal(err)
+		}
+	}
+	calls0, usec0 := redisWork(b, r.db.Client)
+	mix0, usec0s, _ := commandStats(r.db.Client)
+	begin, drainCPU := time.Now(), processCPU()
+	r.start()
+	for r.succeeded() < int64(len(specs)) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	took, drainCPU := time.Since(begin), processCPU()-drainCPU
+	calls1, usec1 := redisWork(b, r.db.Client)
+	if scriptTimesOn {
+		logScriptTimes(b, r.db.Client, len(specs))
+	}
+	name := map[bool]string{false: "plain", true: "fair"}[fair]
+	drainRate = float64(len(specs)) / took.Seconds()
+	// The drain alone flatters the plain side: its asynq enqueues ran before it, a fair job's
+	// at its admission, inside the drain. Enqueue plus drain counts both sides' whole work.
+	wholeRate = float64(len(specs)) / (took + enqueueTook).Seconds()
+	if !detail {
+		return drainRate, wholeRate
+	}
+	logCommandMix(b, r.db.Client, mix0, usec0s, len(specs))
+	perJob := func(a, b int64) float64 { return float64(b-a) / float64(len(specs)) }
+	b.Logf("%s drain: %.1f Redis commands and %.0f µs of Redis CPU per job; the Go process's CPU per job %.0f µs in the enqueue, %.0f µs in the drain",
+		name, perJob(calls0, calls1), perJob(usec0, usec1),
+		enqueueCPU*1e6/float64(len(specs)), drainCPU*1e6/float64(len(specs)))
+	b.ReportMetric(float64(grown)/float64(len(specs)), name+"-B/waiting-job")
+	if fair {
+		b.ReportMetric(float64(admission)/float64(len(specs)), "admission-B/waiting-job")
+	}
+	b.Logf("%s: %d jobs drained in %s (%.0f jobs/s); used_memory grew %d B per waiting job%s", name, len(specs),
+		took.Round(time.Millisecond), drainRate, grown/int64(len(specs)),
+		map[bool]string{false: "", true: fmt.Sprintf(", of which the admission keys %d B", admission/int64(len(specs)))}[fair])
+	return drainRate, wholeRate
+}
+
+// fairAdmissionBytes is the MEMORY USAGE of r's fair admission keys (type "many", one shard).
+func fairAdmissionBytes(r *fairRig) int64 {
+	var n int64
+	k := r.stacks[0].store.FairKeys(jobstore.FairShard{Type: "many"})
+	for _, key := range r.db.Client.Keys(bg, k.WaitPrefix+"*").Val() {
+		n += r.db.Client.MemoryUsage(bg, key, 0).Val()
+	}
+	for _, key := range []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime} {
+		n += r.db.Client.MemoryUsage(bg, key, 0).Val()
+	}
+	return n
 }
 
 // BenchmarkFairRateFlood: a fairly dispatched type whose Limit has a rate per key (the tenant;
