@@ -22,7 +22,8 @@ type Fair struct {
 	// admitted five times as often as a key of weight 1. A key alone gets the whole capacity.
 	Weights map[string]int
 	// Capacity is the most jobs of the type admitted into asynq and not ended, across every
-	// process (default: Config.Concurrency). Set it to the handlers serving the type.
+	// process (default: Config.Concurrency). Set it to at least the handlers serving the type; a
+	// margin above them (up to twice) keeps asynq's queue from running dry under load.
 	Capacity int
 	// Sequence runs a key's jobs one at a time in enqueue order, across retries, rescues and
 	// worker deaths.

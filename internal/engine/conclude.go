@@ -151,7 +151,7 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 	case jobstore.Finished:
 		if o.Status.Terminal() {
 			s.endedIn(job.ID, job.Headers[HeaderWorkflow])
-			s.fairEnded(ctx, job.tc, job.ID, o.Status, job.Headers)
+			awaitFairFlush(s.fairEnded(ctx, job.tc, job.ID, o.Status, job.Headers))
 		}
 		if o.Status == jobstore.StatusDone || o.Status == jobstore.StatusRevoked {
 			s.unindex.add(job.ID)

@@ -21,9 +21,9 @@ type Fair struct {
 	// as often as the capacity allows whatever its weight.
 	Weights map[string]int
 	// Capacity is the most jobs of the type admitted and not ended at once, across every process
-	// (default: the stack's Concurrency). Set it to the handlers that serve the type across the
-	// workers: less leaves handlers idle; more lets asynq's FIFO queue hold the excess, where a
-	// newly admitted key waits behind it.
+	// (default: the stack's Concurrency). Set it to at least the handlers that serve the type across
+	// the workers: less leaves handlers idle; more lets asynq's FIFO queue hold the excess, where a
+	// newly admitted key waits behind it (a margin keeps the queue from running dry under load).
 	Capacity int
 	// Sequence runs the jobs of one key one at a time, in enqueue order: the next is admitted when
 	// the previous has ended (retries, rescues and worker deaths keep its turn).

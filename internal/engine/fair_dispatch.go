@@ -120,20 +120,22 @@ func (s *Stack) deliverAdmitted(ctx context.Context, client *asynq.Client, tc Ta
 // fairEnded is told that job id of tc ended with status (or will never run: its record is gone):
 // its admission is freed and the next jobs admitted and delivered (in the process's next batch of
 // ends, fair_ends.go), unless a sequence that blocks on failure keeps its key for an operator.
-// headers are its delivery's (nil: not known), which name the shard that admitted it.
-func (s *Stack) fairEnded(ctx context.Context, tc TaskConfig, id string, status jobstore.Status, headers map[string]string) {
+// headers are its delivery's (nil: not known), which name the shard that admitted it. What it
+// returns (nil: nothing to wait for) is closed once the batch has delivered what it admitted.
+func (s *Stack) fairEnded(ctx context.Context, tc TaskConfig, id string, status jobstore.Status, headers map[string]string) <-chan struct{} {
 	if tc.Fair == nil {
-		return
+		return nil
 	}
 	shards := s.fairShardsOf(tc)
 	if sh, ok := s.fairShardOfDelivery(tc, headers); ok {
 		shards = []jobstore.FairShard{sh}
 	}
 	if !s.blocksSequence(tc, status) {
+		var flushed <-chan struct{}
 		for _, sh := range shards {
-			s.fairEndLater(sh, id)
+			flushed = s.fairEndLater(sh, id) // flushes run in turn: the last one's closes last
 		}
-		return
+		return flushed
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fairWaitTimeout)
 	defer cancel()
@@ -150,6 +152,7 @@ func (s *Stack) fairEnded(ctx context.Context, tc TaskConfig, id string, status 
 		}
 		s.deliverAdmitted(ctx, s.wfClient, tc, entries)
 	}
+	return nil
 }
 
 func (s *Stack) blocksSequence(tc TaskConfig, status jobstore.Status) bool {
