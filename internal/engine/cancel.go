@@ -172,7 +172,7 @@ func (s *Stack) cancelledRun(ctx context.Context, job *Job, herr error, log zero
 	}
 	_ = s.finish(ctx, job, o, log)
 	// The handler has returned: a sequence's next job may start now, never beside it.
-	s.fairEnded(ctx, job.tc, job.ID, jobstore.StatusCancelled, job.Headers)
+	awaitFairFlush(s.fairEnded(ctx, job.tc, job.ID, jobstore.StatusCancelled, job.Headers))
 	log.Info().Str("event", "cancel_observed").Msg("job cancelled while running; handler stopped")
 	return nil
 }

@@ -113,7 +113,8 @@ func (s *Stack) serve(ctx context.Context, t *asynq.Task, tc TaskConfig, h Handl
 			defer s.endedIn(jobID, t.Headers()[HeaderWorkflow]) // the start script ended it
 		}
 		if status, ended := endedBeforeRun(st); ended {
-			defer s.fairEnded(ctx, tc, jobID, status, t.Headers()) // its admission, if it holds one, is freed
+			// Its admission, if it holds one, is freed, and the next delivered before the slot is free.
+			defer func() { awaitFairFlush(s.fairEnded(ctx, tc, jobID, status, t.Headers())) }()
 		}
 		return s.notRun(st, tc, log)
 	}
