@@ -156,3 +156,61 @@ func TestRescueOfAnUnstartedDeliveryWhoseEnqueueFailsChangesNothing(t *testing.T
 		t.Fatalf("new delivery in asynq: %+v %v", info, err)
 	}
 }
+
+// A fairly dispatched job's record stays waiting until its start, admitted or not: a worker
+// killed between asynq's dequeue of its admitted delivery and the start script left it to asynq's
+// recoverer, its key's next jobs held behind it (a sequence's whole key): a Redis stalled for 5 s
+// under the template's drain (its dequeue's answer lost) held one key 116 s. The rescuer gives it a
+// new delivery like a queued job's, which keeps the shard header its admission is freed by.
+func TestRescueRedeliversAnAdmittedFairDeliveryTakenByAWorkerThatDied(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	clock := newFakeClock()
+	s := New(db.Client, Config{LeaseTTL: 2 * time.Second, Clock: clock, WorkerID: "rescuer"})
+	s.Register(TaskConfig{Type: "seq", MaxAttempts: 3, Fair: &Fair{Sequence: true, Capacity: 4}}, func(context.Context, *Job) error { return nil })
+	defer s.Close()
+	client, insp := asynq.NewClientFromRedisClient(db.Client), asynq.NewInspectorFromRedisClient(db.Client)
+	created, err := s.Enqueue(bg, client, Spec{Type: "seq", Tenant: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.JobID
+	testsupport.Eventually(t, 5*time.Second, "the admitted job delivered", func() bool {
+		info, err := insp.GetTaskInfo("default", DeliveryID(id, 1))
+		return err == nil && info.State == asynq.TaskStatePending
+	})
+	takenByADeadWorker(t, db.Client, "default", DeliveryID(id, 1))
+
+	r := s.NewRescuer(insp, client, 0)
+	if n, err := r.Pass(bg); err != nil || n != 0 {
+		t.Fatalf("first pass: %d rescued, %v; want 0 (just seen)", n, err)
+	}
+	clock.Advance(UnstartedGrace + time.Second)
+	if n, err := r.Pass(bg); err != nil || n != 1 {
+		t.Fatalf("pass after the grace: %d rescued, %v; want 1", n, err)
+	}
+	v, _ := s.Get(bg, id)
+	if v.Raw["status"] != "waiting" || v.Raw["delivery"] != DeliveryID(id, 2) || !has(v, "rescued") {
+		t.Fatalf("after the rescue: %v %v", v.Record, events(v))
+	}
+	if info, err := insp.GetTaskInfo("default", DeliveryID(id, 2)); err != nil || info.State != asynq.TaskStatePending {
+		t.Fatalf("new delivery in asynq: %+v %v", info, err)
+	}
+	// The new delivery runs the job, whose end admits its key's next.
+	next, err := s.Enqueue(bg, client, Spec{Type: "seq", Tenant: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := asynq.NewServerFromRedisClient(db.Client, s.ServerConfig(asynq.Config{Concurrency: 2, Queues: map[string]int{"default": 1},
+		Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel, TaskCheckInterval: 50 * time.Millisecond, ShutdownTimeout: time.Second}))
+	if err := srv.Start(s.Mux()); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	for _, j := range []string{id, next.JobID} {
+		testsupport.Eventually(t, 10*time.Second, "job "+j+" done", func() bool {
+			v, _ := s.Get(bg, j)
+			return v.Raw["status"] == "done"
+		})
+	}
+}

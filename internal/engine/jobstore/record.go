@@ -89,8 +89,8 @@ const (
 	// done (scripts/wf_skip.lua); last_error says which.
 	StatusSkipped Status = "skipped"
 	// StatusWaiting: a job of a fairly dispatched type waiting for its key's turn in the
-	// admission layer (engine/fair.go); it has no delivery until its admission
-	// (scripts/fair_release.lua) makes it queued.
+	// admission layer (engine/fair.go), or admitted and delivered into asynq but not started:
+	// the record stays waiting until its start (one script fewer per job).
 	StatusWaiting Status = "waiting"
 )
 

@@ -1,5 +1,6 @@
 -- rescue_unstarted: a job whose delivery a worker took from asynq and never started (the worker
--- died between asynq's dequeue and the start script: the job is still queued or retrying, its
+-- died between asynq's dequeue and the start script: the job is still queued or retrying (or
+-- waiting: a fairly dispatched job's record stays so once admitted, until its start), its
 -- delivery active in asynq and listed by no live server) adopts its next delivery, which the
 -- caller has already enqueued (so that a rescuer dying in between leaves nothing to repair). No
 -- run was lost: status and attempt stay. Several rescuers may race: only the one that still finds
@@ -10,7 +11,8 @@
 -- ARGV[4] retention ms, ARGV[5] timeline cap, ARGV[6] rescuer's worker id
 -- returns "rescued"; "skip" (started, ended, unconfirmed, another delivery, or numbered since)
 local rec = record_get(KEYS[1], {'status', 'delivery', 'deliveries', 'confirmed', 'attempt', 'job_id'})
-if (rec.status ~= 'queued' and rec.status ~= 'retrying') or rec.confirmed == '0' or rec.delivery ~= ARGV[1]
+if (rec.status ~= 'queued' and rec.status ~= 'retrying' and rec.status ~= 'waiting') or rec.confirmed == '0'
+  or rec.delivery ~= ARGV[1]
   or rec.job_id .. '.d' .. ((tonumber(rec.deliveries) or 0) + 1) ~= ARGV[2] then
   return 'skip'
 end
