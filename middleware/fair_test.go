@@ -58,3 +58,26 @@ func TestFairSequenceThroughTheGuard(t *testing.T) {
 		t.Fatalf("ran %v, want acme-0, acme-1, acme-2", order)
 	}
 }
+
+// A server whose guard dispatches a type fairly polls asynq's queues every 50 ms when it sets no
+// TaskCheckInterval: a sequence's next job is delivered only at its predecessor's end, and with
+// asynq's 1 s an idle processor left it waiting up to 1.5 s (a lone key of 20 jobs took 18 s in
+// the template, 1.9 s after). A server that sets its own, or has no fair type, keeps its own.
+func TestServerConfigPollsOftenForFairTypes(t *testing.T) {
+	t.Parallel()
+	plain := middleware.New(nil, middleware.Config{})
+	defer plain.Close()
+	plain.ProtectJob("report", middleware.Job{})
+	if got := plain.ServerConfig(asynq.Config{}).TaskCheckInterval; got != 0 {
+		t.Fatalf("no fair type: TaskCheckInterval %s, want asynq's default (0)", got)
+	}
+	fair := middleware.New(nil, middleware.Config{})
+	defer fair.Close()
+	fair.ProtectJob("ledger", middleware.Job{Fair: &middleware.Fair{Sequence: true}})
+	if got := fair.ServerConfig(asynq.Config{}).TaskCheckInterval; got != 50*time.Millisecond {
+		t.Fatalf("a fair type: TaskCheckInterval %s, want 50ms", got)
+	}
+	if got := fair.ServerConfig(asynq.Config{TaskCheckInterval: 300 * time.Millisecond}).TaskCheckInterval; got != 300*time.Millisecond {
+		t.Fatalf("the server's own TaskCheckInterval became %s", got)
+	}
+}

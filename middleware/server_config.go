@@ -19,6 +19,8 @@ import (
 //   - IsFailure: a bounce is not a failure; the application's function decides the rest;
 //   - ErrorHandler: the application's handler sees every error but bounces;
 //   - DelayedTaskCheckInterval, when unset: 1 s (the floor of bounce delays; asynq's default is 5 s);
+//   - TaskCheckInterval, when unset and a type protected before the call is dispatched fairly:
+//     50 ms (asynq's 1 s made a sequence's next job wait up to 1.5 s for an idle processor);
 //   - Concurrency, when unset: the guard's Concurrency; when the guard's is unset, the guard
 //     bounds its job-level handlers by the server's (call ServerConfig before the server starts).
 //
@@ -58,6 +60,9 @@ func (g *Guard) ServerConfig(c asynq.Config) asynq.Config {
 	}
 	if c.DelayedTaskCheckInterval == 0 {
 		c.DelayedTaskCheckInterval = time.Second
+	}
+	if c.TaskCheckInterval == 0 && g.stack.HasFairTypes() {
+		c.TaskCheckInterval = engine.FairTaskCheckInterval
 	}
 	if c.Concurrency == 0 && g.cfg.Concurrency > 0 {
 		c.Concurrency = g.cfg.Concurrency

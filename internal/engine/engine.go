@@ -163,13 +163,17 @@ func (s *Stack) Mux() *asynq.ServeMux {
 }
 
 // ServerConfig completes an asynq server configuration for the stack: its retry delays and
-// failure test, and the 1 s scheduling tick that is the floor of bounce and retry delays.
+// failure test, the 1 s scheduling tick that is the floor of bounce and retry delays, and, when
+// unset, FairTaskCheckInterval if a registered type is dispatched fairly (register first).
 func (s *Stack) ServerConfig(c asynq.Config) asynq.Config {
 	c.RetryDelayFunc = RetryDelay
 	c.IsFailure = IsFailure
 	c.DelayedTaskCheckInterval = minDelay
 	if c.Concurrency == 0 {
 		c.Concurrency = s.cfg.Concurrency
+	}
+	if c.TaskCheckInterval == 0 && s.HasFairTypes() {
+		c.TaskCheckInterval = FairTaskCheckInterval
 	}
 	return c
 }
