@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +24,17 @@ import (
 )
 
 // leaseApp is one process of examples/asynqapp.
-type leaseApp struct{ cmd *exec.Cmd }
+type leaseApp struct {
+	cmd       *exec.Cmd
+	lastStart atomic.Int64 // when it last logged a reservation's start (unix ns)
+}
+
+// reservationWork is how long a reservation works (WORK_TIME): a worker that started one less
+// than busyWithin ago is still in it, so a fault on it lands mid-run.
+const (
+	reservationWork = 400 * time.Millisecond
+	busyWithin      = 250 * time.Millisecond
+)
 
 // leaseRun is a chaos run of the example application at lease level.
 type leaseRun struct {
@@ -44,12 +55,13 @@ func (r *leaseRun) startWorker() {
 	r.t.Helper()
 	cmd := exec.Command(r.bin)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"REDIS_URL=redis://" + r.redis.Addr + "/0", "LEASE_TTL=" + leaseTTL.String(), "WORK_TIME=400ms", "CONCURRENCY=4"}
+		"REDIS_URL=redis://" + r.redis.Addr + "/0", "LEASE_TTL=" + leaseTTL.String(), "WORK_TIME=" + reservationWork.String(), "CONCURRENCY=4"}
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		r.t.Fatal(err)
 	}
 	started := make(chan struct{}, 1)
+	w := &leaseApp{cmd: cmd}
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -60,6 +72,8 @@ func (r *leaseRun) startWorker() {
 			switch {
 			case ev.Message == "asynqapp started":
 				started <- struct{}{}
+			case ev.Message == "reservation started":
+				w.lastStart.Store(time.Now().UnixNano())
 			case ev.Event == "rescued":
 				r.rescues.Add(1)
 			}
@@ -73,14 +87,28 @@ func (r *leaseRun) startWorker() {
 	}
 	r.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	r.mu.Lock()
-	r.workers = append(r.workers, &leaseApp{cmd: cmd})
+	r.workers = append(r.workers, w)
 	r.mu.Unlock()
 }
 
-// victim takes a worker out of the pool (the oldest), for a fault.
+// victim takes a worker out of the pool for a fault: one in the middle of a reservation, so the
+// fault leaves a run to rescue (a worker chosen blindly is idle often enough that a whole run's
+// faults can miss every reservation), or the oldest if none is found within a few seconds.
 func (r *leaseRun) victim() *leaseApp {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for give := time.Now().Add(5 * time.Second); time.Now().Before(give); {
+		for i, w := range r.workers {
+			if time.Since(time.Unix(0, w.lastStart.Load())) < busyWithin {
+				r.workers = slices.Delete(r.workers, i, i+1)
+				return w
+			}
+		}
+		r.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+		r.mu.Lock()
+	}
+	r.t.Logf("no worker was mid-reservation: the fault takes the oldest")
 	w := r.workers[0]
 	r.workers = r.workers[1:]
 	return w

@@ -55,6 +55,7 @@ func (a *app) reserve(ctx context.Context, t *asynq.Task) error {
 		a.observe(r.SKU, true)
 		defer a.observe(r.SKU, false)
 	}
+	a.log.Debug().Str("sku", r.SKU).Msg("reservation started")
 	// The work, busy in calls that do not watch ctx (as many do): only the fence stops a run that
 	// lost its lease meanwhile from writing.
 	work := a.work
