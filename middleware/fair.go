@@ -22,8 +22,10 @@ type Fair struct {
 	// admitted five times as often as a key of weight 1. A key alone gets the whole capacity.
 	Weights map[string]int
 	// Capacity is the most jobs of the type admitted into asynq and not ended, across every
-	// process (default: Config.Concurrency). Set it to at least the handlers serving the type; a
-	// margin above them (up to twice) keeps asynq's queue from running dry under load.
+	// process. Default: the handlers of the live asynq servers that serve the type's queue, summed
+	// over the workers and counted by every Guard.Run every few seconds (Config.Concurrency until a
+	// first count). A margin above the handlers (up to twice) keeps asynq's queue from running dry
+	// between an end and the next admission under load.
 	Capacity int
 	// Sequence runs a key's jobs one at a time in enqueue order, across retries, rescues and
 	// worker deaths.

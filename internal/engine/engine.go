@@ -51,6 +51,8 @@ type Stack struct {
 	fairEnds fairEnds
 	// parked pumps the rate-limited fair types' parked keys (fair_parked.go).
 	parked parkedPumps
+	// fairHandlers spaces the counts of the live handlers (fair_capacity.go).
+	fairHandlers fairHandlersClock
 	// fairLayouts are the fair types whose layout this process recorded (fair_shards.go).
 	fairLayouts sync.Map
 	// shards spreads the deliveries of sharded queues (shards.go).

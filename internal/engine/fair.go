@@ -20,10 +20,12 @@ type Fair struct {
 	// key of weight 5 is admitted five times as often as one of weight 1; a key alone is admitted
 	// as often as the capacity allows whatever its weight.
 	Weights map[string]int
-	// Capacity is the most jobs of the type admitted and not ended at once, across every process
-	// (default: the stack's Concurrency). Set it to at least the handlers that serve the type across
-	// the workers: less leaves handlers idle; more lets asynq's FIFO queue hold the excess, where a
-	// newly admitted key waits behind it (a margin keeps the queue from running dry under load).
+	// Capacity is the most jobs of the type admitted and not ended at once, across every process.
+	// Default: the handlers of the live asynq servers that serve the type's queue, summed over the
+	// workers and counted by their Run every few seconds (the enqueuing process's Concurrency until
+	// a first count). Less than the handlers leaves handlers idle; more lets asynq's FIFO queue
+	// hold the excess, where a newly admitted key waits behind it, but keeps the queue from running
+	// dry between an end and the next admission (short jobs drain faster with a margin).
 	Capacity int
 	// Sequence runs the jobs of one key one at a time, in enqueue order: the next is admitted when
 	// the previous has ended (retries, rescues and worker deaths keep its turn).
@@ -73,8 +75,8 @@ func (f *Fair) weightOf(key string) int {
 // (the start's take still checks them, by the limit key, which is the fair key in the examples).
 func (s *Stack) fairPolicy(tc TaskConfig, sh jobstore.FairShard) jobstore.FairPolicy {
 	f, lim := tc.Fair, tc.Limit.withDefaults()
-	p := jobstore.FairPolicy{Capacity: shardCapacity(s.fairCapacity(tc), sh), PerKey: lim.Concurrency, Batch: f.Batch,
-		Interval: lim.interval(), Tolerance: lim.tolerance()}
+	p := jobstore.FairPolicy{Capacity: shardCapacity(s.fairCapacity(tc), sh), LiveCapacity: f.Capacity <= 0,
+		PerKey: lim.Concurrency, Batch: f.Batch, Interval: lim.interval(), Tolerance: lim.tolerance()}
 	if f.Sequence {
 		p.PerKey = 1
 	}
@@ -84,7 +86,8 @@ func (s *Stack) fairPolicy(tc TaskConfig, sh jobstore.FairShard) jobstore.FairPo
 	return p
 }
 
-// fairCapacity is tc's capacity over every shard (default: the stack's Concurrency).
+// fairCapacity is tc's capacity over every shard: its own, or the stack's Concurrency, which
+// stands in for the live handlers' count until a sweep has written one (fair_capacity.go).
 func (s *Stack) fairCapacity(tc TaskConfig) int {
 	if tc.Fair.Capacity > 0 {
 		return tc.Fair.Capacity

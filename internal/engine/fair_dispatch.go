@@ -201,11 +201,16 @@ func (s *Stack) SkipBlocked(ctx context.Context, id string) error {
 // not started is delivered again (asynq refuses a delivery it holds: only one that a dispatcher
 // that died did not send goes in), an admitted job that ended or is gone without freeing its
 // admission (its process died, it was cancelled or expired) is freed, and what the capacity allows
-// is admitted. It returns how many admissions it repaired (freed, or delivered again).
+// is admitted. A type without a Capacity of its own gets the count of the live handlers that serve
+// it (fair_capacity.go). It returns how many admissions it repaired (freed, or delivered again).
 // Run calls it in every worker process, every RescueInterval.
 func (s *Stack) SweepFair(ctx context.Context) (int, error) {
+	types := s.fairTypes()
+	if err := s.refreshFairHandlers(ctx, types); err != nil && ctx.Err() == nil {
+		s.log.Warn().Err(err).Msg("live handlers not counted; the fair types admit by their last count")
+	}
 	repaired := 0
-	for _, tc := range s.fairTypes() {
+	for _, tc := range types {
 		n, err := s.sweepFairType(ctx, tc)
 		repaired += n
 		if err != nil {

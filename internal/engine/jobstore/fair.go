@@ -56,6 +56,9 @@ type FairKeys struct {
 	// arrival, unix ms in Redis's clock); Parked: sorted set of the keys held back until their
 	// next token is due (key -> due, unix ms). Used by a type with a rate limit only.
 	Rate, Parked string
+	// Handlers: the handlers of the live asynq servers that serve the type, this shard's share, as
+	// a sweep last counted them (FairSetHandlers); it expires when no sweep runs.
+	Handlers string
 	// WaitPrefix names each key's list of waiting entries: WaitPrefix + key.
 	WaitPrefix string
 	// Layouts: set of the shard counts the type was used with (fair_layouts.go); kept in the
@@ -96,11 +99,11 @@ func (s *Store) FairKeys(sh FairShard) FairKeys {
 	k := func(name string) string { return s.locks.Key(tag, "fair:"+name) }
 	return FairKeys{Ready: k("ready"), Backlog: k("backlog"), Running: k("running"), Admitted: k("admitted"),
 		Weight: k("weight"), Pass: k("pass"), VTime: k("vtime"), Once: k("once"), Blocked: k("blocked"),
-		Rate: k("rate"), Parked: k("parked"), WaitPrefix: k("wait:"), Layouts: k("layouts")}
+		Rate: k("rate"), Parked: k("parked"), Handlers: k("handlers"), WaitPrefix: k("wait:"), Layouts: k("layouts")}
 }
 
 func (k FairKeys) list() []string {
-	return []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime, k.Once, k.Blocked, k.Rate, k.Parked}
+	return []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime, k.Once, k.Blocked, k.Rate, k.Parked, k.Handlers}
 }
 
 // args are the first arguments of every admission script: the key lists' prefix and the rate.
@@ -111,13 +114,33 @@ func (k FairKeys) args(p FairPolicy, more ...any) []any {
 // FairPolicy is how one type admits: at most Capacity jobs admitted and not ended (0: no bound),
 // at most PerKey of one key (0: no bound), at most Batch admitted by one call; with a rate
 // (Interval > 0), each key's admissions spaced by Interval, Tolerance ((burst - 1) x Interval)
-// allowing a burst.
+// allowing a burst. LiveCapacity makes the capacity the shard's count of live handlers
+// (FairSetHandlers) while one is fresh, Capacity otherwise.
 type FairPolicy struct {
 	Capacity, PerKey, Batch int
+	LiveCapacity            bool
 	Interval, Tolerance     time.Duration
 }
 
 func (p FairPolicy) batch() int { return max(p.Batch, 1) }
+
+// capacity is the scripts' capacity argument: a live one is sent negated (fair_capacity in
+// fair_admit.lua).
+func (p FairPolicy) capacity() int {
+	if p.LiveCapacity && p.Capacity > 0 {
+		return -p.Capacity
+	}
+	return p.Capacity
+}
+
+// FairSetHandlers records n, shard sh's share of the handlers that serve its type, for ttl: the
+// admissions of a policy with LiveCapacity use it until it expires.
+func (s *Store) FairSetHandlers(ctx context.Context, sh FairShard, n int, ttl time.Duration) error {
+	if err := s.rdb.Set(ctx, s.FairKeys(sh).Handlers, n, ttl).Err(); err != nil {
+		return fmt.Errorf("jobstore: fair handlers %s: %w", sh.Type, err)
+	}
+	return nil
+}
 
 // FairEntry is one admitted job: its id, the key it waited for, and the delivery data the wait
 // stored with it (opaque to the store).
@@ -140,7 +163,7 @@ func (s *Store) FairWait(ctx context.Context, sh FairShard, key, id, data string
 	if data != "" {
 		entry += entrySep + data
 	}
-	res, err := s.RunScript(ctx, fairWaitScript, k.list(), k.args(p, key, entry, max(weight, 1), p.Capacity, p.PerKey,
+	res, err := s.RunScript(ctx, fairWaitScript, k.list(), k.args(p, key, entry, max(weight, 1), p.capacity(), p.PerKey,
 		p.batch(), ms(s.cfg.Retention), boolArg(once))...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: fair wait %s: %w", id, err)
@@ -156,7 +179,7 @@ func (s *Store) FairDone(ctx context.Context, sh FairShard, ids []string, p Fair
 	}
 	k := s.FairKeys(sh)
 	args := make([]any, 0, 7+len(ids))
-	args = append(args, k.args(p, p.Capacity, p.PerKey, p.batch(), ms(s.cfg.Retention))...)
+	args = append(args, k.args(p, p.capacity(), p.PerKey, p.batch(), ms(s.cfg.Retention))...)
 	for _, id := range ids {
 		args = append(args, id)
 	}
@@ -180,7 +203,7 @@ func (s *Store) FairDone(ctx context.Context, sh FairShard, ids []string, p Fair
 // the capacity back, and what that place allows is admitted.
 func (s *Store) FairBlock(ctx context.Context, sh FairShard, id string, p FairPolicy) ([]FairEntry, error) {
 	k := s.FairKeys(sh)
-	res, err := fairBlockScript.Run(ctx, s.rdb, k.list(), k.args(p, p.Capacity, p.PerKey, p.batch(),
+	res, err := fairBlockScript.Run(ctx, s.rdb, k.list(), k.args(p, p.capacity(), p.PerKey, p.batch(),
 		ms(s.cfg.Retention), id)...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: fair block %s: %w", id, err)
@@ -200,7 +223,7 @@ func (s *Store) FairUnblock(ctx context.Context, sh FairShard, id string) error 
 // FairPump admits what the type's capacity allows.
 func (s *Store) FairPump(ctx context.Context, sh FairShard, p FairPolicy) ([]FairEntry, error) {
 	k := s.FairKeys(sh)
-	res, err := fairPumpScript.Run(ctx, s.rdb, k.list(), k.args(p, p.Capacity, p.PerKey, p.batch(),
+	res, err := fairPumpScript.Run(ctx, s.rdb, k.list(), k.args(p, p.capacity(), p.PerKey, p.batch(),
 		ms(s.cfg.Retention))...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: fair pump %s: %w", sh.Type, err)
