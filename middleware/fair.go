@@ -77,6 +77,9 @@ type FairCounts struct {
 	// Admitted: jobs admitted into asynq and not ended (what Capacity bounds); WaitingKeys: keys
 	// with jobs waiting.
 	Admitted, WaitingKeys int64
+	// Capacity is what bounds Admitted now: Fair.Capacity, or the live handlers that serve the
+	// type as last counted (Config.Concurrency before a first count).
+	Capacity int64
 	// Top are the keys with the most waiting jobs and those with the most running, at most top of
 	// each (bounded whatever the number of keys).
 	Top []FairKey
@@ -88,7 +91,7 @@ func (g *Guard) FairCounts(ctx context.Context, typ string, top int) (FairCounts
 	if err != nil {
 		return FairCounts{}, fmt.Errorf("middleware: %w", err)
 	}
-	out := FairCounts{Admitted: c.Admitted, WaitingKeys: c.WaitingKeys}
+	out := FairCounts{Admitted: c.Admitted, WaitingKeys: c.WaitingKeys, Capacity: c.Capacity}
 	for _, k := range c.TopKeys {
 		out.Top = append(out.Top, FairKey{Key: k.Key, Waiting: k.Backlog, Running: k.Running})
 	}

@@ -27,10 +27,12 @@ type fairKeyAnswer struct {
 
 // fairnessAnswer is the body of GET /fairness/{type}.
 type fairnessAnswer struct {
-	Type        string          `json:"type"`
-	Admitted    int64           `json:"admitted" openapi:"min=0"`
-	WaitingKeys int64           `json:"waiting_keys" openapi:"min=0"`
-	Keys        []fairKeyAnswer `json:"keys"`
+	Type        string `json:"type"`
+	Admitted    int64  `json:"admitted" openapi:"min=0"`
+	WaitingKeys int64  `json:"waiting_keys" openapi:"min=0"`
+	// Capacity is the type's capacity now (its own, or the live handlers'), for an operator only.
+	Capacity int64           `json:"capacity,omitempty" openapi:"min=0"`
+	Keys     []fairKeyAnswer `json:"keys"`
 }
 
 // fairness serves GET /fairness/{type}: the jobs admitted and not ended, the keys with waiting jobs,
@@ -47,7 +49,8 @@ func (a *api) fairness(c *fiber.Ctx) error {
 	if err != nil {
 		return fairnessError(typ, err)
 	}
-	out := fairnessAnswer{Type: typ, Admitted: counts.Admitted, WaitingKeys: counts.WaitingKeys, Keys: []fairKeyAnswer{}}
+	out := fairnessAnswer{Type: typ, Admitted: counts.Admitted, WaitingKeys: counts.WaitingKeys, Capacity: counts.Capacity,
+		Keys: []fairKeyAnswer{}}
 	for _, k := range counts.TopKeys {
 		out.Keys = append(out.Keys, fairKeyAnswer{Key: k.Key, Waiting: k.Backlog, Running: k.Running})
 	}

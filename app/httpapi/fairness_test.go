@@ -42,8 +42,8 @@ func TestFairnessRoutes(t *testing.T) {
 	resp, body = get(t, r.base+"/fairness/rebuild-cache", bearer(tokenA)...)
 	var f fairnessAnswer
 	if err := json.Unmarshal([]byte(body), &f); err != nil || resp.StatusCode != 200 || f.Admitted != 1 || f.WaitingKeys != 1 ||
-		len(f.Keys) != 1 || f.Keys[0] != (fairKeyAnswer{Key: "t1", Waiting: 1, Running: 1}) {
-		t.Fatalf("fairness for t1 (its key's counts): %d %s", resp.StatusCode, body)
+		len(f.Keys) != 1 || f.Keys[0] != (fairKeyAnswer{Key: "t1", Waiting: 1, Running: 1}) || f.Capacity != 0 {
+		t.Fatalf("fairness for t1 (its key's counts, not the type's capacity): %d %s", resp.StatusCode, body)
 	}
 	resp, body = get(t, r.base+"/fairness/rebuild-cache", bearer(tokenB)...)
 	f = fairnessAnswer{}
@@ -54,8 +54,9 @@ func TestFairnessRoutes(t *testing.T) {
 	// The operator sees the type's totals and both tenants' keys; an unknown token is still 401.
 	resp, body = get(t, r.base+"/fairness/rebuild-cache", bearer(operator)...)
 	f = fairnessAnswer{}
-	if err := json.Unmarshal([]byte(body), &f); err != nil || resp.StatusCode != 200 || f.Admitted != 1 || f.WaitingKeys != 2 || len(f.Keys) != 2 {
-		t.Fatalf("fairness for an operator token (admitted 1, t1 and t2 waiting): %d %s", resp.StatusCode, body)
+	if err := json.Unmarshal([]byte(body), &f); err != nil || resp.StatusCode != 200 || f.Admitted != 1 || f.WaitingKeys != 2 || len(f.Keys) != 2 ||
+		f.Capacity != 1 {
+		t.Fatalf("fairness for an operator token (admitted 1 of capacity 1, t1 and t2 waiting): %d %s", resp.StatusCode, body)
 	}
 	if resp, body := get(t, r.base+"/fairness/rebuild-cache", bearer("not-a-token-of-anyone")...); resp.StatusCode != 401 {
 		t.Fatalf("fairness for an unknown token: %d %s, want 401", resp.StatusCode, body)

@@ -3,9 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/redistest"
@@ -34,6 +37,17 @@ func TestFairDefaultCapacityIsTheLiveHandlers(t *testing.T) {
 			func(s *Stack) { s.Register(tc, handle) }))
 	}
 	awaitLiveHandlers(t, hs[0], "fair-live", 6)
+	if c, err := hs[0].stack.FairCounts(bg, "fair-live", 0); err != nil || c.Capacity != 6 {
+		t.Errorf("FairCounts' capacity: %d (%v); want the 6 live handlers", c.Capacity, err)
+	}
+	want := `
+# HELP jobguard_fair_capacity The most jobs of a fairly dispatched type admitted at once now: its Capacity, or the live handlers that serve it.
+# TYPE jobguard_fair_capacity gauge
+jobguard_fair_capacity{type="fair-live"} 6
+`
+	if err := testutil.CollectAndCompare(hs[0].stack.m.fair, strings.NewReader(want), "jobguard_fair_capacity"); err != nil {
+		t.Errorf("the capacity gauge: %v", err)
+	}
 	var ids []string
 	for range 12 {
 		ids = append(ids, hs[0].enqueue(Spec{Type: "fair-live", Tenant: "lone"}))
@@ -52,6 +66,9 @@ func TestFairDefaultCapacityIsTheLiveHandlers(t *testing.T) {
 
 	hs[1].stop()
 	awaitLiveHandlers(t, hs[0], "fair-live", 3)
+	if c, err := hs[0].stack.FairCounts(bg, "fair-live", 0); err != nil || c.Capacity != 3 {
+		t.Errorf("FairCounts' capacity after a worker stopped: %d (%v); want 3", c.Capacity, err)
+	}
 }
 
 // awaitLiveHandlers sweeps until h's count of typ's live handlers is want (a server's first

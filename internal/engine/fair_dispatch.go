@@ -314,16 +314,30 @@ func (s *Stack) fairTypes() []TaskConfig {
 	return out
 }
 
-// FairCounts is a fairly dispatched type's admission counts and its top keys (at most top by
-// backlog and top by running jobs), for the API and metrics.
+// FairCounts is a fairly dispatched type's admission counts, its capacity now and its top keys (at
+// most top by backlog and top by running jobs), for the API and metrics.
 func (s *Stack) FairCounts(ctx context.Context, typ string, top int) (jobstore.FairTop, error) {
 	tc, ok := s.TaskConfig(typ)
 	if !ok || tc.Fair == nil {
 		return jobstore.FairTop{}, fmt.Errorf("%w: %q is not dispatched fairly", ErrUnknownType, typ)
 	}
-	c, err := s.store.FairCounts(ctx, typ, s.fairShards(tc), top)
+	return s.fairCountsOf(ctx, tc, top)
+}
+
+// fairCountsOf is FairCounts of tc, with the capacity that bounds its admissions now: its own, the
+// live handlers' count, or this process's Concurrency (fair_capacity.go).
+func (s *Stack) fairCountsOf(ctx context.Context, tc TaskConfig, top int) (jobstore.FairTop, error) {
+	c, err := s.store.FairCounts(ctx, tc.Type, s.fairShards(tc), top)
 	if err != nil {
 		return c, fmt.Errorf("engine: %w", err)
+	}
+	switch {
+	case tc.Fair.Capacity > 0:
+		c.Capacity = int64(tc.Fair.Capacity)
+	case c.LiveHandlers > 0:
+		c.Capacity = c.LiveHandlers
+	default:
+		c.Capacity = int64(s.fairCapacity(tc))
 	}
 	return c, nil
 }

@@ -15,6 +15,7 @@ const fairScrapeTimeout = 2 * time.Second
 type fairCollector struct {
 	s                                       *Stack
 	backlog, running, admitted, keysWaiting *prometheus.Desc
+	capacity                                *prometheus.Desc
 }
 
 func newFairCollector(s *Stack) *fairCollector {
@@ -26,6 +27,8 @@ func newFairCollector(s *Stack) *fairCollector {
 		running:     desc("key_admitted", "Jobs of a key admitted into asynq and not ended, top keys by backlog or running jobs only.", "type", "key"),
 		admitted:    desc("admitted", "Jobs of a fairly dispatched type admitted into asynq and not ended (what its capacity bounds).", "type"),
 		keysWaiting: desc("waiting_keys", "Keys with jobs waiting in the admission layer.", "type"),
+		capacity: desc("capacity", "The most jobs of a fairly dispatched type admitted at once now: its Capacity, or the live "+
+			"handlers that serve it.", "type"),
 	}
 }
 
@@ -34,6 +37,7 @@ func (c *fairCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.running
 	ch <- c.admitted
 	ch <- c.keysWaiting
+	ch <- c.capacity
 }
 
 func (c *fairCollector) Collect(ch chan<- prometheus.Metric) {
@@ -42,12 +46,13 @@ func (c *fairCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, tc := range c.s.fairTypes() {
 		// Key labels are the one exception to "no tenant id in a label": opt-in
 		// (Config.FairMetricKeys), bounded whatever the number of keys.
-		counts, err := c.s.store.FairCounts(ctx, tc.Type, c.s.fairShards(tc), c.s.cfg.FairMetricKeys)
+		counts, err := c.s.fairCountsOf(ctx, tc, c.s.cfg.FairMetricKeys)
 		if err != nil {
 			continue // a scrape shows what it could read
 		}
 		ch <- prometheus.MustNewConstMetric(c.admitted, prometheus.GaugeValue, float64(counts.Admitted), tc.Type)
 		ch <- prometheus.MustNewConstMetric(c.keysWaiting, prometheus.GaugeValue, float64(counts.WaitingKeys), tc.Type)
+		ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(counts.Capacity), tc.Type)
 		for _, k := range counts.TopKeys {
 			ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(k.Backlog), tc.Type, k.Key)
 			ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(k.Running), tc.Type, k.Key)

@@ -24,7 +24,10 @@ type FairTop struct {
 	WaitingKeys, RunningKeys, ReadyKeys int64
 	// Admitted is how many jobs are admitted and not ended (what the capacity bounds).
 	Admitted int64
-	TopKeys  []FairKeyCount
+	// LiveHandlers is the live handlers' count the shards hold (FairSetHandlers; 0: none fresh);
+	// Capacity, filled in by the engine, is what bounds Admitted now.
+	LiveHandlers, Capacity int64
+	TopKeys                []FairKeyCount
 }
 
 // FairCounts reads the totals of type typ's n shards and its top keys (at most top by backlog and
@@ -41,6 +44,7 @@ func (s *Store) FairCounts(ctx context.Context, typ string, n, top int) (FairTop
 		out.RunningKeys += c.RunningKeys
 		out.ReadyKeys += c.ReadyKeys
 		out.Admitted += c.Admitted
+		out.LiveHandlers += c.LiveHandlers
 		keys = append(keys, c.TopKeys...)
 	}
 	if n <= 1 {
@@ -82,19 +86,25 @@ func (s *Store) fairShardCounts(ctx context.Context, sh FairShard, top int) (Fai
 	admitted := pipe.HLen(ctx, k.Admitted)
 	ready := pipe.ZCard(ctx, k.Ready)
 	running := pipe.ZCard(ctx, k.Running)
+	handlers := pipe.Get(ctx, k.Handlers)
+	totals := func() FairTop {
+		live, _ := handlers.Int64() // redis.Nil: no count
+		return FairTop{WaitingKeys: keys.Val(), Admitted: admitted.Val(), ReadyKeys: ready.Val(), RunningKeys: running.Val(),
+			LiveHandlers: live}
+	}
 	if top <= 0 {
 		// No key named: ZREVRANGE 0 -1 would name them all.
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return FairTop{}, fmt.Errorf("jobstore: fair counts %s: %w", typ, err)
 		}
-		return FairTop{WaitingKeys: keys.Val(), Admitted: admitted.Val(), ReadyKeys: ready.Val(), RunningKeys: running.Val()}, nil
+		return totals(), nil
 	}
 	byBacklog := pipe.ZRevRangeWithScores(ctx, k.Backlog, 0, int64(top-1))
 	byRunning := pipe.ZRevRangeWithScores(ctx, k.Running, 0, int64(top-1))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return FairTop{}, fmt.Errorf("jobstore: fair counts %s: %w", typ, err)
 	}
-	out := FairTop{WaitingKeys: keys.Val(), Admitted: admitted.Val(), ReadyKeys: ready.Val(), RunningKeys: running.Val()}
+	out := totals()
 	seen := map[string]int{}
 	add := func(key string) int {
 		if i, ok := seen[key]; ok {
