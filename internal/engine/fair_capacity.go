@@ -14,13 +14,15 @@ import (
 // handlers to run them: the concurrency of the live asynq servers that serve its queue, summed
 // over every process. One process's Concurrency, the default before, left the other workers'
 // handlers idle: on three workers of 4 handlers, a lone key ran 4 jobs at once, not 12. Every
-// worker's sweep counts the handlers from asynq's list of live servers (their heartbeats come every
-// 5 s) and writes each shard's share into the shard's slot, where the admission scripts read it
-// (so a process that only enqueues admits by the same count). The count expires when no sweep
-// runs, and the enqueuing process's Concurrency stands in for it until one does.
+// worker's sweep may count the handlers from asynq's list of live servers (their heartbeats come
+// every 5 s); one claims each period's count for the fleet, since the list carries every active
+// task's payload. It writes each shard's share into the shard's slot, where the admission scripts
+// read it (so a process that only enqueues admits by the same count). The count expires when no
+// sweep runs, and the enqueuing process's Concurrency stands in for it until one does. A server
+// counts if it serves the type's queue, whether or not its mux handles the type.
 
 const (
-	// fairHandlersEvery is how often a process counts the live handlers (asynq's heartbeat).
+	// fairHandlersEvery is how often the live handlers are counted (asynq's heartbeat).
 	fairHandlersEvery = 5 * time.Second
 	// fairHandlersTTL is how long a count stands without a sweep to renew it.
 	fairHandlersTTL = 30 * time.Second
@@ -44,12 +46,15 @@ func (c *fairHandlersClock) due(now time.Time) bool {
 }
 
 // refreshFairHandlers writes, for each of types that has no Capacity of its own, its shards' shares
-// of the live handlers that serve it, at most every fairHandlersEvery. A type no live server
-// serves keeps its last count until it expires.
+// of the live handlers that serve it, when this process's claim of the period's count wins. A type
+// no live server serves keeps its last count until it expires.
 func (s *Stack) refreshFairHandlers(ctx context.Context, types []TaskConfig) error {
 	auto := slices.DeleteFunc(slices.Clone(types), func(tc TaskConfig) bool { return tc.Fair.Capacity > 0 })
-	if len(auto) == 0 || !s.fairHandlers.due(s.now()) {
+	if len(auto) == 0 || !s.fairHandlers.due(time.Now()) {
 		return nil
+	}
+	if won, err := s.store.FairClaimCount(ctx, fairHandlersEvery); err != nil || !won {
+		return err
 	}
 	servers, err := asynq.NewInspectorFromRedisClient(s.rdb).Servers()
 	if err != nil {

@@ -64,6 +64,18 @@ jobguard_fair_capacity{type="fair-live"} 6
 		hs[0].waitStatus(id, "done", 10*time.Second)
 	}
 
+	// One process counts for the fleet in each period: the other's sweep, due by its own clock,
+	// finds the period claimed and leaves the count alone.
+	awaitLiveHandlers(t, hs[0], "fair-live", 6) // hs[0] claims this period
+	k := hs[1].stack.store.FairKeys(jobstore.FairShard{Type: "fair-live"})
+	db.Client.Del(bg, k.Handlers)
+	if _, err := hs[1].stack.SweepFair(bg); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.Client.Exists(bg, k.Handlers).Result(); err != nil || n != 0 {
+		t.Errorf("a second process counted within the period claimed (%d, %v)", n, err)
+	}
+
 	hs[1].stop()
 	awaitLiveHandlers(t, hs[0], "fair-live", 3)
 	if c, err := hs[0].stack.FairCounts(bg, "fair-live", 0); err != nil || c.Capacity != 3 {
@@ -82,6 +94,7 @@ func awaitLiveHandlers(t *testing.T, h *harness, typ string, want int) {
 		c.mu.Lock()
 		c.last = time.Time{}
 		c.mu.Unlock()
+		h.rdb.Del(bg, h.stack.store.FairCountClaimKey())
 		if _, err = h.stack.SweepFair(bg); err != nil {
 			t.Fatal(err)
 		}

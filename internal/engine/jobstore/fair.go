@@ -133,6 +133,20 @@ func (p FairPolicy) capacity() int {
 	return p.Capacity
 }
 
+// FairClaimCount claims the next count of the live handlers for every process of the fleet, for
+// every: one process in each period reads asynq's server list (with every active task's payload,
+// so not a read for each process to make). It reports whether this one won the claim.
+func (s *Store) FairClaimCount(ctx context.Context, every time.Duration) (bool, error) {
+	ok, err := s.rdb.SetNX(ctx, s.FairCountClaimKey(), 1, every).Result()
+	if err != nil {
+		return false, fmt.Errorf("jobstore: claim the handlers' count: %w", err)
+	}
+	return ok, nil
+}
+
+// FairCountClaimKey is the key of FairClaimCount's claim.
+func (s *Store) FairCountClaimKey() string { return s.locks.Key("fair", "handlers-count") }
+
 // FairSetHandlers records n, shard sh's share of the handlers that serve its type, for ttl: the
 // admissions of a policy with LiveCapacity use it until it expires.
 func (s *Store) FairSetHandlers(ctx context.Context, sh FairShard, n int, ttl time.Duration) error {
