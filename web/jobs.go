@@ -34,6 +34,23 @@ type Jobs interface {
 	// CancelWorkflow cancels a running workflow, as POST /workflows/{id}/cancel does (no such
 	// workflow 404, ended 409 through the app's error handler).
 	CancelWorkflow(ctx context.Context, id string) error
+	// Fairness reads each fairly dispatched type's admission layer (none when no type is).
+	Fairness(ctx context.Context) ([]FairType, error)
+}
+
+// FairType is a fairly dispatched type's admission layer as the jobs page shows it: the capacity
+// that bounds its admissions now, the jobs admitted and not ended, the keys with jobs waiting, and
+// the top keys by waiting and by running jobs.
+type FairType struct {
+	Type                            string
+	Capacity, Admitted, WaitingKeys int64
+	Keys                            []FairKey
+}
+
+// FairKey is one key's jobs waiting for their turn and admitted and not ended.
+type FairKey struct {
+	Key              string
+	Waiting, Running int64
 }
 
 // Job is a job as the jobs page shows it.

@@ -185,11 +185,15 @@ func (p *pages) list(ctx context.Context, c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	fair, err := p.jobs.Fairness(ctx)
+	if err != nil {
+		return err
+	}
 	refresh := 5
 	if n, err := strconv.Atoi(c.Query("refresh")); err == nil && n >= 1 && n <= 300 {
 		refresh = n
 	}
-	data := map[string]any{"Root": p.root, "Search": s, "Query": s.Q, "Page": page, "Counts": cnt, "Refresh": refresh,
+	data := map[string]any{"Root": p.root, "Search": s, "Query": s.Q, "Page": page, "Counts": cnt, "Fair": fair, "Refresh": refresh,
 		"Since": sinceChoices, "Statuses": allStatuses, "ReadOnly": p.readOnly,
 		"BulkCancel": p.root + "/jobs/bulk?" + s.with("op", "cancel"), "BulkRetry": p.root + "/jobs/bulk?" + s.with("op", "retry")}
 	if page.Next != "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/jobguard/jobguard/app"
 	"github.com/jobguard/jobguard/internal/testsupport"
 )
 
@@ -281,5 +282,24 @@ func TestBrowserSchedulesPagePausesAndResumes(t *testing.T) {
 	wait("|pause")
 	if code, out := b.do(t, http.MethodGet, "/schedules", ""); code != http.StatusOK || !strings.Contains(out, `"paused":false`) {
 		t.Fatalf("after the Resume button, GET /schedules: %d %s", code, out)
+	}
+}
+
+// The jobs page shows each fairly dispatched type's admission layer: its capacity, the jobs
+// admitted, the keys waiting and the top keys' waiting and running jobs. No worker: the first job
+// is admitted (capacity 1) and the others wait for their keys' turns.
+func TestJobsPageShowsFairDispatch(t *testing.T) {
+	t.Parallel()
+	b := startAppAs(t, app.RoleAPI, map[string]string{"TASK_LIMITS": probeType + "=fair:on,capacity:1"})
+	b.submit(t, "t1", "f-1", 0)
+	b.submit(t, "t1", "f-2", 0)
+	b.submit(t, "t2", "f-3", 0)
+	code, page := b.do(t, http.MethodGet, "/monitoring/jobs", "")
+	row := regexp.MustCompile(`<tr data-type="` + probeType + `">.*</tr>`).FindString(page)
+	for _, want := range []string{`class="fair-capacity">1<`, `class="fair-admitted">1<`, `class="fair-waiting-keys">2<`,
+		`data-key="t1">t1 1 / 1<`, `data-key="t2">t2 1 / 0<`} {
+		if code != http.StatusOK || !strings.Contains(row, want) {
+			t.Fatalf("jobs page's fair dispatch row lacks %s: %d\n%s", want, code, row)
+		}
 	}
 }

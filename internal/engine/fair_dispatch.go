@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -300,6 +301,16 @@ const FairTaskCheckInterval = 50 * time.Millisecond
 
 // HasFairTypes says whether a registered type is dispatched fairly.
 func (s *Stack) HasFairTypes() bool { return len(s.fairTypes()) > 0 }
+
+// FairTypeNames are the registered types dispatched fairly, by name.
+func (s *Stack) FairTypeNames() []string {
+	var out []string
+	for _, tc := range s.fairTypes() {
+		out = append(out, tc.Type)
+	}
+	slices.Sort(out)
+	return out
+}
 
 // fairTypes are the registered types dispatched fairly.
 func (s *Stack) fairTypes() []TaskConfig {
