@@ -11,13 +11,13 @@
 -- clock, tolerance = (burst - 1) x interval): a key whose next token is not due is parked (out of the
 -- ready set, in the parked set scored by when it is due) instead of admitted, so its job waits here and
 -- never bounces through asynq to wait; every call of these scripts readies the parked keys that are due.
--- FK: {ready, backlog, running, admitted, weight, pass, vtime, once, blocked, rate, parked, handlers,
--- wait, interval, tolerance}: see fair_keys below. Every script's ARGV starts with the wait-list prefix, the
+-- FK: {ready, backlog, running, admitted, weight, pass, vtime, once, blocked, rate, parked, wait,
+-- interval, tolerance}: see fair_keys below (KEYS[12] is the live handlers' count: see fair_admit). Every script's ARGV starts with the wait-list prefix, the
 -- rate's interval ms (0: no rate) and its tolerance ms.
 local function fair_keys(keys, argv)
   return {ready = keys[1], backlog = keys[2], running = keys[3], admitted = keys[4], weight = keys[5],
     pass = keys[6], vtime = keys[7], once = keys[8], blocked = keys[9], rate = keys[10], parked = keys[11],
-    handlers = keys[12], wait = argv[1], interval = tonumber(argv[2]), tolerance = tonumber(argv[3])}
+    wait = argv[1], interval = tonumber(argv[2]), tolerance = tonumber(argv[3])}
 end
 
 -- fair_now is Redis's clock in ms (the rate's, whoever calls).
@@ -93,20 +93,16 @@ local function fair_take_token(FK, key, now, ttl)
   return true
 end
 
--- fair_capacity is the capacity a script was given: a negative one (-fallback) stands for the
--- handlers of the live asynq servers that serve the type, as the sweep last counted them for this
--- shard (fair_capacity.go), or the fallback when no count is fresh.
-local function fair_capacity(FK, capacity)
-  if capacity >= 0 then return capacity end
-  return tonumber(redis.call('GET', FK.handlers) or -capacity)
-end
-
--- fair_admit admits up to n waiting jobs while fewer than capacity (0: no bound; negative: see
--- fair_capacity) are admitted and not ended (and not blocking their sequence); it returns {entry, key, entry, key, ...} in admission order. An entry is the job id,
+-- fair_admit admits up to n waiting jobs while fewer than capacity (0: no bound; negative, -fallback:
+-- the handlers of the live asynq servers that serve the type, as a sweep last counted them for this
+-- shard (fair_capacity.go), or the fallback when no count is fresh) are admitted and not ended (and
+-- not blocking their sequence); it returns {entry, key, entry, key, ...} in admission order. An entry is the job id,
 -- then (after a \31) what its delivery carries, opaque here; the admitted hash keeps the key and
 -- that, so the sweep can deliver again what a dispatcher that died did not.
 local function fair_admit(FK, capacity, limit, n, ttl)
-  capacity = fair_capacity(FK, capacity)
+  -- KEYS[12], the live handlers' count, is not in FK: a table of more than 16 fields (FK gains a few
+  -- per call) is rehashed, which cost an admission script about 3,000 instructions (make bench-scripts).
+  if capacity < 0 then capacity = tonumber(redis.call('GET', KEYS[12]) or -capacity) end
   local out = {}
   -- A job that blocks its sequence keeps its key (its running count) but no place of the capacity.
   local admitted = redis.call('HLEN', FK.admitted) - fair_blocked(FK)
