@@ -12,12 +12,16 @@
 -- ready set, in the parked set scored by when it is due) instead of admitted, so its job waits here and
 -- never bounces through asynq to wait; every call of these scripts readies the parked keys that are due.
 -- FK: {ready, backlog, running, admitted, weight, pass, vtime, once, blocked, rate, parked, wait,
--- interval, tolerance}: see fair_keys below (KEYS[12] is the live handlers' count: see fair_admit). Every script's ARGV starts with the wait-list prefix, the
--- rate's interval ms (0: no rate) and its tolerance ms.
+-- interval, tolerance}: see fair_keys below (KEYS[12] is the live handlers' count: see fair_admit).
+-- Every script's ARGV starts with the wait-list prefix, the rate's interval ms (0: no rate) and its
+-- tolerance ms. FK also caches what a call reads once (vt, nblocked, has_weight, has_once: false
+-- until read), declared here so the table is built at its full size: one that grows past 16 fields
+-- is rehashed, about 3,000 instructions a call (make bench-scripts).
 local function fair_keys(keys, argv)
   return {ready = keys[1], backlog = keys[2], running = keys[3], admitted = keys[4], weight = keys[5],
     pass = keys[6], vtime = keys[7], once = keys[8], blocked = keys[9], rate = keys[10], parked = keys[11],
-    wait = argv[1], interval = tonumber(argv[2]), tolerance = tonumber(argv[3])}
+    wait = argv[1], interval = tonumber(argv[2]), tolerance = tonumber(argv[3]),
+    vt = false, nblocked = false, has_weight = false, has_once = false}
 end
 
 -- fair_now is Redis's clock in ms (the rate's, whoever calls).
@@ -29,14 +33,14 @@ end
 -- fair_vtime is the virtual time, read once a call: only fair_admit's end moves it, after every
 -- read of the call.
 local function fair_vtime(FK)
-  if FK.vt == nil then FK.vt = tonumber(redis.call('GET', FK.vtime) or '0') end
+  if not FK.vt then FK.vt = tonumber(redis.call('GET', FK.vtime) or '0') end
   return FK.vt
 end
 
 -- fair_blocked is how many admitted jobs block their sequence, read once a call (SCARD answers 0
 -- for a set that does not exist: most types never have one); fair_done counts its removals off it.
 local function fair_blocked(FK)
-  if FK.nblocked == nil then FK.nblocked = redis.call('SCARD', FK.blocked) end
+  if not FK.nblocked then FK.nblocked = redis.call('SCARD', FK.blocked) end
   return FK.nblocked
 end
 
@@ -58,8 +62,8 @@ end
 -- the read (a wait's weight and once are written before its admission reads them).
 local function fair_has(FK, name)
   local k = 'has_' .. name
-  if FK[k] == nil then FK[k] = redis.call('EXISTS', FK[name]) == 1 end
-  return FK[k]
+  if not FK[k] then FK[k] = redis.call('EXISTS', FK[name]) end -- 0 or 1: read (false: not yet)
+  return FK[k] == 1
 end
 
 -- fair_forget drops what the type keeps of an idle key (nothing waiting, nothing admitted):
@@ -100,8 +104,7 @@ end
 -- then (after a \31) what its delivery carries, opaque here; the admitted hash keeps the key and
 -- that, so the sweep can deliver again what a dispatcher that died did not.
 local function fair_admit(FK, capacity, limit, n, ttl)
-  -- KEYS[12], the live handlers' count, is not in FK: a table of more than 16 fields (FK gains a few
-  -- per call) is rehashed, which cost an admission script about 3,000 instructions (make bench-scripts).
+  -- KEYS[12], the live handlers' count, is read here only (not a field of FK, built for every call).
   if capacity < 0 then capacity = tonumber(redis.call('GET', KEYS[12]) or -capacity) end
   local out = {}
   -- A job that blocks its sequence keeps its key (its running count) but no place of the capacity.
