@@ -23,7 +23,7 @@ type Fair struct {
 	Weights map[string]int
 	// Capacity is the most jobs of the type admitted into asynq and not ended, across every
 	// process. Default: the handlers of the live asynq servers that serve the type's queue, summed
-	// over the workers and counted by every Guard.Run every few seconds (Config.Concurrency until a
+	// over the workers, counted every 5 s by one worker's Guard.Run (Config.Concurrency until a
 	// first count). A margin above the handlers (up to twice) keeps asynq's queue from running dry
 	// between an end and the next admission under load.
 	Capacity int

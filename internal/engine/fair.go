@@ -22,8 +22,8 @@ type Fair struct {
 	Weights map[string]int
 	// Capacity is the most jobs of the type admitted and not ended at once, across every process.
 	// Default: the handlers of the live asynq servers that serve the type's queue, summed over the
-	// workers and counted by their Run every few seconds (the enqueuing process's Concurrency until
-	// a first count). Less than the handlers leaves handlers idle; more lets asynq's FIFO queue
+	// workers, counted every 5 s by one worker's sweep (the enqueuing process's Concurrency until a
+	// first count). Less than the handlers leaves handlers idle; more lets asynq's FIFO queue
 	// hold the excess, where a newly admitted key waits behind it, but keeps the queue from running
 	// dry between an end and the next admission (short jobs drain faster with a margin).
 	Capacity int
