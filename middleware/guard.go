@@ -38,6 +38,8 @@ type Guard struct {
 	served []string // the queues of the server configs ServerConfig built
 	// unstarted notes the active tasks no live asynq server lists (lease_unstarted.go).
 	unstarted *engine.UnstartedWatch
+	// finishing counts the lease finishes sent and not yet answered (lease_finish_later.go).
+	finishing sync.WaitGroup
 }
 
 // New returns a guard on rdb (a *redis.Client, a Sentinel failover client or a cluster client).
@@ -146,9 +148,11 @@ func (g *Guard) BeginShutdown() { g.stack.BeginShutdown() }
 // Locks is the guard's locking client (same prefix), for fenced writes of the application's own.
 func (g *Guard) Locks() *locking.Client { return g.locks }
 
-// Close stops renewing leases (those of handlers still running lapse within their TTL) and
-// closes the guard's asynq client. The Redis client is the caller's.
+// Close waits for the lease finishes on their way (a few milliseconds; at most 5 s when Redis
+// does not answer), stops renewing leases (those of handlers still running lapse within their
+// TTL) and closes the guard's asynq client. The Redis client is the caller's.
 func (g *Guard) Close() error {
+	g.finishing.Wait()
 	g.keeper.Close()
 	g.stack.Close()
 	return g.client.Close()

@@ -130,7 +130,12 @@ type leaseFinished struct {
 }
 
 func runLeaseFinish(ctx context.Context, run scriptRunner, k leaseKeys, owner string) (leaseFinished, error) {
-	res, err := run(ctx, leaseFinishScript, []string{k.lease, k.marker}, owner).Result()
+	return leaseFinishedOf(run(ctx, leaseFinishScript, []string{k.lease, k.marker}, owner))
+}
+
+// leaseFinishedOf reads lease_finish.lua's answer.
+func leaseFinishedOf(cmd *redis.Cmd) (leaseFinished, error) {
+	res, err := cmd.Result()
 	if err != nil {
 		return leaseFinished{}, fmt.Errorf("middleware: lease finish: %w", err)
 	}

@@ -48,6 +48,8 @@ type batchCall struct {
 	durable bool
 	werr    error
 	done    chan struct{}
+	// then, for a posted call (nobody waits on done), gets the commands once they are answered.
+	then func([]*redis.Cmd)
 }
 
 // run sends calls in one pipeline with whatever else is queued, and returns their commands (as
@@ -86,6 +88,36 @@ func (b *batcher) send1(ctx context.Context, calls []scriptCall, durable bool) (
 		return c.cmds, c.werr
 	case <-ctx.Done():
 		return failedCmds(ctx, calls, ctx.Err()), nil
+	}
+}
+
+// post queues calls without waiting for them: then gets their commands once answered, on the
+// goroutine that sent them (keep it short). When no pipeline is on the wire a goroutine of its own
+// sends it, so the caller goes on at once; a caller that is between two of its own round trips
+// still finds its posted calls sent before what it queues next (one pipeline at a time, in order).
+// On a cluster the calls go alone, on a goroutine of their own.
+func (b *batcher) post(ctx context.Context, calls []scriptCall, then func([]*redis.Cmd)) {
+	if err := ctx.Err(); err != nil {
+		then(failedCmds(ctx, calls, err))
+		return
+	}
+	if b.cluster {
+		go func() {
+			cmds, _ := runPipelined(ctx, b.rdb, Durability{}, calls)
+			then(cmds)
+		}()
+		return
+	}
+	c := &batchCall{ctx: ctx, calls: calls, done: make(chan struct{}), then: then}
+	b.mu.Lock()
+	b.queue = append(b.queue, c)
+	lead := b.flushing < maxFlushing
+	if lead {
+		b.flushing++
+	}
+	b.mu.Unlock()
+	if lead {
+		go b.drain()
 	}
 }
 
@@ -168,6 +200,9 @@ func (b *batcher) send(batch []*batchCall) {
 		c.cmds, cmds = cmds[:len(c.calls)], cmds[len(c.calls):]
 		c.werr = werr
 		close(c.done)
+		if c.then != nil {
+			c.then(c.cmds)
+		}
 	}
 }
 
@@ -193,6 +228,15 @@ func (s *Store) RunScript(ctx context.Context, script *redis.Script, keys []stri
 	return s.batch.run(ctx, []scriptCall{{script, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
 		return script.EvalSha(ctx, c, keys, args...)
 	}}})[0]
+}
+
+// PostScript is RunScript without waiting: the call goes out with the next pipeline and then gets
+// its answer on the batcher's goroutine (keep it short). Calls queued after it by any caller of
+// this store run after it (one pipeline at a time, in order; on a cluster it goes alone).
+func (s *Store) PostScript(ctx context.Context, then func(*redis.Cmd), script *redis.Script, keys []string, args ...any) {
+	s.batch.post(ctx, []scriptCall{{script, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
+		return script.EvalSha(ctx, c, keys, args...)
+	}}}, func(cmds []*redis.Cmd) { then(cmds[0]) })
 }
 
 // RunScriptDurable is RunScript for a write that makes a promise: in durable mode its batch ends
