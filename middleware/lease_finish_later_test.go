@@ -14,12 +14,21 @@ import (
 	"github.com/jobguard/jobguard/middleware"
 )
 
-// A successful run's finish is sent without the handler waiting for it; Close waits for it. Here
-// the guard reaches Redis through a proxy that delays every answer, so the finish is still on its
-// way when the handler has returned and the server has stopped: after Close, the lease is
-// released all the same.
+// A successful run's finish (and its limit slot's release) is sent without the handler waiting for
+// it; Close waits for it. Here the guard reaches Redis through a proxy that delays every answer, so
+// the finish is still on its way when the handler has returned and asynq acknowledged the task:
+// after Close, the lease and the slot are released all the same.
 func TestLeaseLevelCloseWaitsForTheFinish(t *testing.T) {
 	t.Parallel()
+	for _, limited := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no limit", true: "a limited key"}[limited], func(t *testing.T) {
+			t.Parallel()
+			closeWaitsForTheFinish(t, limited)
+		})
+	}
+}
+
+func closeWaitsForTheFinish(t *testing.T, limited bool) {
 	db := redistest.NewDB(t)
 	px, err := faultproxy.New(db.Server.Addr)
 	if err != nil {
@@ -29,7 +38,11 @@ func TestLeaseLevelCloseWaitsForTheFinish(t *testing.T) {
 	slow := redis.NewClient(&redis.Options{Addr: px.Addr(), DB: db.N})
 	t.Cleanup(func() { _ = slow.Close() })
 	g := middleware.New(slow, middleware.Config{Prefix: "t"})
-	g.ProtectLease("once", middleware.Lease{Resource: skuOf})
+	lease := middleware.Lease{Resource: skuOf}
+	if limited {
+		lease.Limit = middleware.LeaseLimit{Key: func(*asynq.Task) string { return "k" }, Concurrency: 1}
+	}
+	g.ProtectLease("once", lease)
 	var done atomic.Int64
 	mux := asynq.NewServeMux()
 	mux.Use(g.Middleware())
@@ -62,5 +75,8 @@ func TestLeaseLevelCloseWaitsForTheFinish(t *testing.T) {
 	defer srv.Shutdown()
 	if n := db.Client.Exists(context.Background(), g.Locks().LeaseKey("sku:2")).Val(); n != 0 {
 		t.Fatal("the lease is still held after Close: the finish on its way was not waited for")
+	}
+	if held := db.Client.Keys(context.Background(), "*limit:holders").Val(); len(held) != 0 {
+		t.Fatalf("a limit slot is still held after Close (%v): its release on its way was not waited for", held)
 	}
 }

@@ -81,10 +81,8 @@ func (g *Guard) serveLease(ctx context.Context, t *asynq.Task, next asynq.Handle
 		}
 		unwatch()
 		stop()
-		if err == nil && slot == nil {
-			// A limited key's slot is released after the finish, on its own round trip: that
-			// path waits for the finish as before.
-			g.finishLeaseLater(ctx, t.Type(), k, owner, log)
+		if err == nil {
+			g.finishLeaseLater(ctx, t.Type(), k, owner, slot, log)
 			return
 		}
 		err = g.finishLease(ctx, hctx, t, k, owner, slot, err, log)

@@ -131,6 +131,27 @@ func (sl *Slot) Release(ctx context.Context) {
 	}
 }
 
+// ReleaseLater is Release without waiting for the round trip: the release is queued now, after the
+// calls this process queued before it (the run's finish), and then runs when it is answered.
+// Releasing twice, or a nil slot, does nothing but run then.
+func (sl *Slot) ReleaseLater(ctx context.Context, then func()) {
+	if sl == nil || sl.sl.released {
+		then()
+		return
+	}
+	s := sl.s
+	s.limits.drop(sl.sl)
+	sl.sl.released = true
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	s.store.PostLimitRelease(wctx, sl.sl.release(), func(err error) {
+		cancel()
+		if err != nil {
+			s.log.Warn().Err(err).Str("type", sl.sl.typ).Str("event", "limit_release_failed").Msg("limit slot not released; it lapses within its TTL")
+		}
+		then()
+	})
+}
+
 // overLimit is the bounce reason and the words of a take that found its key over lim.
 func overLimit(lim Limit, tk jobstore.Take) (reason, detail string) {
 	if tk.State == jobstore.RateWait {

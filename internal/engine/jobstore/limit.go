@@ -187,6 +187,18 @@ func (s *Store) ReleaseLimit(ctx context.Context, r LimitRelease) error {
 	return nil
 }
 
+// PostLimitRelease is ReleaseLimit without waiting: the release goes out with the batcher's next
+// pipeline, after every call queued before it, and then gets its error (see Store.PostScript).
+func (s *Store) PostLimitRelease(ctx context.Context, r LimitRelease, then func(error)) {
+	s.batch.post(ctx, []scriptCall{{limitReleaseScript, r.eval}}, func(cmds []*redis.Cmd) {
+		err := cmds[0].Err()
+		if err != nil {
+			err = fmt.Errorf("jobstore: limit release: %w", err)
+		}
+		then(err)
+	})
+}
+
 // LimitRenewal is one held slot to extend.
 type LimitRenewal struct {
 	Keys  LimitKeys
