@@ -150,7 +150,9 @@ func (g *Guard) Locks() *locking.Client { return g.locks }
 
 // Close waits for the lease finishes on their way (a few milliseconds; at most 5 s when Redis
 // does not answer), stops renewing leases (those of handlers still running lapse within their
-// TTL) and closes the guard's asynq client. The Redis client is the caller's.
+// TTL) and closes the guard's asynq client. The Redis client is the caller's. Call it after the
+// asynq server's Shutdown and before closing the Redis client: a process that exits without it
+// may leave its last runs' leases to lapse within their TTL rather than released.
 func (g *Guard) Close() error {
 	g.finishing.Wait()
 	g.keeper.Close()
