@@ -2,7 +2,9 @@
 GO ?= go
 # -vet=off: make vet runs all of go vet first; go test's own vet pass (a subset) compiled and checked
 # every package again (110 -> 100 s for one package's cold build, measured).
-TEST_FLAGS ?= -race -count=1 -vet=off -timeout 12m
+# -trimpath: without it every compiled package's cache key holds the checkout's directory, so a
+# fresh clone elsewhere (as CI makes) compiled everything again, warm cache or not.
+TEST_FLAGS ?= -race -count=1 -vet=off -trimpath -timeout 12m
 
 .PHONY: run test deps vet staticcheck deploy-check compose-check actionlint unit release bench bench-fair bench-peers bench-scripts bench-recovery bench-cluster chaos chaos-long chaos-failover chaos-failover-short chaos-limits chaos-workflows chaos-fair schedule-soak
 
