@@ -91,7 +91,7 @@ bench-fair: deps
 ## bench-peers: jobguard against bare asynq, BullMQ (Node, installed with npm into a temporary
 ## directory; skipped without node) and River (PostgreSQL the run starts; skipped without it), the
 ## systems interleaved over BENCH_ROUNDS rounds (default 3; BENCH_JOBS, BENCH_INSERTS: see
-## docs/BENCHMARKS.md). About 10 minutes at the default sizes; not part of make test.
+## docs/BENCHMARKS.md). About 6-10 minutes at the default sizes; not part of make test.
 bench-peers: deps
 	$(GO) run ./internal/benchpeers/cmd/benchpeers
 
