@@ -73,14 +73,7 @@ func (b *batcher) send1(ctx context.Context, calls []scriptCall, durable bool) (
 		return runPipelined(ctx, b.rdb, b.durability(durable), calls)
 	}
 	c := &batchCall{ctx: ctx, calls: calls, durable: durable, done: make(chan struct{})}
-	b.mu.Lock()
-	b.queue = append(b.queue, c)
-	lead := b.flushing < maxFlushing
-	if lead {
-		b.flushing++
-	}
-	b.mu.Unlock()
-	if lead {
+	if b.enqueue(c) {
 		b.flush()
 	}
 	select {
@@ -109,16 +102,22 @@ func (b *batcher) post(ctx context.Context, calls []scriptCall, then func([]*red
 		return
 	}
 	c := &batchCall{ctx: ctx, calls: calls, done: make(chan struct{}), then: then}
+	if b.enqueue(c) {
+		go b.drain()
+	}
+}
+
+// enqueue queues c and reports whether its caller leads the next flush (no pipeline is on the wire:
+// it takes the one place).
+func (b *batcher) enqueue(c *batchCall) (lead bool) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.queue = append(b.queue, c)
-	lead := b.flushing < maxFlushing
+	lead = b.flushing < maxFlushing
 	if lead {
 		b.flushing++
 	}
-	b.mu.Unlock()
-	if lead {
-		go b.drain()
-	}
+	return lead
 }
 
 // durability is what a batch waits for: durable mode's setting when it holds a durable call.
