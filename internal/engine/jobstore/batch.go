@@ -88,17 +88,17 @@ func (b *batcher) send1(ctx context.Context, calls []scriptCall, durable bool) (
 // goroutine that sent them (keep it short). When no pipeline is on the wire a goroutine of its own
 // sends it, so the caller goes on at once; a caller that is between two of its own round trips
 // still finds its posted calls sent before what it queues next (one pipeline at a time, in order).
-// On a cluster the calls go alone, on a goroutine of their own.
+// On a cluster the calls go alone and the caller waits for them, as run's do: calls sent from
+// goroutines of their own would keep no order, and a later start of the same resource could come
+// before a finish and find its lease still held.
 func (b *batcher) post(ctx context.Context, calls []scriptCall, then func([]*redis.Cmd)) {
 	if err := ctx.Err(); err != nil {
 		then(failedCmds(ctx, calls, err))
 		return
 	}
 	if b.cluster {
-		go func() {
-			cmds, _ := runPipelined(ctx, b.rdb, Durability{}, calls)
-			then(cmds)
-		}()
+		cmds, _ := runPipelined(ctx, b.rdb, Durability{}, calls)
+		then(cmds)
 		return
 	}
 	c := &batchCall{ctx: ctx, calls: calls, done: make(chan struct{}), then: then}
@@ -231,7 +231,7 @@ func (s *Store) RunScript(ctx context.Context, script *redis.Script, keys []stri
 
 // PostScript is RunScript without waiting: the call goes out with the next pipeline and then gets
 // its answer on the batcher's goroutine (keep it short). Calls queued after it by any caller of
-// this store run after it (one pipeline at a time, in order; on a cluster it goes alone).
+// this store run after it (one pipeline at a time, in order; on a cluster it goes alone, waited for).
 func (s *Store) PostScript(ctx context.Context, then func(*redis.Cmd), script *redis.Script, keys []string, args ...any) {
 	s.batch.post(ctx, []scriptCall{{script, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
 		return script.EvalSha(ctx, c, keys, args...)
