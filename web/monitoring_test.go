@@ -1,10 +1,8 @@
 package web
 
 import (
-	"context"
 	"errors"
 	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -30,24 +29,11 @@ func TestMountRefusesAnUnprotectedPublicUI(t *testing.T) {
 	}
 }
 
-func chromiumPath(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if testing.Short() {
-		t.Skip("no chromium; -short skips the browser test")
-	}
-	t.Fatal("chromium is not installed (make test installs it: apt-get install -y chromium)")
-	return ""
-}
-
 // The UI really renders in a browser under /monitoring/, talks to its API under the same root and
 // lists the queue a task was enqueued to, all on the shared client.
 func TestBrowserRendersQueues(t *testing.T) {
 	t.Parallel()
-	browser := chromiumPath(t)
+	ctx := testsupport.Browser(t)
 	db := redistest.NewDB(t)
 	const queue = "browser-probe"
 	client := asynq.NewClientFromRedisClient(db.Client)
@@ -64,26 +50,6 @@ func TestBrowserRendersQueues(t *testing.T) {
 	}
 	go func() { _ = app.Listener(ln) }()
 	defer func() { _ = app.Shutdown() }()
-
-	userData := t.TempDir()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser),
-		chromedp.UserDataDir(userData),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		// The UI links web fonts; on a closed network their lookup must fail at once, not hang the load.
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
-	defer cancel()
 
 	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+ln.Addr().String()+"/monitoring/")); err != nil {
 		t.Fatalf("browser: %v", err)

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,33 +15,6 @@ import (
 	"github.com/jobguard/jobguard/app"
 	"github.com/jobguard/jobguard/internal/testsupport"
 )
-
-// browser starts headless Chromium for the test (make test installs it: scripts/ensure-deps.sh).
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	var path string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			path = p
-			break
-		}
-	}
-	if path == "" {
-		if testing.Short() {
-			t.Skip("no chromium; -short skips the browser tests")
-		}
-		t.Fatal("chromium is not installed (make test installs it: scripts/ensure-deps.sh)")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path), chromedp.UserDataDir(t.TempDir()), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
-	t.Cleanup(func() { cancel(); cancelBrowser(); cancelAlloc() })
-	return ctx
-}
 
 // pollPage waits, up to within, for the browser's expression expr to be non-empty and returns it;
 // a click that navigates replaces the page the expression runs in, so a poll that loses its page
@@ -66,7 +38,7 @@ func pollPage(t *testing.T, ctx context.Context, within time.Duration, what, exp
 // Cancel cancels it (a same-origin form POST through the CSRF check) and shows it cancelled.
 func TestBrowserJobsPageCancelsAJob(t *testing.T) {
 	t.Parallel()
-	ctx := browser(t)
+	ctx := testsupport.Browser(t)
 	b := startApp(t, nil)
 	id, _ := b.submit(t, "t1", "page-1", time.Hour)
 	poll := func(what, expr string) string { t.Helper(); return pollPage(t, ctx, 20*time.Second, what, expr) }
@@ -243,7 +215,7 @@ func TestSchedulesPage(t *testing.T) {
 // paused with a Resume button, which resumes it.
 func TestBrowserSchedulesPagePausesAndResumes(t *testing.T) {
 	t.Parallel()
-	ctx := browser(t)
+	ctx := testsupport.Browser(t)
 	b := startApp(t, map[string]string{
 		"SCHEDULES": `[{"name":"probe-daily","spec":"@daily","type":"ui-probe","payload":{"tenant_id":"t1","name":"d"}}]`,
 	})

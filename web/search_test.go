@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/jobguard/jobguard/internal/testsupport"
 )
 
 // submitTagged posts a probe job with tags (delayed by delay) and returns its id.
@@ -192,7 +194,7 @@ func TestBulkIsOffInReadOnly(t *testing.T) {
 // how many jobs it cancelled, and asynqmon's page carries a banner whose link opens the jobs page.
 func TestBrowserJobsPageLiveCountsAndBulk(t *testing.T) {
 	t.Parallel()
-	ctx := browser(t)
+	ctx := testsupport.Browser(t)
 	b := startApp(t, nil)
 	first := b.submitTagged(t, "t1", "live-1", time.Hour, "live")
 	poll := func(what, expr string) string { t.Helper(); return pollPage(t, ctx, 30*time.Second, what, expr) }

@@ -205,7 +205,7 @@ func TestWorkflowPageThousandNodes(t *testing.T) {
 // on a second workflow, Cancel asks for confirmation (accepted) and the page shows it cancelled.
 func TestBrowserWorkflowPage(t *testing.T) {
 	t.Parallel()
-	ctx := browser(t)
+	ctx := testsupport.Browser(t)
 	b := startApp(t, nil)
 	poll := func(what, expr string) string {
 		t.Helper()

@@ -31,7 +31,8 @@ func TestMain(m *testing.M) {
 	if out, err := build.CombinedOutput(); err != nil {
 		panic("build: " + err.Error() + "\n" + string(out))
 	}
-	defer os.RemoveAll(dir)
+	// Not a defer: redistest.Main ends with os.Exit, which runs none.
+	redistest.AtExit(func() { _ = os.RemoveAll(dir) })
 	redistest.Main(m)
 }
 

@@ -12,6 +12,7 @@ package archtest
 import (
 	"go/build"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -181,4 +182,59 @@ func TestNothingImportsCmd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A package whose tests start servers through pgtest or redistest stops them through redistest.Main:
+// without a TestMain that calls it, the servers' temporary directories (a PostgreSQL data
+// directory is 55 MB) outlive every run of the package's tests and fill the disk.
+func TestServerTestsStopTheirServers(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if name := d.Name(); rel != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+			return filepath.SkipDir
+		}
+		p, err := build.ImportDir(path, 0)
+		if err != nil {
+			return nil // no Go files here
+		}
+		imports := slices.Concat(p.TestImports, p.XTestImports)
+		if !slices.ContainsFunc(imports, startsServers) {
+			return nil
+		}
+		if !callsRedistestMain(t, path, slices.Concat(p.TestGoFiles, p.XTestGoFiles)) {
+			t.Errorf("%s: its tests start servers but no TestMain calls redistest.Main to stop them", filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startsServers says whether a test importing pkg starts servers: the two packages that start them
+// and the helpers built on them.
+func startsServers(pkg string) bool {
+	switch strings.TrimPrefix(pkg, module) {
+	case "internal/pgtest", "internal/redistest", "tasks/internal/tasktest":
+		return true
+	}
+	return false
+}
+
+func callsRedistestMain(t *testing.T, dir string, files []string) bool {
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src := string(b); strings.Contains(src, "func TestMain(") && strings.Contains(src, "redistest.Main(") {
+			return true
+		}
+	}
+	return false
 }
