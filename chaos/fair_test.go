@@ -108,6 +108,7 @@ func TestChaosFair(t *testing.T) {
 		if pending == 0 || time.Now().After(deadline) {
 			if pending > 0 {
 				t.Errorf("%d jobs not done (lost or stuck) within the deadline", pending)
+				r.reportStuck(ids, views)
 			}
 			break
 		}
