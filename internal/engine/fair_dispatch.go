@@ -262,18 +262,19 @@ func (s *Stack) sweepFairShard(ctx context.Context, tc TaskConfig, sh jobstore.F
 	for i, e := range admitted {
 		ids[i] = e.JobID
 	}
-	statuses, err := s.store.FairStatuses(ctx, ids)
+	records, err := s.store.FairRecords(ctx, ids)
 	if err != nil {
 		return 0, fmt.Errorf("engine: %w", err)
 	}
 	var again []jobstore.FairEntry
 	var ended []string
 	for i, e := range admitted {
-		st := statuses[i]
+		st := records[i].Status
 		switch {
 		case st == jobstore.StatusWaiting:
-			// Admitted and not started: delivered again (asynq refuses it if it holds it).
-			again = append(again, e)
+			// Admitted and not started: delivered again (asynq refuses it if it holds it), as the
+			// delivery its record names now: a rescue of the admitted one gave it a new one.
+			again = append(again, withDeliveryNumber(e, records[i].Deliveries))
 		case (st == "" || st.Terminal()) && !s.blocksSequence(tc, st):
 			ended = append(ended, e.JobID)
 		}
@@ -290,6 +291,17 @@ func (s *Stack) sweepFairShard(ctx context.Context, tc TaskConfig, sh jobstore.F
 	repaired += s.deliverAdmitted(ctx, s.wfClient, tc, again)
 	s.deliverAdmittedAtOnce(ctx, tc, append(deliver, more...))
 	return repaired, nil
+}
+
+// withDeliveryNumber is admitted entry e delivered as its job's delivery number n, when n is past
+// the one its admission carries.
+func withDeliveryNumber(e jobstore.FairEntry, n int) jobstore.FairEntry {
+	d := decodeFairDelivery(e.Data)
+	if n > max(d.N, 1) {
+		d.N = n
+		e.Data = encodeFairDelivery(d)
+	}
+	return e
 }
 
 // FairTaskCheckInterval is the asynq TaskCheckInterval a server with fairly dispatched types gets

@@ -29,7 +29,8 @@ func (r *Rescuer) rescueUnstarted(ctx context.Context, t *asynq.TaskInfo, since 
 	}
 	// The next delivery is enqueued before the record names it: a rescuer that dies in between
 	// leaves a delivery that is stale at its start, not a record whose delivery asynq lacks, which
-	// waits for the reconciler's grace (a chaos run saw such a record wait 125 s).
+	// waits for the reconciler's grace (a chaos run saw such a record wait 125 s). A worker that
+	// dequeues it in between is sent back (untaken, start.lua) until the record takes it.
 	next, err := r.s.store.NextUnstartedDelivery(ctx, keys, jobID, t.ID)
 	if err != nil || next == "" {
 		return false

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,5 +213,81 @@ func TestRescueRedeliversAnAdmittedFairDeliveryTakenByAWorkerThatDied(t *testing
 			v, _ := s.Get(bg, j)
 			return v.Raw["status"] == "done"
 		})
+	}
+}
+
+// The rescue enqueues the new delivery before the record names it. A live worker that dequeued it
+// in between was told it was stale and acknowledged it, and the record then named a delivery asynq
+// no longer had: a fair sequence's key stayed held for good (make chaos-fair, 58 jobs of one key
+// never ran). Such a delivery is now sent back until the record takes it, then runs.
+func TestARescueDeliveryTakenBeforeItsRecordRunsOnceTaken(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "x", MaxAttempts: 3}, func(context.Context, *Job) error { runs.Add(1); return nil })
+	})
+	// The first delivery due in an hour: the record stays queued naming it, as one a dead worker took.
+	id := h.enqueue(Spec{Type: "x", Resource: "r", ProcessIn: time.Hour})
+	tc, _ := h.stack.TaskConfig("x")
+	keys, err := h.stack.store.Keys(id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rescue's first half: its delivery, due at once, which the harness's server dequeues.
+	next, err := h.stack.store.NextUnstartedDelivery(bg, keys, id, DeliveryID(id, 1))
+	if err != nil || next != DeliveryID(id, 2) {
+		t.Fatalf("next delivery %q, %v", next, err)
+	}
+	if err := h.stack.deliver(bg, h.client, tc, id, next, "", "", nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the early delivery was sent back", func() bool { return h.stack.Stats.Bounces.Load() > 0 })
+	// Its second half, late.
+	if ok, err := h.stack.store.RescueUnstarted(bg, keys, DeliveryID(id, 1), next, time.Now()); err != nil || !ok {
+		t.Fatalf("rescue: %v %v", ok, err)
+	}
+	v := h.waitStatus(id, "done", 10*time.Second)
+	if runs.Load() != 1 || v.Raw["delivery"] != next {
+		t.Fatalf("runs %d, record %v", runs.Load(), v.Raw)
+	}
+}
+
+// The sweep delivers an admitted job that has not started again, as the delivery its record names.
+// It used to send the delivery its admission carried: after a rescue had given the job a new one
+// that asynq then lost, that old delivery was stale at every start, and the job's key stayed held
+// for good (make chaos-fair).
+func TestFairSweepDeliversTheRecordsCurrentDelivery(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	s := New(db.Client, Config{LeaseTTL: 2 * time.Second, WorkerID: "sweeper"})
+	s.Register(TaskConfig{Type: "seq", MaxAttempts: 3, Fair: &Fair{Sequence: true, Capacity: 4}}, func(context.Context, *Job) error { return nil })
+	defer s.Close()
+	client, insp := asynq.NewClientFromRedisClient(db.Client), asynq.NewInspectorFromRedisClient(db.Client)
+	created, err := s.Enqueue(bg, client, Spec{Type: "seq", Tenant: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.JobID
+	first, second := DeliveryID(id, 1), DeliveryID(id, 2)
+	testsupport.Eventually(t, 5*time.Second, "the admitted job delivered", func() bool {
+		info, err := insp.GetTaskInfo("default", first)
+		return err == nil && info.State == asynq.TaskStatePending
+	})
+	// A rescue gave the job its second delivery, which asynq then lost with the first.
+	keys, _ := s.store.Keys(id, "")
+	if ok, err := s.store.RescueUnstarted(bg, keys, first, second, time.Now()); err != nil || !ok {
+		t.Fatalf("rescue: %v %v", ok, err)
+	}
+	if err := insp.DeleteTask("default", first); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.SweepFair(bg); err != nil || n != 1 {
+		t.Fatalf("sweep repaired %d (%v), want 1", n, err)
+	}
+	if info, err := insp.GetTaskInfo("default", second); err != nil || info.State != asynq.TaskStatePending {
+		t.Fatalf("the record's delivery in asynq: %+v %v", info, err)
+	}
+	if _, err := insp.GetTaskInfo("default", first); err == nil {
+		t.Fatalf("the stale delivery %s was sent again", first)
 	}
 }

@@ -25,11 +25,12 @@ import (
 // unconfirmedWaits are the pauses before a delivery that found its job unconfirmed asks again.
 var unconfirmedWaits = []time.Duration{5 * time.Millisecond, 20 * time.Millisecond, 75 * time.Millisecond}
 
-// untakenWait is how long a replay's delivery is sent back while its job's record has not taken
-// it: a replay takes its delivery within 1.75 s of enqueueing it, or never.
+// untakenWait is how long a delivery is sent back while its job's record has not taken it: a
+// replay takes its delivery within 1.75 s of enqueueing it, a rescue of an unstarted delivery
+// within one round trip, or never (its process died in between: the record keeps its delivery).
 const untakenWait = 5 * time.Second
 
-// untakenFor is how long this process has seen delivery waiting for its replay to take it.
+// untakenFor is how long this process has seen delivery waiting for its record to take it.
 func (s *Stack) untakenFor(delivery string) time.Duration {
 	first, _ := s.untaken.LoadOrStore(delivery, time.Now())
 	return time.Since(first.(time.Time))
@@ -102,9 +103,9 @@ func (s *Stack) serve(ctx context.Context, t *asynq.Task, tc TaskConfig, h Handl
 	}
 	if st.State == jobstore.Untaken {
 		if s.untakenFor(delivery) < untakenWait {
-			return s.bounce(tc.Type, "untaken", 0, errors.New("the replay has not taken this delivery yet"))
+			return s.bounce(tc.Type, "untaken", 0, errors.New("the job's record has not taken this delivery yet"))
 		}
-		// The replay failed to take it in time: acknowledge it like any stale delivery.
+		// The record did not take it in time: acknowledge it like any stale delivery.
 		s.untaken.Delete(delivery)
 		st.State = jobstore.Stale
 	}

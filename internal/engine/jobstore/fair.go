@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -300,26 +301,41 @@ func (s *Store) FairHolds(ctx context.Context, sh FairShard, id string) (bool, e
 	return ok, nil
 }
 
-// FairStatuses reads the statuses of jobs ids ("" for a record that is gone, or an id that names
-// none), in one round trip.
-func (s *Store) FairStatuses(ctx context.Context, ids []string) ([]Status, error) {
+// FairRecord is what the sweep reads of an admitted job's record.
+type FairRecord struct {
+	Status Status // "" for a record that is gone
+	// Deliveries numbers the job's current delivery (DeliveryID): a rescue or a replay moves it
+	// past the one its admission carries.
+	Deliveries int
+}
+
+// FairRecords reads the status and delivery number of jobs ids (a zero FairRecord for a record
+// that is gone, or an id that names none), in one round trip.
+func (s *Store) FairRecords(ctx context.Context, ids []string) ([]FairRecord, error) {
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, len(ids))
+	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
 		if k, err := s.Keys(id, ""); err == nil {
-			cmds[i] = pipe.HGet(ctx, k.Record, FieldStatus)
+			cmds[i] = pipe.HMGet(ctx, k.Record, FieldStatus, FieldDeliveries)
 		}
 	}
+	out := make([]FairRecord, len(ids))
 	if pipe.Len() == 0 {
-		return make([]Status, len(ids)), nil
+		return out, nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("jobstore: fair statuses: %w", err)
+		return nil, fmt.Errorf("jobstore: fair records: %w", err)
 	}
-	out := make([]Status, len(ids))
 	for i, c := range cmds {
-		if c != nil {
-			out[i] = Status(c.Val())
+		if c == nil {
+			continue
+		}
+		v := c.Val()
+		status, _ := v[0].(string)
+		deliveries, _ := v[1].(string)
+		out[i] = FairRecord{Status: Status(status), Deliveries: 1}
+		if n, err := strconv.Atoi(deliveries); err == nil && n > 1 {
+			out[i].Deliveries = n // absent in a compacted record: 1
 		}
 	}
 	return out, nil

@@ -43,7 +43,8 @@ const (
 	Debounce StartState = "debounce"
 	// Unconfirmed: the enqueue that created the job is not confirmed yet: nothing written, ask again.
 	Unconfirmed StartState = "unconfirmed"
-	// Untaken: a replay's delivery the failed job's record has not taken yet: ask again.
+	// Untaken: a delivery numbered past the record's deliveries (a replay's, or a rescue's of an
+	// unstarted delivery: both are enqueued before the record takes them) not taken yet: ask again.
 	Untaken StartState = "untaken"
 	// StartExpired: the job waited past its start_by; the start made it expired: acknowledge.
 	StartExpired StartState = "expired"

@@ -16,8 +16,9 @@
 --         {"applied"}: the operation was applied before, the job is done;
 --         {"exhausted"}: no attempt left (the job is failed);
 --         {"debounce", ms}: a replace set a later start; bounce for ms;
---         {"untaken"}: a replay's delivery (numbered past the record's deliveries) of a failed job
---         whose record has not taken it yet: nothing written, try again shortly;
+--         {"untaken"}: a delivery numbered past the record's deliveries (a replay's, of a failed job,
+--         or a rescue's, of an unstarted one) that the record has not taken yet: nothing written,
+--         try again shortly;
 --         {"unconfirmed"}: the job's enqueue is not confirmed yet (it may still be refused, and
 --         then the record runs out): nothing written, try again shortly;
 --         {"held"}: a workflow's node delivered before its release made it queued: nothing
@@ -50,16 +51,21 @@ local function finish(status, token, name, detail)
 end
 
 if not rec.status then return {'gone'} end
-if rec.status == 'failed' and (tonumber(string.match(ARGV[1], '%.d(%d+)$')) or 0) >
-  (tonumber(redis.call('HGET', KEYS[1], 'deliveries')) or 0) then
-  -- A replay's delivery the record has not taken yet (it is enqueued first): ask again shortly.
-  return {'untaken'}
+-- untaken: a delivery numbered past the record's deliveries, which a replay (of a failed job) or a
+-- rescue of an unstarted delivery enqueues before the record takes it: a worker that dequeues it in
+-- between asks again shortly; acknowledged, it would leave the record naming a delivery asynq lacks.
+local function untaken()
+  return (tonumber(string.match(ARGV[1], '%.d(%d+)$')) or 0) > (tonumber(redis.call('HGET', KEYS[1], 'deliveries')) or 1)
 end
+if rec.status == 'failed' and untaken() then return {'untaken'} end
 if rec.status == 'done' or rec.status == 'failed' or rec.status == 'revoked' or rec.status == 'cancelled' or
   rec.status == 'expired' or rec.status == 'skipped' then
   return {'terminal', rec.status} -- a cancelled job's delivery that could not be deleted ends here
 end
-if rec.delivery ~= ARGV[1] then return {'stale', rec.delivery or ''} end
+if rec.delivery ~= ARGV[1] then
+  if untaken() then return {'untaken'} end
+  return {'stale', rec.delivery or ''}
+end
 if rec.confirmed == '0' then return {'unconfirmed'} end
 -- A workflow's node is delivered before its release makes it queued (wf_release.lua): a delivery
 -- that comes first waits; a release whose process died is done again by the sweeper. A job that
