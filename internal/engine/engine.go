@@ -41,7 +41,8 @@ type Stack struct {
 	onEnd atomic.Pointer[func(string)]
 	// onCancelRunning raises the fences outside Redis of a cancelled run (OnCancelRunning).
 	onCancelRunning atomic.Pointer[CancelHook]
-	// untaken holds when a replay's delivery was first seen before its record took it.
+	// untaken holds when a delivery was first seen before its record took it (a replay's, a
+	// rescue's), for at most untakenForget (untakenFor).
 	untaken sync.Map
 	// limits keeps the limit slots this process holds (limits.go).
 	limits *limiter

@@ -83,7 +83,8 @@ func (s *Stack) deliverFairAdmitted(ctx context.Context, admitted []fairAdmitted
 	}
 }
 
-// deliverAdmitted delivers each admitted job into asynq, with its first delivery's id: asynq
+// deliverAdmitted delivers each admitted job into asynq, with the delivery id its entry carries
+// (its first, a replay's, or, from the sweep, the one its record names now): asynq
 // refuses a second enqueue of it while it holds the first, so a delivery told twice (the
 // dispatcher and the sweep) runs once. The job's record stays waiting until its start (one script
 // fewer per job); a job that ended while it waited (cancelled, expired) or is gone (abandoned) is

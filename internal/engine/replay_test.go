@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jobguard/jobguard/internal/redistest"
 )
 
 // A replay's delivery that starts before the record has taken it (asynq keeps delays in whole
@@ -41,5 +43,23 @@ func TestAReplayDeliveryWaitsForItsRecord(t *testing.T) {
 	v := h.waitStatus(id, "done", 10*time.Second)
 	if runs.Load() != 2 || v.Raw["delivery"] != DeliveryID(id, 2) {
 		t.Fatalf("runs %d, record %v", runs.Load(), v.Raw)
+	}
+}
+
+// A delivery sent back here that then ran in another process is never seen here again: its entry
+// goes at the next new one once it is older than untakenForget, so the map does not grow for good.
+func TestUntakenEntriesAreForgotten(t *testing.T) {
+	t.Parallel()
+	s := New(redistest.NewDB(t).Client, Config{})
+	defer s.Close()
+	s.untaken.Store("old.d2", time.Now().Add(-untakenForget-time.Second))
+	s.untaken.Store("recent.d2", time.Now())
+	if d := s.untakenFor("new.d2"); d > time.Second {
+		t.Fatalf("a new delivery seen for %v", d)
+	}
+	_, old := s.untaken.Load("old.d2")
+	_, recent := s.untaken.Load("recent.d2")
+	if old || !recent {
+		t.Fatalf("old kept %v, recent kept %v; want false, true", old, recent)
 	}
 }

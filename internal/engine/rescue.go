@@ -118,7 +118,10 @@ func (r *Rescuer) rescue(ctx context.Context, t *asynq.TaskInfo) bool {
 	for k, v := range t.Headers {
 		headers[k] = v
 	}
-	if err := r.s.deliverTo(ctx, r.client, tc, r.s.recordQueue(tc.Queue, jobID, t.Queue), jobID, res.Delivery, headers[HeaderOpKey], headers[HeaderDedup], headers, 0); err != nil {
+	// A conflict: asynq holds the delivery already (a rescue of the job's unstarted delivery that
+	// its record never adopted, sent back since), which the record now names: it runs as it comes.
+	err = r.s.deliverTo(ctx, r.client, tc, r.s.recordQueue(tc.Queue, jobID, t.Queue), jobID, res.Delivery, headers[HeaderOpKey], headers[HeaderDedup], headers, 0)
+	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unrescueTimeout)
 		defer cancel()
 		_ = r.s.store.Unrescue(cctx, keys, res.Delivery, t.ID)

@@ -27,10 +27,11 @@ func (r *Rescuer) rescueUnstarted(ctx context.Context, t *asynq.TaskInfo, since 
 	if err != nil || !known {
 		return false
 	}
-	// The next delivery is enqueued before the record names it: a rescuer that dies in between
-	// leaves a delivery that is stale at its start, not a record whose delivery asynq lacks, which
-	// waits for the reconciler's grace (a chaos run saw such a record wait 125 s). A worker that
-	// dequeues it in between is sent back (untaken, start.lua) until the record takes it.
+	// The next delivery is enqueued before the record names it: a worker that dequeues it in
+	// between is sent back (untaken, start.lua) until the record takes it. A rescuer that dies in
+	// between leaves a delivery sent back for untakenWait, then acknowledged as stale, not a record
+	// whose delivery asynq lacks, which waits for the reconciler's grace (a chaos run saw such a
+	// record wait 125 s).
 	next, err := r.s.store.NextUnstartedDelivery(ctx, keys, jobID, t.ID)
 	if err != nil || next == "" {
 		return false

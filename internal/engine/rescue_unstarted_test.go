@@ -242,6 +242,9 @@ func TestARescueDeliveryTakenBeforeItsRecordRunsOnceTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the early delivery was sent back", func() bool { return h.stack.Stats.Bounces.Load() > 0 })
+	if _, err := asynq.NewInspectorFromRedisClient(h.rdb).GetTaskInfo("default", next); err != nil {
+		t.Fatalf("the early delivery was dropped, not sent back: %v", err)
+	}
 	// Its second half, late.
 	if ok, err := h.stack.store.RescueUnstarted(bg, keys, DeliveryID(id, 1), next, time.Now()); err != nil || !ok {
 		t.Fatalf("rescue: %v %v", ok, err)

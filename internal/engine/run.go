@@ -30,10 +30,24 @@ var unconfirmedWaits = []time.Duration{5 * time.Millisecond, 20 * time.Milliseco
 // within one round trip, or never (its process died in between: the record keeps its delivery).
 const untakenWait = 5 * time.Second
 
+// untakenForget is how long an entry of Stack.untaken is kept: a delivery sent back here that then
+// ran in another process, or ended, is never seen here again.
+const untakenForget = time.Minute
+
 // untakenFor is how long this process has seen delivery waiting for its record to take it.
 func (s *Stack) untakenFor(delivery string) time.Duration {
-	first, _ := s.untaken.LoadOrStore(delivery, time.Now())
-	return time.Since(first.(time.Time))
+	now := time.Now()
+	first, seen := s.untaken.LoadOrStore(delivery, now)
+	if !seen {
+		// A new entry is rare (a replay or a rescue raced by a worker): the map is pruned then.
+		s.untaken.Range(func(k, v any) bool {
+			if now.Sub(v.(time.Time)) > untakenForget {
+				s.untaken.Delete(k)
+			}
+			return true
+		})
+	}
+	return now.Sub(first.(time.Time))
 }
 
 // startTimeout bounds the start script, on a context that outlives the delivery's.

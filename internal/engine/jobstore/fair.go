@@ -309,8 +309,8 @@ type FairRecord struct {
 	Deliveries int
 }
 
-// FairRecords reads the status and delivery number of jobs ids (a zero FairRecord for a record
-// that is gone, or an id that names none), in one round trip.
+// FairRecords reads the status and delivery number of jobs ids (status "" for a record that is
+// gone, or an id that names none), in one round trip.
 func (s *Store) FairRecords(ctx context.Context, ids []string) ([]FairRecord, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))

@@ -31,7 +31,8 @@ func unstartedStatus(st Status) bool {
 
 // RescueUnstarted makes next, already enqueued, the delivery of a job whose active delivery was
 // taken by a worker that never started it, leaving its status and attempt; false when the job
-// started, ended or moved on since NextUnstartedDelivery (next is then stale at its start).
+// started, ended or moved on since NextUnstartedDelivery (next is then sent back at its start for
+// a few seconds, then acknowledged as stale).
 func (s *Store) RescueUnstarted(ctx context.Context, k Keys, active, next string, now time.Time) (bool, error) {
 	res, err := rescueUnstartedScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline},
 		active, next, now.UnixMilli(), ms(s.cfg.Retention), s.cfg.TimelineCap, s.cfg.WorkerID).Text()

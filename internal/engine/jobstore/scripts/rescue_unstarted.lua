@@ -4,8 +4,9 @@
 -- delivery active in asynq and listed by no live server) adopts its next delivery, which the
 -- caller has already enqueued (so that a rescuer dying in between leaves nothing to repair). No
 -- run was lost: status and attempt stay. Several rescuers may race: only the one that still finds
--- the delivery current and the next one unnumbered wins; a next delivery not adopted is stale at
--- its start, as the old one is, should asynq redeliver it.
+-- the delivery current and the next one unnumbered wins; a next delivery not adopted is sent back
+-- at its start (untaken, start.lua) for a few seconds, then acknowledged as stale, as the old one
+-- is, should asynq redeliver it.
 -- KEYS[1] job record, KEYS[2] job timeline
 -- ARGV[1] the active delivery id, ARGV[2] the next delivery id (enqueued), ARGV[3] now (unix ms),
 -- ARGV[4] retention ms, ARGV[5] timeline cap, ARGV[6] rescuer's worker id
