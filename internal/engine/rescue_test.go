@@ -151,3 +151,26 @@ func TestLiveJobsAreLeftAlone(t *testing.T) {
 		t.Fatalf("%v", v.Record)
 	}
 }
+
+// A lost run's rescue whose next delivery asynq already holds (an unstarted delivery's rescue that
+// the record never adopted, still sent back as untaken) takes that delivery: it used to count the
+// conflict as a failed enqueue and put the job back, on every pass until the held one was dropped.
+func TestRescueTakesANextDeliveryAsynqAlreadyHolds(t *testing.T) {
+	t.Parallel()
+	h, id, hang, runs := stranded(t)
+	defer close(hang)
+	tc, _ := h.stack.TaskConfig("work")
+	if err := h.stack.deliver(bg, h.client, tc, id, DeliveryID(id, 2), "", "", nil, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	other := New(h.rdb, Config{LeaseTTL: 2 * time.Second, WorkerID: "rescuer"})
+	other.Register(TaskConfig{Type: "work", MaxAttempts: 3}, func(context.Context, *Job) error { return nil })
+	defer other.Close()
+	if n, err := other.NewRescuer(h.insp, h.client, 0).Pass(bg); err != nil || n != 1 {
+		t.Fatalf("rescue pass: %d rescued, %v; want 1", n, err)
+	}
+	v := h.waitStatus(id, "done", 15*time.Second)
+	if v.Raw["attempt"] != "2" || v.Raw["deliveries"] != "2" || runs.Load() != 2 {
+		t.Fatalf("after the held delivery ran: runs %d, %v", runs.Load(), v.Record)
+	}
+}
