@@ -54,19 +54,31 @@ func (p *Proxy) accept() {
 			c.Close()
 			continue
 		}
-		p.track(c, s)
+		if !p.trackUnlessBlocked(c, s) {
+			c.Close()
+			s.Close()
+			continue
+		}
 		p.wg.Add(2)
 		go p.pipe(c, s)
 		go p.pipe(s, c)
 	}
 }
 
-func (p *Proxy) track(cs ...net.Conn) {
+// trackUnlessBlocked tracks a new connection's two ends unless a Block came since its accept: one
+// that came between the accept's check and the tracking would not have cut it (a test's request then
+// went through a Block, waiting out a minute's latency per chunk: TestDuplicateWaitsForAPendingJob
+// hung 12 minutes in a CI run). Block sets blocked under the same lock.
+func (p *Proxy) trackUnlessBlocked(cs ...net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.blocked.Load() {
+		return false
+	}
 	for _, c := range cs {
 		p.conns[c] = true
 	}
+	return true
 }
 
 func (p *Proxy) untrack(cs ...net.Conn) {
@@ -108,8 +120,8 @@ func (p *Proxy) SetLatency(d time.Duration) { p.delay.Store(int64(d)) }
 
 // Block cuts every live connection and refuses new ones until Unblock.
 func (p *Proxy) Block() {
-	p.blocked.Store(true)
 	p.mu.Lock()
+	p.blocked.Store(true)
 	for c := range p.conns {
 		c.Close()
 	}
