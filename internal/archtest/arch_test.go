@@ -152,10 +152,9 @@ func notProject(pkgs ...string) func(string) bool {
 	}
 }
 
-// Nothing imports cmd: a binary wires the project, the project never reaches into a binary. Direct
-// imports suffice: a package that imported cmd indirectly would import, directly, one that does.
-func TestNothingImportsCmd(t *testing.T) {
-	t.Parallel()
+// eachPackage calls check with every package directory of the module (its path relative to the
+// module root and what go/build reads of it), skipping hidden directories, testdata and node_modules.
+func eachPackage(t *testing.T, check func(rel, dir string, p *build.Package)) {
 	root := filepath.Join("..", "..") // go test runs in the package's directory
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
@@ -165,17 +164,8 @@ func TestNothingImportsCmd(t *testing.T) {
 		if name := d.Name(); rel != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
 			return filepath.SkipDir
 		}
-		p, err := build.ImportDir(path, 0)
-		if err != nil {
-			return nil // no Go files here
-		}
-		if rel == "cmd" || strings.HasPrefix(rel, "cmd"+string(filepath.Separator)) {
-			return nil
-		}
-		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
-			if imp == module+"cmd" || strings.HasPrefix(imp, module+"cmd/") {
-				t.Errorf("%s imports %s", filepath.ToSlash(rel), imp)
-			}
+		if p, err := build.ImportDir(path, 0); err == nil { // else no Go files here
+			check(filepath.ToSlash(rel), path, p)
 		}
 		return nil
 	})
@@ -184,36 +174,35 @@ func TestNothingImportsCmd(t *testing.T) {
 	}
 }
 
+// Nothing imports cmd: a binary wires the project, the project never reaches into a binary. Direct
+// imports suffice: a package that imported cmd indirectly would import, directly, one that does.
+func TestNothingImportsCmd(t *testing.T) {
+	t.Parallel()
+	eachPackage(t, func(rel, _ string, p *build.Package) {
+		if rel == "cmd" || strings.HasPrefix(rel, "cmd/") {
+			return
+		}
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if imp == module+"cmd" || strings.HasPrefix(imp, module+"cmd/") {
+				t.Errorf("%s imports %s", rel, imp)
+			}
+		}
+	})
+}
+
 // A package whose tests start servers through pgtest or redistest stops them through redistest.Main:
 // without a TestMain that calls it, the servers' temporary directories (a PostgreSQL data
 // directory is 55 MB) outlive every run of the package's tests and fill the disk.
 func TestServerTestsStopTheirServers(t *testing.T) {
 	t.Parallel()
-	root := filepath.Join("..", "..")
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return err
+	eachPackage(t, func(rel, dir string, p *build.Package) {
+		if !slices.ContainsFunc(slices.Concat(p.TestImports, p.XTestImports), startsServers) {
+			return
 		}
-		rel, _ := filepath.Rel(root, path)
-		if name := d.Name(); rel != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
-			return filepath.SkipDir
+		if !callsRedistestMain(t, dir, slices.Concat(p.TestGoFiles, p.XTestGoFiles)) {
+			t.Errorf("%s: its tests start servers but no TestMain calls redistest.Main to stop them", rel)
 		}
-		p, err := build.ImportDir(path, 0)
-		if err != nil {
-			return nil // no Go files here
-		}
-		imports := slices.Concat(p.TestImports, p.XTestImports)
-		if !slices.ContainsFunc(imports, startsServers) {
-			return nil
-		}
-		if !callsRedistestMain(t, path, slices.Concat(p.TestGoFiles, p.XTestGoFiles)) {
-			t.Errorf("%s: its tests start servers but no TestMain calls redistest.Main to stop them", filepath.ToSlash(rel))
-		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // startsServers says whether a test importing pkg starts servers: the two packages that start them

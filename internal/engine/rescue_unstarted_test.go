@@ -27,6 +27,26 @@ func takenByADeadWorker(t *testing.T, rdb *redis.Client, queue, id string) {
 	rdb.ZAdd(bg, q+"lease", redis.Z{Score: float64(time.Now().Add(30 * time.Second).Unix()), Member: id})
 }
 
+// admittedSequenceJob is a stack on db with type "seq" (a fair sequence, no server) and the id of
+// one job of key "a", admitted and its first delivery pending in asynq; the stack is closed when the
+// test ends.
+func admittedSequenceJob(t *testing.T, db redistest.DB, cfg Config) (*Stack, *asynq.Client, *asynq.Inspector, string) {
+	t.Helper()
+	s := New(db.Client, cfg)
+	s.Register(TaskConfig{Type: "seq", MaxAttempts: 3, Fair: &Fair{Sequence: true, Capacity: 4}}, func(context.Context, *Job) error { return nil })
+	t.Cleanup(s.Close)
+	client, insp := asynq.NewClientFromRedisClient(db.Client), asynq.NewInspectorFromRedisClient(db.Client)
+	created, err := s.Enqueue(bg, client, Spec{Type: "seq", Tenant: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, 5*time.Second, "the admitted job delivered", func() bool {
+		info, err := insp.GetTaskInfo("default", DeliveryID(created.JobID, 1))
+		return err == nil && info.State == asynq.TaskStatePending
+	})
+	return s, client, insp, created.JobID
+}
+
 // A worker killed between asynq's dequeue and the start script left its job queued, and only
 // asynq's recoverer (60-120 s) brought the delivery back (make chaos-workflows: a fan-in waited
 // 61 s on one such leaf). The rescuer gives it a new delivery once it has seen it unstarted, and
@@ -167,19 +187,7 @@ func TestRescueRedeliversAnAdmittedFairDeliveryTakenByAWorkerThatDied(t *testing
 	t.Parallel()
 	db := redistest.NewDB(t)
 	clock := newFakeClock()
-	s := New(db.Client, Config{LeaseTTL: 2 * time.Second, Clock: clock, WorkerID: "rescuer"})
-	s.Register(TaskConfig{Type: "seq", MaxAttempts: 3, Fair: &Fair{Sequence: true, Capacity: 4}}, func(context.Context, *Job) error { return nil })
-	defer s.Close()
-	client, insp := asynq.NewClientFromRedisClient(db.Client), asynq.NewInspectorFromRedisClient(db.Client)
-	created, err := s.Enqueue(bg, client, Spec{Type: "seq", Tenant: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := created.JobID
-	testsupport.Eventually(t, 5*time.Second, "the admitted job delivered", func() bool {
-		info, err := insp.GetTaskInfo("default", DeliveryID(id, 1))
-		return err == nil && info.State == asynq.TaskStatePending
-	})
+	s, client, insp, id := admittedSequenceJob(t, db, Config{LeaseTTL: 2 * time.Second, Clock: clock, WorkerID: "rescuer"})
 	takenByADeadWorker(t, db.Client, "default", DeliveryID(id, 1))
 
 	r := s.NewRescuer(insp, client, 0)
@@ -261,21 +269,8 @@ func TestARescueDeliveryTakenBeforeItsRecordRunsOnceTaken(t *testing.T) {
 // for good (make chaos-fair).
 func TestFairSweepDeliversTheRecordsCurrentDelivery(t *testing.T) {
 	t.Parallel()
-	db := redistest.NewDB(t)
-	s := New(db.Client, Config{LeaseTTL: 2 * time.Second, WorkerID: "sweeper"})
-	s.Register(TaskConfig{Type: "seq", MaxAttempts: 3, Fair: &Fair{Sequence: true, Capacity: 4}}, func(context.Context, *Job) error { return nil })
-	defer s.Close()
-	client, insp := asynq.NewClientFromRedisClient(db.Client), asynq.NewInspectorFromRedisClient(db.Client)
-	created, err := s.Enqueue(bg, client, Spec{Type: "seq", Tenant: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := created.JobID
+	s, _, insp, id := admittedSequenceJob(t, redistest.NewDB(t), Config{LeaseTTL: 2 * time.Second, WorkerID: "sweeper"})
 	first, second := DeliveryID(id, 1), DeliveryID(id, 2)
-	testsupport.Eventually(t, 5*time.Second, "the admitted job delivered", func() bool {
-		info, err := insp.GetTaskInfo("default", first)
-		return err == nil && info.State == asynq.TaskStatePending
-	})
 	// A rescue gave the job its second delivery, which asynq then lost with the first.
 	keys, _ := s.store.Keys(id, "")
 	if ok, err := s.store.RescueUnstarted(bg, keys, first, second, time.Now()); err != nil || !ok {
