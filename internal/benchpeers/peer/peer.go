@@ -144,6 +144,7 @@ func Enqueue(f Flags, insert Insert) error {
 	if err := h.await("go"); err != nil {
 		return err
 	}
+	stopProfile := startProfile(f)
 	ctx := context.Background()
 	var (
 		next    atomic.Int64
@@ -181,6 +182,7 @@ func Enqueue(f Flags, insert Insert) error {
 		}()
 	}
 	wg.Wait()
+	stopProfile()
 	p50, p99 := percentiles(latency)
 	done(Result{Jobs: len(latency), Errors: int(errs.Load()), P50Ms: p50, P99Ms: p99})
 	return h.await("stop")
@@ -195,6 +197,7 @@ func Work(f Flags, w Worker) error {
 		w.Stop()
 		return err
 	}
+	stopProfile := startProfile(f)
 	var (
 		ran, recorded, errs atomic.Int64
 		waited              = make([]time.Duration, f.N)
@@ -219,9 +222,11 @@ func Work(f Flags, w Worker) error {
 		return err
 	}
 	if err := w.Start(run); err != nil {
+		stopProfile()
 		return err
 	}
 	<-all
+	stopProfile()
 	p50, p99 := percentiles(waited)
 	done(Result{Jobs: f.N, Errors: int(errs.Load()), P50Ms: p50, P99Ms: p99})
 	err := h.await("stop")
