@@ -58,7 +58,11 @@ func (a *api) bulk(t tasks.Task) fiber.Handler {
 		if err := decodeJSON(c.Body(), &req); err != nil {
 			return err
 		}
-		req.Atomic = req.Atomic || c.Query("atomic") == "true"
+		queryAtomic, err := atomicQuery(c.Query("atomic"))
+		if err != nil {
+			return err
+		}
+		req.Atomic = req.Atomic || queryAtomic
 		if len(req.Items) == 0 || len(req.Items) > engine.MaxBulk {
 			return problem.BadField("items", fmt.Sprintf("a bulk has 1 to %d items, not %d", engine.MaxBulk, len(req.Items)))
 		}
@@ -212,4 +216,16 @@ func itemProblem(err error) problem.Details {
 	}
 	p.Type, p.Title = problem.TypeBase+p.Code, http.StatusText(p.Status)
 	return p
+}
+
+// atomicQuery reads the query's atomic: absent, true or false; anything else is a 400 rather than
+// a bulk run non-atomically that its caller asked to be atomic.
+func atomicQuery(v string) (bool, error) {
+	switch v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, problem.BadField("atomic", `atomic is "true" or "false"`)
 }

@@ -62,3 +62,26 @@ func TestBulkEnqueue(t *testing.T) {
 		t.Fatalf("empty bulk: %+v", p)
 	}
 }
+
+// A query's atomic is true or false: any other value is a 400 naming it, and nothing is created
+// (it was run non-atomically before).
+func TestBulkAtomicQueryIsTrueOrFalse(t *testing.T) {
+	t.Parallel()
+	r := startApp(t, RoleAPI, twoTenants)
+	body := `{"items":[{"tenant_id":"t1","resource_id":"q1"},{"tenant_id":"t1"}]}`
+	before := jobKeys(r)
+	for _, v := range []string{"1", "yes", "TRUE", "%00"} {
+		resp, out := post(t, r, "/jobs/rebuild-cache/bulk?atomic="+v, body, bearer(tokenA)...)
+		if p := decodeProblem(t, resp, out); p.Status != 400 || p.Field != "atomic" {
+			t.Fatalf("atomic=%s: %+v", v, p)
+		}
+	}
+	if n := jobKeys(r); n != before {
+		t.Fatalf("refused bulks kept %d keys", n-before)
+	}
+	resp, out := post(t, r, "/jobs/rebuild-cache/bulk?atomic=false", body, bearer(tokenA)...)
+	var a bulkAnswer
+	if err := json.Unmarshal([]byte(out), &a); err != nil || resp.StatusCode != 200 || a.Atomic || a.Created != 1 {
+		t.Fatalf("atomic=false: %d %s", resp.StatusCode, out)
+	}
+}

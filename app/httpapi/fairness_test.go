@@ -115,3 +115,22 @@ func TestFairnessRetryAnswersWaiting(t *testing.T) {
 	}
 	waitJob(t, r, a.JobID, "done")
 }
+
+// An Idempotency-Key's replay of a fairly dispatched type's enqueue gives the first answer again,
+// status waiting included (the stored answer said queued).
+func TestFairnessReplayAnswersWaiting(t *testing.T) {
+	t.Parallel()
+	r := startApp(t, RoleAPI, map[string]string{"API_TOKENS": twoTenants["API_TOKENS"], "TASK_LIMITS": "rebuild-cache=fair:on,capacity:1"})
+	h := append(bearer(tokenA), "Idempotency-Key", `"fair-replay"`)
+	body := `{"tenant_id":"t1","resource_id":"replayed"}`
+	resp, first := post(t, r, "/jobs/rebuild-cache", body, h...)
+	var a jobAnswer
+	if err := json.Unmarshal([]byte(first), &a); err != nil || resp.StatusCode != 202 || a.Status != "waiting" {
+		t.Fatalf("enqueue: %d %s, want 202 waiting", resp.StatusCode, first)
+	}
+	resp, again := post(t, r, "/jobs/rebuild-cache", body, h...)
+	if resp.StatusCode != 202 || again != first || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %d %s (replayed %q), want 202 and the first body %s", resp.StatusCode, again,
+			resp.Header.Get("Idempotent-Replayed"), first)
+	}
+}

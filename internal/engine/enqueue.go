@@ -202,7 +202,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
 	}
-	if err := s.confirm(ctx, keys, id, s.queueOf(tc.Queue, id), spec); err != nil {
+	if err := s.confirm(ctx, keys, Enqueued{JobID: id}, s.queueOf(tc.Queue, id), spec); err != nil {
 		s.abandon(ctx, keys, id) // removes nothing the confirmation confirmed
 		return Enqueued{}, err
 	}
@@ -221,11 +221,12 @@ func (s *Stack) enqueueFair(ctx context.Context, client *asynq.Client, tc TaskCo
 	}
 	defer s.deliverAdmitted(ctx, client, tc, admitted)
 	// The record stands for the waiting event (waitsForKey).
-	if err := s.confirm(ctx, keys, id, s.queueOf(tc.Queue, id), spec); err != nil {
+	res := Enqueued{JobID: id, Waiting: true}
+	if err := s.confirm(ctx, keys, res, s.queueOf(tc.Queue, id), spec); err != nil {
 		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
 	}
-	return Enqueued{JobID: id, Waiting: true}, nil
+	return res, nil
 }
 
 // checkSpec validates a spec's keys and returns its dedup ("<policy>:<key>", "" none).
@@ -280,12 +281,13 @@ func (s *Stack) abandon(ctx context.Context, keys jobstore.Keys, id string) {
 	_ = s.store.Abandon(cctx, keys, id)
 }
 
-// confirm makes the job's record permanent (for its retention), its dedup marker last its TTL,
+// confirm makes job res.JobID's record permanent (for its retention), its dedup marker last its TTL,
 // puts it in the tenant's list and the expiry index, and sends the caller's Finally commands, in
 // one pipeline. In durable mode a WAIT ends it (one per node on a cluster, the queue's master
 // included): a confirmation the replicas did not acknowledge is a notDurable error, and the job
 // stands on the master.
-func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id, queue string, spec Spec) error {
+func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, res Enqueued, queue string, spec Spec) error {
+	id := res.JobID
 	ttl := time.Duration(0)
 	if d := spec.Dedup; d != nil && d.Policy != Throttle {
 		ttl = dedupTTL(d) // a throttle's window runs from the create
@@ -309,7 +311,7 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id, queue strin
 		s.store.QueueIndex(ctx, pipe, spec.Tenant, id, spec.Tags, s.now()) // the tenant's list (GET /jobs) and its tags'
 		s.store.QueueExpiry(ctx, pipe, id, s.store.ExpiryDue(s.now(), spec.StartBy))
 		if !cluster && spec.Finally != nil {
-			spec.Finally(ctx, pipe, Enqueued{JobID: id})
+			spec.Finally(ctx, pipe, res)
 		}
 		if cluster && durable.On() {
 			// asynq's enqueue of the delivery wrote in the queue's slot, on a master of its own
@@ -326,7 +328,7 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, id, queue strin
 		return fmt.Errorf("%w: job %s was %s at its confirmation", ErrNotAccepted, id, state)
 	}
 	if cluster && spec.Finally != nil {
-		if ferr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) { spec.Finally(ctx, pipe, Enqueued{JobID: id}) }); werr == nil {
+		if ferr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) { spec.Finally(ctx, pipe, res) }); werr == nil {
 			werr = ferr
 		}
 	}
