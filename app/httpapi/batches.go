@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -74,8 +75,9 @@ func (a *api) createBatch(c *fiber.Ctx) error {
 		return problem.BadField("jobs", fmt.Sprintf("a batch has 1 to %d jobs, callbacks included, not %d", engine.MaxWorkflowNodes, len(req.Jobs)+callbacks))
 	}
 	b := engine.BatchSpec{Tenant: req.TenantID, Jobs: make([]engine.Spec, len(req.Jobs))}
+	var claims nodeClaims
 	for i, j := range req.Jobs {
-		spec, err := a.nodeSpec(c, req.TenantID, fmt.Sprintf("jobs[%d]", i), fmt.Sprintf("job-%d", i), j.Type, j.Payload)
+		spec, err := a.nodeSpec(c, req.TenantID, fmt.Sprintf("jobs[%d]", i), fmt.Sprintf("job-%d", i), j.Type, j.Payload, &claims)
 		if err != nil {
 			return err
 		}
@@ -89,14 +91,16 @@ func (a *api) createBatch(c *fiber.Ctx) error {
 		if cb.req == nil {
 			continue
 		}
-		spec, err := a.nodeSpec(c, req.TenantID, cb.field, cb.field, cb.req.Type, cb.req.Payload)
+		spec, err := a.nodeSpec(c, req.TenantID, cb.field, cb.field, cb.req.Type, cb.req.Payload, &claims)
 		if err != nil {
 			return err
 		}
 		*cb.spec = &spec
 	}
 	return a.once(c, req.TenantID, func() (answer, error) {
-		created, err := a.stack.EnqueueBatch(c.UserContext(), b)
+		created, err := a.enqueueClaimed(c.UserContext(), &claims, func(ctx context.Context) (engine.WorkflowCreated, error) {
+			return a.stack.EnqueueBatch(ctx, b)
+		})
 		if created.ID == "" {
 			return answer{}, workflowError(err, "jobs")
 		}

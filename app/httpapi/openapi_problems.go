@@ -35,7 +35,8 @@ var (
 	// tenantStream: a long-poll or an event stream, capped as streams are rather than rate limited.
 	tenantStream = []string{"BadRequest", "Unauthorized", "NotFound", "EventsLimited", "Internal", "Unavailable"}
 	// tenantCreate: a tenant creates a workflow or batch from a JSON body under an Idempotency-Key.
-	tenantCreate = []string{"BadRequest", "Unauthorized", "Forbidden", "IdempotencyInFlight", "BodyTooLarge",
+	// Its 409 is the route's own (createdAnswers): a node's order may conflict too.
+	tenantCreate = []string{"BadRequest", "Unauthorized", "Forbidden", "BodyTooLarge",
 		"UnsupportedMediaType", "IdempotencyKeyReused", "RateLimited", "Internal"}
 	// operatorAction: an operator token acts on a schedule.
 	operatorAction = []string{"BadRequest", "OperatorUnauthorized", "OperatorForbidden", "NotFound", "BodyTooLarge",

@@ -247,8 +247,9 @@ func coreOperations() []apidoc.Operation {
 }
 
 // createdAnswers are the answers of a POST that creates a workflow or a batch (what) under an
-// Idempotency-Key: 202 with the created thing's URL (under prefix), 503 when the creation failed
-// or its outcome is unknown, and tenantCreate's shared problems.
+// Idempotency-Key: 202 with the created thing's URL (under prefix), 409 for a request in flight
+// or a node's order submitted before with other content, 503 when the creation failed or its
+// outcome is unknown, and tenantCreate's shared problems.
 func createdAnswers(what, prefix string, body any) []apidoc.Response {
 	return withProblems([]apidoc.Response{
 		{Status: http.StatusAccepted, Description: "Created: every job exists and will run or end without the caller.",
@@ -256,6 +257,10 @@ func createdAnswers(what, prefix string, body any) []apidoc.Response {
 			OwnHeaders: map[string]apidoc.Header{"Location": {Description: "The created " + what + "'s URL.",
 				Schema: apidoc.Schema{"type": "string", "pattern": "^" + prefix}}},
 			Body: body},
+		{Status: http.StatusConflict, Description: "A request with this Idempotency-Key is still being processed, or a node's order " +
+			"was submitted before with different content (`field` names the node's `order_id`; nothing was created). " +
+			"Codes: `idempotency_key_in_flight`, `order_conflict`.",
+			Headers: rateHeaders, Codes: []string{problem.CodeIdempotencyInFlight, problem.CodeOrderConflict}},
 		{Status: http.StatusServiceUnavailable, Description: "Redis did not answer, the " + what + " could not be created (nothing will run), or the outcome is " +
 			"unknown (retry with the same Idempotency-Key). Codes: `redis_unavailable`, `enqueue_failed`, " +
 			"`outcome_unknown`, `not_durable` (created, but the replicas did not acknowledge it in time: " +

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -92,5 +93,50 @@ func TestOrderClaimReleasedWhenNothingWasKept(t *testing.T) {
 	}
 	if resp, body := post(t, r, "/jobs/reserve-stock", `{"tenant_id":"t1","order_id":"o9","sku":"s2","quantity":1}`); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("the order, free again, with another sku: %d %s", resp.StatusCode, body)
+	}
+}
+
+// A workflow's or a batch's node claims its order as the single route does: other content under
+// an order id already submitted, or twice in one workflow, is a 409 naming the node's order_id,
+// and nothing of the request is created (such a node was created, and its job ended done as
+// already applied, its quantity dropped). The same content goes on; a refused request's claims
+// are released.
+func TestWorkflowAndBatchNodesClaimTheirOrder(t *testing.T) {
+	t.Parallel()
+	r := startApp(t, RoleAPI, nil)
+	order := func(id string, qty int) string {
+		return `{"tenant_id":"t1","order_id":"` + id + `","sku":"s1","quantity":` + strconv.Itoa(qty) + `}`
+	}
+	if resp, body := post(t, r, "/jobs/reserve-stock", order("w1", 1)); resp.StatusCode != http.StatusAccepted {
+		t.Fatal(resp.StatusCode, body)
+	}
+	node := func(id, payload string) string {
+		return `{"id":"` + id + `","type":"reserve-stock","payload":` + payload + `}`
+	}
+	for _, c := range []struct{ path, body, field string }{
+		{"/workflows", `{"tenant_id":"t1","nodes":[` + node("a", order("w1", 5)) + `]}`, "nodes[0].payload.order_id"},
+		{"/workflows", `{"tenant_id":"t1","nodes":[` + node("a", order("w2", 1)) + `,` + node("b", order("w2", 2)) + `]}`, "nodes[1].payload.order_id"},
+		{"/batches", `{"tenant_id":"t1","jobs":[{"type":"reserve-stock","payload":` + order("w3", 1) + `},{"type":"reserve-stock","payload":` + order("w1", 7) + `}]}`, "jobs[1].payload.order_id"},
+		{"/batches", `{"tenant_id":"t1","jobs":[{"type":"reserve-stock","payload":` + order("w4", 1) + `}],"on_success":{"type":"reserve-stock","payload":` + order("w1", 9) + `}}`, "on_success.payload.order_id"},
+	} {
+		before := jobKeys(r)
+		resp, body := post(t, r, c.path, c.body)
+		if p := decodeProblem(t, resp, body); p.Status != http.StatusConflict || p.Code != problem.CodeOrderConflict || p.Field != c.field {
+			t.Fatalf("%s %s: %+v, want 409 %s naming %s", c.path, c.body, p, problem.CodeOrderConflict, c.field)
+		}
+		if n := jobKeys(r); n != before {
+			t.Fatalf("%s refused: %d keys kept", c.path, n-before)
+		}
+	}
+	// The orders the refused requests claimed first (w2, w3, w4) were released: other content is
+	// free to take them.
+	for _, id := range []string{"w2", "w3", "w4"} {
+		if resp, body := post(t, r, "/jobs/reserve-stock", order(id, 3)); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("order %s after the refused request: %d %s", id, resp.StatusCode, body)
+		}
+	}
+	resp, body := post(t, r, "/workflows", `{"tenant_id":"t1","nodes":[`+node("a", order("w1", 1))+`,`+node("b", order("w5", 1))+`]}`)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("a workflow of the same content: %d %s", resp.StatusCode, body)
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,8 +72,9 @@ func (a *api) taskOf(typ string) (tasks.Task, bool) {
 }
 
 // nodeSpec is a node's job as its type's enqueue route would make it (validated, the token's
-// tenant only), named field for errors ("nodes[2]"); the job is always its own (no dedup).
-func (a *api) nodeSpec(c *fiber.Ctx, tenant, field, node, typ string, payload json.RawMessage) (engine.Spec, error) {
+// tenant only), named field for errors ("nodes[2]"); the job is always its own (no dedup). A node
+// whose task has an identity (an order) adds its claim to claims, to take before the enqueue.
+func (a *api) nodeSpec(c *fiber.Ctx, tenant, field, node, typ string, payload json.RawMessage, claims *nodeClaims) (engine.Spec, error) {
 	t, ok := a.taskOf(typ)
 	if !ok {
 		return engine.Spec{}, problem.BadField(field+".type", fmt.Sprintf("node %q: %q is not a task type", node, typ))
@@ -89,7 +91,21 @@ func (a *api) nodeSpec(c *fiber.Ctx, tenant, field, node, typ string, payload js
 	}
 	spec := req.Spec()
 	spec.Dedup, spec.Headers = nil, traceHeaders(c)
+	// The claim names a job id of its own: a node's job gets its id from the workflow.
+	claims.add(a.prepareIdentity(req, &spec), field+".payload", node)
+	spec.JobID = ""
 	return spec, nil
+}
+
+// enqueueClaimed takes the nodes' identity claims, then runs enqueue (a workflow's or a batch's);
+// a claim refused is enqueue's error, and nothing is enqueued. The claims this request made are
+// released when nothing was kept.
+func (a *api) enqueueClaimed(ctx context.Context, claims *nodeClaims, enqueue func(context.Context) (engine.WorkflowCreated, error)) (created engine.WorkflowCreated, err error) {
+	defer func() { claims.settle(ctx, created.ID != "" || errors.Is(err, engine.ErrOutcomeUnknown)) }()
+	if err := claims.take(ctx); err != nil {
+		return engine.WorkflowCreated{}, err
+	}
+	return enqueue(ctx)
 }
 
 // nodeError names a node's payload error by its path in the whole body.
@@ -111,7 +127,10 @@ func nodeError(field, node string, err error) error {
 // workflowError is the answer to a workflow the engine refused.
 func workflowError(err error, what string) error {
 	var we *engine.WorkflowError
+	var answered *problem.HTTPError
 	switch {
+	case errors.As(err, &answered):
+		return err // a node's identity claim refused (nodeClaims.take), already naming its field
 	case errors.As(err, &we) && we.Field == "nodes":
 		return problem.BadField(what, we.Detail)
 	case errors.As(err, &we):
@@ -146,9 +165,10 @@ func (a *api) createWorkflow(c *fiber.Ctx) error {
 		return problem.BadField("nodes", fmt.Sprintf("a workflow has 1 to %d nodes, not %d", engine.MaxWorkflowNodes, len(req.Nodes)))
 	}
 	w := engine.WorkflowSpec{Tenant: req.TenantID, Nodes: make([]engine.WorkflowNode, len(req.Nodes))}
+	var claims nodeClaims
 	for i, n := range req.Nodes {
 		field := fmt.Sprintf("nodes[%d]", i)
-		spec, err := a.nodeSpec(c, req.TenantID, field, n.ID, n.Type, n.Payload)
+		spec, err := a.nodeSpec(c, req.TenantID, field, n.ID, n.Type, n.Payload, &claims)
 		if err != nil {
 			return err
 		}
@@ -161,7 +181,9 @@ func (a *api) createWorkflow(c *fiber.Ctx) error {
 		w.Nodes[i] = engine.WorkflowNode{ID: strings.Clone(n.ID), Spec: spec, Parents: parents, Policy: strings.Clone(n.Policy)}
 	}
 	return a.once(c, req.TenantID, func() (answer, error) {
-		created, err := a.stack.EnqueueWorkflow(c.UserContext(), w)
+		created, err := a.enqueueClaimed(c.UserContext(), &claims, func(ctx context.Context) (engine.WorkflowCreated, error) {
+			return a.stack.EnqueueWorkflow(ctx, w)
+		})
 		if created.ID == "" {
 			return answer{}, workflowError(err, "nodes")
 		}

@@ -1,0 +1,41 @@
+package httpapi
+
+import "context"
+
+// nodeClaims are the identity claims of a workflow's or a batch's nodes whose task has one (an
+// order: its tenant and order id bound to its content), claimed as the single route claims them.
+// Without them a node reusing an order id with other content was created, and its job ended done
+// as "already applied" (the order's operation key was applied) with its own content dropped.
+type nodeClaims struct {
+	claims []*identityClaim
+	fields []string // each claim's node payload ("nodes[2].payload"), to name a conflict's field
+	nodes  []string
+}
+
+// add keeps claim (nil: the node's task has no identity) of node, whose payload is field.
+func (n *nodeClaims) add(claim *identityClaim, field, node string) {
+	if claim != nil {
+		n.claims, n.fields, n.nodes = append(n.claims, claim), append(n.fields, field), append(n.nodes, node)
+	}
+}
+
+// take claims each node's identity in turn, one round trip each; the first refusal (409: other
+// content holds it; 503) is the answer, naming the node's field. Claims taken before it are
+// released by settle.
+func (n *nodeClaims) take(ctx context.Context) error {
+	for i, c := range n.claims {
+		if err := c.take(ctx); err != nil {
+			return nodeError(n.fields[i], n.nodes[i], err)
+		}
+	}
+	return nil
+}
+
+// settle tells every claim whether the workflow was kept (created, or its outcome unknown) and
+// removes the claims this request made when it was not.
+func (n *nodeClaims) settle(ctx context.Context, kept bool) {
+	for _, c := range n.claims {
+		c.kept = kept
+		c.settle(ctx)
+	}
+}
