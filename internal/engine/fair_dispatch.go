@@ -276,6 +276,9 @@ func (s *Stack) sweepFairShard(ctx context.Context, tc TaskConfig, sh jobstore.F
 			// Admitted and not started: delivered again (asynq refuses it if it holds it), as the
 			// delivery its record names now: a rescue of the admitted one gave it a new one.
 			again = append(again, withDeliveryNumber(e, records[i].Deliveries))
+		case s.runMayBeReturning(tc, records[i]):
+			// Cancelled while running: its run's end frees it (cancelledRun), so a sequence's
+			// next job does not start beside a handler still returning.
 		case (st == "" || st.Terminal()) && !s.blocksSequence(tc, st):
 			ended = append(ended, e.JobID)
 		}
@@ -292,6 +295,18 @@ func (s *Stack) sweepFairShard(ctx context.Context, tc TaskConfig, sh jobstore.F
 	repaired += s.deliverAdmitted(ctx, s.wfClient, tc, again)
 	s.deliverAdmittedAtOnce(ctx, tc, append(deliver, more...))
 	return repaired, nil
+}
+
+// cancelledRunGrace is how long after a cancel took a running job the sweep leaves its admission
+// to the run's end: the run's keeper finds its lease gone within a third of the lease TTL, and
+// its handler's context is cancelled then. Past it the sweep frees the admission (the run's
+// process died, or its handler ignores its context: the raised fence refuses its writes).
+func cancelledRunGrace(tc TaskConfig) time.Duration { return 2 * tc.LeaseTTL }
+
+// runMayBeReturning says whether r is a job cancelled while running whose run may not have
+// returned yet (within cancelledRunGrace of the cancel).
+func (s *Stack) runMayBeReturning(tc TaskConfig, r jobstore.FairRecord) bool {
+	return r.Status == jobstore.StatusCancelled && !r.CancelledRun.IsZero() && s.now().Sub(r.CancelledRun) < cancelledRunGrace(tc)
 }
 
 // withDeliveryNumber is admitted entry e delivered as its job's delivery number n, when n is past

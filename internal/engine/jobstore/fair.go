@@ -307,16 +307,18 @@ type FairRecord struct {
 	// Deliveries numbers the job's current delivery (DeliveryID): a rescue or a replay moves it
 	// past the one its admission carries.
 	Deliveries int
+	// CancelledRun is when a cancel took the job's running run (FieldCancelledRun; zero: none).
+	CancelledRun time.Time
 }
 
-// FairRecords reads the status and delivery number of jobs ids (status "" for a record that is
-// gone, or an id that names none), in one round trip.
+// FairRecords reads the status, delivery number and cancelled run of jobs ids (status "" for a
+// record that is gone, or an id that names none), in one round trip.
 func (s *Store) FairRecords(ctx context.Context, ids []string) ([]FairRecord, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
 		if k, err := s.Keys(id, ""); err == nil {
-			cmds[i] = pipe.HMGet(ctx, k.Record, FieldStatus, FieldDeliveries)
+			cmds[i] = pipe.HMGet(ctx, k.Record, FieldStatus, FieldDeliveries, FieldCancelledRun)
 		}
 	}
 	out := make([]FairRecord, len(ids))
@@ -336,6 +338,11 @@ func (s *Store) FairRecords(ctx context.Context, ids []string) ([]FairRecord, er
 		out[i] = FairRecord{Status: Status(status), Deliveries: 1}
 		if n, err := strconv.Atoi(deliveries); err == nil && n > 1 {
 			out[i].Deliveries = n // absent in a compacted record: 1
+		}
+		if cancelled, _ := v[2].(string); cancelled != "" {
+			if ms, err := strconv.ParseInt(cancelled, 10, 64); err == nil {
+				out[i].CancelledRun = time.UnixMilli(ms)
+			}
 		}
 	}
 	return out, nil

@@ -56,6 +56,10 @@ const (
 	// FieldFairKey is the key a job created waiting for its admission waits on (fair dispatch;
 	// absent otherwise): its record stands for its waiting event (fold.go).
 	FieldFairKey = "fair_key"
+	// FieldCancelledRun is when a cancel took a running job's lease (unix ms; absent otherwise):
+	// the run's handler may still be returning. Its fair admission is freed at the run's end, or
+	// by the sweep once the run has had time to end (engine: cancelledRunGrace).
+	FieldCancelledRun = "cancelled_run"
 )
 
 // recordFields lists every field above.
@@ -64,7 +68,7 @@ var recordFields = []string{FieldJobID, FieldType, FieldQueue, FieldTenant, Fiel
 	FieldUpdatedAt, FieldStartedAt, FieldHeartbeatAt, FieldFinishedAt, FieldNotBefore, FieldStartBy, FieldPayload,
 	FieldOpKey, FieldDedup, FieldWorkerID, FieldLeaseOwner, FieldFencing, FieldLastError, FieldResult,
 	FieldCheckpoint, FieldCheckpointAt, FieldProgress, FieldProgressNote, FieldProgressToken, FieldProgressAt,
-	FieldTimelineFolded, FieldTags, FieldWorkflow, FieldFairKey}
+	FieldTimelineFolded, FieldTags, FieldWorkflow, FieldFairKey, FieldCancelledRun}
 
 // Status is where a job is in its life (docs/DESIGN.md has the transition table).
 type Status string

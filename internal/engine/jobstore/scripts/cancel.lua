@@ -41,6 +41,8 @@ end
 local why = ARGV[5]
 if why == '' then why = 'cancelled' end
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'finished_at', now, 'updated_at', now, 'last_error', why)
+-- The run's handler may still be returning: a sequence's next job waits for it (cancelled_run).
+if rec.status == 'processing' then redis.call('HSET', KEYS[1], 'cancelled_run', now) end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local detail = 'by ' .. ARGV[4] .. ' (was ' .. rec.status .. ')'
 if ARGV[5] ~= '' then detail = detail .. ': ' .. ARGV[5] end
