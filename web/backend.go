@@ -3,11 +3,14 @@ package web
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/jobguard/jobguard/internal/freetext"
 )
 
 // asynqmon's API calls Redis without a deadline and answers a Redis failure with a 500 whose
@@ -29,7 +32,13 @@ var (
 	// ErrBackendFailed: asynqmon's call failed while Redis answers.
 	ErrBackendFailed = &fiber.Error{Code: fiber.StatusInternalServerError,
 		Message: "the monitoring UI could not complete the call"}
+	// ErrBackendNotFound: the queue or task the call names does not exist (asynqmon answers some
+	// with a 500 whose text says NOT_FOUND, others with a plain-text 404).
+	ErrBackendNotFound = &fiber.Error{Code: fiber.StatusNotFound, Message: "no such queue or task"}
 )
+
+// maxUpstreamText bounds what of asynqmon's own error text a log line or a 4xx answer quotes.
+const maxUpstreamText = 200
 
 // pingTimeout bounds the check that tells a Redis outage from another failure.
 const pingTimeout = 500 * time.Millisecond
@@ -78,13 +87,8 @@ func apiCalls(h http.Handler, ui fiber.Handler, prefix string, timeout time.Dura
 			}
 			return ErrBackendTimeout
 		}
-		if rec.status() >= 500 {
-			ctx, cancel := context.WithTimeout(c.UserContext(), pingTimeout)
-			defer cancel()
-			if ping(ctx) != nil {
-				return ErrBackendDown
-			}
-			return ErrBackendFailed
+		if rec.status() >= 400 {
+			return upstreamError(c, rec, ping)
 		}
 		for k, vs := range rec.header {
 			for _, v := range vs {
@@ -93,6 +97,35 @@ func apiCalls(h http.Handler, ui fiber.Handler, prefix string, timeout time.Dura
 		}
 		return c.Status(rec.status()).Send(rec.body.Bytes())
 	}
+}
+
+// upstreamError is the answer to asynqmon's error rec (a plain-text body, the raw error): a 404
+// for a queue or task that does not exist, 503 when Redis does not answer, its own 4xx as
+// problem+json quoting its text, and otherwise ErrBackendFailed, whose log line quotes the text.
+func upstreamError(c *fiber.Ctx, rec *recorder, ping func(context.Context) error) error {
+	text := upstreamText(rec.body.Bytes())
+	switch status := rec.status(); {
+	case status == fiber.StatusNotFound || strings.HasPrefix(text, "NOT_FOUND"):
+		return ErrBackendNotFound
+	case status < 500:
+		return &fiber.Error{Code: status, Message: "the monitoring UI refused the call: " + text}
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), pingTimeout)
+	defer cancel()
+	if ping(ctx) != nil {
+		return ErrBackendDown
+	}
+	return fmt.Errorf("%w: asynqmon answered %d: %s", ErrBackendFailed, rec.status(), text)
+}
+
+// upstreamText is the first line of asynqmon's error body, escaped and cut to maxUpstreamText.
+func upstreamText(body []byte) string {
+	line, _, _ := strings.Cut(string(body), "\n")
+	line = freetext.Escape(strings.TrimSpace(line))
+	if len(line) > maxUpstreamText {
+		line = strings.ToValidUTF8(line[:maxUpstreamText], "") + "..."
+	}
+	return line
 }
 
 // copyRequest builds a net/http request that shares no memory with c.

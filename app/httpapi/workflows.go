@@ -318,7 +318,7 @@ func (a *api) cancelWorkflow(c *fiber.Ctx) error {
 	}
 	err = a.stack.CancelWorkflow(c.UserContext(), v.ID)
 	if errors.Is(err, engine.ErrWorkflowEnded) {
-		return &problem.HTTPError{Status: http.StatusConflict, Code: problem.CodeWorkflowEnded, Detail: "the workflow has ended: " + err.Error()}
+		return &problem.HTTPError{Status: http.StatusConflict, Code: problem.CodeWorkflowEnded, Detail: "the workflow has ended (" + problem.Reason(err, engine.ErrWorkflowEnded) + ")"}
 	}
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ package problem
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/rs/zerolog"
@@ -82,9 +83,9 @@ func ErrorHandler(log zerolog.Logger) fiber.ErrorHandler {
 		case errors.Is(err, engine.ErrJobNotFound):
 			p.Status, p.Detail = http.StatusNotFound, "no such job"
 		case errors.Is(err, engine.ErrNotFailed):
-			p.Status, p.Detail, p.Code = http.StatusConflict, "only a failed job can be retried: "+err.Error(), CodeJobNotFailed
+			p.Status, p.Detail, p.Code = http.StatusConflict, "only a failed job can be retried ("+Reason(err, engine.ErrNotFailed)+")", CodeJobNotFailed
 		case errors.Is(err, engine.ErrEnded):
-			p.Status, p.Detail, p.Code = http.StatusConflict, "the job has ended; only a queued, scheduled, retrying or running job can be cancelled: "+err.Error(), CodeJobEnded
+			p.Status, p.Detail, p.Code = http.StatusConflict, "the job has ended ("+Reason(err, engine.ErrEnded)+"); only a queued, scheduled, retrying or running job can be cancelled", CodeJobEnded
 		case errors.Is(err, engine.ErrNotBlocked):
 			p.Status, p.Detail, p.Code = http.StatusConflict, "the job does not block its sequence (it has not failed, or its key has gone on)", CodeJobNotBlocking
 		case errors.Is(err, engine.ErrUnrunnable):
@@ -119,13 +120,25 @@ func ErrorHandler(log zerolog.Logger) fiber.ErrorHandler {
 	}
 }
 
+// Reason is what err adds to sentinel, the engine's error it wraps ("it is done" of "engine: job
+// has ended: it is done"): the answer says it without the engine's own words.
+func Reason(err, sentinel error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, sentinel.Error()+": "); i >= 0 {
+		return msg[i+len(sentinel.Error())+2:]
+	}
+	return strings.TrimPrefix(sentinel.Error(), "engine: ")
+}
+
 // webCodes names the kinds of web's errors (fiber.Errors, compared by identity: web knows no app).
 var webCodes = map[*fiber.Error]string{
-	web.ErrCrossOrigin:    CodeCrossOrigin,
-	web.ErrBackendTimeout: CodeMonitoringTimeout,
-	web.ErrChangeUnknown:  CodeMonitoringChange,
-	web.ErrBackendDown:    CodeMonitoringUnavailable,
-	web.ErrBackendFailed:  CodeMonitoringFailed,
+	web.ErrCrossOrigin:     CodeCrossOrigin,
+	web.ErrBackendTimeout:  CodeMonitoringTimeout,
+	web.ErrChangeUnknown:   CodeMonitoringChange,
+	web.ErrBackendDown:     CodeMonitoringUnavailable,
+	web.ErrBackendFailed:   CodeMonitoringFailed,
+	web.ErrBackendNotFound: CodeNotFound,
+
 }
 
 func RequestID(c *fiber.Ctx) string {

@@ -7,6 +7,7 @@ package strictjson
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	json "github.com/go-json-experiment/json"
@@ -47,7 +48,7 @@ func Decode(body []byte, v any) error {
 		return badField(field, "unknown field "+field+" (names are case-sensitive)")
 	case errors.As(err, &sem) && sem.JSONPointer != "" && sem.GoType != nil && sem.JSONKind != 0:
 		field := fieldPath(sem.JSONPointer)
-		return badField(field, fmt.Sprintf("%s must be a %s, not a JSON %s", field, sem.GoType, sem.JSONKind))
+		return badField(field, fmt.Sprintf("%s must be %s, not %s", field, jsonKindOf(sem.GoType), valueKind(sem.JSONKind)))
 	case errors.As(err, &sem) && sem.JSONPointer == "":
 		return badField("body", "the body must be a JSON object")
 	case errors.As(err, &syn):
@@ -66,4 +67,47 @@ func fieldPath(p jsontext.Pointer) string {
 		return "body"
 	}
 	return strings.Join(parts, ".")
+}
+
+// jsonKindOf names what JSON value a Go type takes, as a client writes it ("an integer", not
+// "a int").
+func jsonKindOf(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a " + t.String()
+}
+
+// valueKind names the JSON value a client sent.
+func valueKind(k jsontext.Kind) string {
+	switch k {
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "a JSON boolean"
+	case '"':
+		return "a JSON string"
+	case '0':
+		return "a JSON number"
+	case '{':
+		return "a JSON object"
+	case '[':
+		return "a JSON array"
+	}
+	return "a JSON " + k.String()
 }

@@ -33,3 +33,29 @@ func TestDecodeNamesTheField(t *testing.T) {
 		t.Errorf("a valid body: %+v %v", v, err)
 	}
 }
+
+// A wrong type is named as a client writes JSON: "an integer", not Go's "a int".
+func TestDecodeNamesTheJSONKind(t *testing.T) {
+	t.Parallel()
+	type body struct {
+		N    int      `json:"n"`
+		F    float64  `json:"f"`
+		S    string   `json:"s"`
+		On   bool     `json:"on"`
+		List []string `json:"list"`
+	}
+	for in, want := range map[string]string{
+		`{"n":"1"}`:    "n must be an integer, not a JSON string",
+		`{"f":"1"}`:    "f must be a number, not a JSON string",
+		`{"s":1}`:      "s must be a string, not a JSON number",
+		`{"on":1}`:     "on must be true or false, not a JSON number",
+		`{"list":{}}`:  "list must be an array, not a JSON object",
+		`{"list":[1]}`: "list.0 must be a string, not a JSON number",
+	} {
+		var v body
+		var fe *FieldError
+		if err := Decode([]byte(in), &v); !errors.As(err, &fe) || fe.Detail != want {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+	}
+}
