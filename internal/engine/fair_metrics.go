@@ -7,8 +7,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// fairScrapeTimeout bounds the Redis reads of one scrape.
-const fairScrapeTimeout = 2 * time.Second
+// fairScrapeTimeout bounds the Redis reads of one scrape; fairScrapePing the check that Redis
+// answers at all, so that a scrape with Redis stalled answers within it, not within the reads'.
+const (
+	fairScrapeTimeout = 2 * time.Second
+	fairScrapePing    = 500 * time.Millisecond
+)
 
 // fairCollector reads the admission layer's counts at each scrape (they live in Redis, shared by
 // every process: any process's /metrics shows the same).
@@ -41,9 +45,19 @@ func (c *fairCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *fairCollector) Collect(ch chan<- prometheus.Metric) {
+	types := c.s.fairTypes()
+	if len(types) == 0 {
+		return
+	}
+	pctx, pcancel := context.WithTimeout(context.Background(), fairScrapePing)
+	err := c.s.rdb.Ping(pctx).Err()
+	pcancel()
+	if err != nil {
+		return // jobguard_redis_up says why
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), fairScrapeTimeout)
 	defer cancel()
-	for _, tc := range c.s.fairTypes() {
+	for _, tc := range types {
 		// Key labels are the one exception to "no tenant id in a label": opt-in
 		// (Config.FairMetricKeys), bounded whatever the number of keys.
 		counts, err := c.s.fairCountsOf(ctx, tc, c.s.cfg.FairMetricKeys)
