@@ -32,13 +32,15 @@ var (
 	// ErrBackendFailed: asynqmon's call failed while Redis answers.
 	ErrBackendFailed = &fiber.Error{Code: fiber.StatusInternalServerError,
 		Message: "the monitoring UI could not complete the call"}
-	// ErrBackendNotFound: the queue or task the call names does not exist (asynqmon answers some
-	// with a 500 whose text says NOT_FOUND, others with a plain-text 404).
-	ErrBackendNotFound = &fiber.Error{Code: fiber.StatusNotFound, Message: "no such queue or task"}
 )
 
-// maxUpstreamText bounds what of asynqmon's own error text a log line or a 4xx answer quotes.
+// maxUpstreamText bounds what of asynqmon's own error text a log line quotes.
 const maxUpstreamText = 200
+
+// notFoundText answers a call naming a queue or task that does not exist, in asynqmon's own way
+// (plain text, as its 404s are): its page shows an error's text as it comes, and one parsed from
+// JSON into an object would not render.
+const notFoundText = "no such queue or task"
 
 // pingTimeout bounds the check that tells a Redis outage from another failure.
 const pingTimeout = 500 * time.Millisecond
@@ -87,7 +89,7 @@ func apiCalls(h http.Handler, ui fiber.Handler, prefix string, timeout time.Dura
 			}
 			return ErrBackendTimeout
 		}
-		if rec.status() >= 400 {
+		if rec.status() >= 500 {
 			return upstreamError(c, rec, ping)
 		}
 		for k, vs := range rec.header {
@@ -99,16 +101,15 @@ func apiCalls(h http.Handler, ui fiber.Handler, prefix string, timeout time.Dura
 	}
 }
 
-// upstreamError is the answer to asynqmon's error rec (a plain-text body, the raw error): a 404
-// for a queue or task that does not exist, 503 when Redis does not answer, its own 4xx as
-// problem+json quoting its text, and otherwise ErrBackendFailed, whose log line quotes the text.
+// upstreamError is the answer to asynqmon's 5xx rec (a plain-text body, the raw error): a 404 for
+// a queue or task that does not exist (asynqmon answers some with a 500 whose text says
+// NOT_FOUND), 503 when Redis does not answer, and otherwise ErrBackendFailed, whose log line
+// quotes asynqmon's text (the answer's detail stays fixed).
 func upstreamError(c *fiber.Ctx, rec *recorder, ping func(context.Context) error) error {
 	text := upstreamText(rec.body.Bytes())
-	switch status := rec.status(); {
-	case status == fiber.StatusNotFound || strings.HasPrefix(text, "NOT_FOUND"):
-		return ErrBackendNotFound
-	case status < 500:
-		return &fiber.Error{Code: status, Message: "the monitoring UI refused the call: " + text}
+	if strings.HasPrefix(text, "NOT_FOUND") {
+		c.Set(fiber.HeaderContentType, fiber.MIMETextPlainCharsetUTF8)
+		return c.Status(fiber.StatusNotFound).SendString(notFoundText)
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), pingTimeout)
 	defer cancel()

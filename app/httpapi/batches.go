@@ -97,6 +97,9 @@ func (a *api) createBatch(c *fiber.Ctx) error {
 		}
 		*cb.spec = &spec
 	}
+	if err := a.stack.CheckBatch(b); err != nil {
+		return workflowError(err, "jobs") // before any job claims its order
+	}
 	return a.once(c, req.TenantID, func() (answer, error) {
 		created, err := a.enqueueClaimed(c.UserContext(), &claims, func(ctx context.Context) (engine.WorkflowCreated, error) {
 			return a.stack.EnqueueBatch(ctx, b)

@@ -58,7 +58,7 @@ func (a *api) bulk(t tasks.Task) fiber.Handler {
 		if err := decodeJSON(c.Body(), &req); err != nil {
 			return err
 		}
-		queryAtomic, err := atomicQuery(c.Query("atomic"))
+		queryAtomic, err := atomicQuery(c.Context().QueryArgs().Has("atomic"), c.Query("atomic"))
 		if err != nil {
 			return err
 		}
@@ -218,13 +218,13 @@ func itemProblem(err error) problem.Details {
 	return p
 }
 
-// atomicQuery reads the query's atomic: absent, true or false; anything else is a 400 rather than
-// a bulk run non-atomically that its caller asked to be atomic.
-func atomicQuery(v string) (bool, error) {
-	switch v {
-	case "", "false":
+// atomicQuery reads the query's atomic (present: given, even empty): absent, true or false;
+// anything else is a 400 rather than a bulk run non-atomically that its caller asked to be atomic.
+func atomicQuery(present bool, v string) (bool, error) {
+	switch {
+	case !present, v == "false":
 		return false, nil
-	case "true":
+	case v == "true":
 		return true, nil
 	}
 	return false, problem.BadField("atomic", `atomic is "true" or "false"`)

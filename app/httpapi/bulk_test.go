@@ -70,10 +70,10 @@ func TestBulkAtomicQueryIsTrueOrFalse(t *testing.T) {
 	r := startApp(t, RoleAPI, twoTenants)
 	body := `{"items":[{"tenant_id":"t1","resource_id":"q1"},{"tenant_id":"t1"}]}`
 	before := jobKeys(r)
-	for _, v := range []string{"1", "yes", "TRUE", "%00"} {
-		resp, out := post(t, r, "/jobs/rebuild-cache/bulk?atomic="+v, body, bearer(tokenA)...)
+	for _, q := range []string{"atomic=1", "atomic=yes", "atomic=TRUE", "atomic=%00", "atomic=", "atomic"} {
+		resp, out := post(t, r, "/jobs/rebuild-cache/bulk?"+q, body, bearer(tokenA)...)
 		if p := decodeProblem(t, resp, out); p.Status != 400 || p.Field != "atomic" {
-			t.Fatalf("atomic=%s: %+v", v, p)
+			t.Fatalf("%s: %+v", q, p)
 		}
 	}
 	if n := jobKeys(r); n != before {

@@ -20,8 +20,8 @@ func (n *nodeClaims) add(claim *identityClaim, field, node string) {
 }
 
 // take claims each node's identity in turn, one round trip each; the first refusal (409: other
-// content holds it; 503) is the answer, naming the node's field. Claims taken before it are
-// released by settle.
+// content holds it; 503) is the answer, naming the node's field. What becomes of the claims taken
+// before it is settle's (keepClaims).
 func (n *nodeClaims) take(ctx context.Context) error {
 	for i, c := range n.claims {
 		if err := c.take(ctx); err != nil {

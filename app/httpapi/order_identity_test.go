@@ -99,8 +99,9 @@ func TestOrderClaimReleasedWhenNothingWasKept(t *testing.T) {
 // A workflow's or a batch's node claims its order as the single route does: other content under
 // an order id already submitted, or twice in one workflow, is a 409 naming the node's order_id,
 // and nothing of the request is created (such a node was created, and its job ended done as
-// already applied, its quantity dropped). The same content goes on; a refused request's claims
-// are released.
+// already applied, its quantity dropped). The same content goes on. The orders a refused request
+// claimed before its conflict stay bound to its content (another request with that content may
+// rely on them); an invalid workflow claims none.
 func TestWorkflowAndBatchNodesClaimTheirOrder(t *testing.T) {
 	t.Parallel()
 	r := startApp(t, RoleAPI, nil)
@@ -119,24 +120,48 @@ func TestWorkflowAndBatchNodesClaimTheirOrder(t *testing.T) {
 		{"/batches", `{"tenant_id":"t1","jobs":[{"type":"reserve-stock","payload":` + order("w3", 1) + `},{"type":"reserve-stock","payload":` + order("w1", 7) + `}]}`, "jobs[1].payload.order_id"},
 		{"/batches", `{"tenant_id":"t1","jobs":[{"type":"reserve-stock","payload":` + order("w4", 1) + `}],"on_success":{"type":"reserve-stock","payload":` + order("w1", 9) + `}}`, "on_success.payload.order_id"},
 	} {
-		before := jobKeys(r)
+		before := jobKeys(r) - orderClaims(t, r)
 		resp, body := post(t, r, c.path, c.body)
 		if p := decodeProblem(t, resp, body); p.Status != http.StatusConflict || p.Code != problem.CodeOrderConflict || p.Field != c.field {
 			t.Fatalf("%s %s: %+v, want 409 %s naming %s", c.path, c.body, p, problem.CodeOrderConflict, c.field)
 		}
-		if n := jobKeys(r); n != before {
-			t.Fatalf("%s refused: %d keys kept", c.path, n-before)
+		if n := jobKeys(r) - orderClaims(t, r); n != before {
+			t.Fatalf("%s refused: %d keys kept besides order claims", c.path, n-before)
 		}
 	}
-	// The orders the refused requests claimed first (w2, w3, w4) were released: other content is
-	// free to take them.
+	// The orders the refused requests claimed first (w2, w3, w4) keep their content: the same
+	// content is the same order, other content a conflict.
 	for _, id := range []string{"w2", "w3", "w4"} {
-		if resp, body := post(t, r, "/jobs/reserve-stock", order(id, 3)); resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("order %s after the refused request: %d %s", id, resp.StatusCode, body)
+		if resp, body := post(t, r, "/jobs/reserve-stock", order(id, 1)); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("order %s with the refused request's content: %d %s", id, resp.StatusCode, body)
+		}
+		resp, body := post(t, r, "/jobs/reserve-stock", order(id, 3))
+		if p := decodeProblem(t, resp, body); p.Status != http.StatusConflict {
+			t.Fatalf("order %s with other content after the refused request: %+v", id, p)
 		}
 	}
-	resp, body := post(t, r, "/workflows", `{"tenant_id":"t1","nodes":[`+node("a", order("w1", 1))+`,`+node("b", order("w5", 1))+`]}`)
+	// A workflow the engine refuses (a cycle) is a 400 and claims nothing.
+	cycle := `{"tenant_id":"t1","nodes":[{"id":"a","type":"reserve-stock","parents":["b"],"payload":` + order("w6", 1) +
+		`},{"id":"b","type":"reserve-stock","parents":["a"],"payload":` + order("w7", 1) + `}]}`
+	resp, body := post(t, r, "/workflows", cycle)
+	if p := decodeProblem(t, resp, body); p.Status != http.StatusBadRequest {
+		t.Fatalf("a cyclic workflow: %+v", p)
+	}
+	if resp, body := post(t, r, "/jobs/reserve-stock", order("w6", 4)); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("an order of the refused cyclic workflow, other content: %d %s", resp.StatusCode, body)
+	}
+	resp, body = post(t, r, "/workflows", `{"tenant_id":"t1","nodes":[`+node("a", order("w1", 1))+`,`+node("b", order("w5", 1))+`]}`)
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("a workflow of the same content: %d %s", resp.StatusCode, body)
 	}
+}
+
+// orderClaims counts the orders' claims (live data: they never expire).
+func orderClaims(t *testing.T, r *running) int {
+	t.Helper()
+	keys, err := r.Redis().Keys(context.Background(), "*{order:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(keys)
 }

@@ -98,14 +98,32 @@ func (a *api) nodeSpec(c *fiber.Ctx, tenant, field, node, typ string, payload js
 }
 
 // enqueueClaimed takes the nodes' identity claims, then runs enqueue (a workflow's or a batch's);
-// a claim refused is enqueue's error, and nothing is enqueued. The claims this request made are
-// released when nothing was kept.
+// a claim refused is enqueue's error, and nothing is enqueued. The claims this request made stay
+// unless a failure that was not the request's own kept nothing (keepClaims).
 func (a *api) enqueueClaimed(ctx context.Context, claims *nodeClaims, enqueue func(context.Context) (engine.WorkflowCreated, error)) (created engine.WorkflowCreated, err error) {
-	defer func() { claims.settle(ctx, created.ID != "" || errors.Is(err, engine.ErrOutcomeUnknown)) }()
+	defer func() { claims.settle(ctx, keepClaims(created.ID != "", err)) }()
 	if err := claims.take(ctx); err != nil {
 		return engine.WorkflowCreated{}, err
 	}
 	return enqueue(ctx)
+}
+
+// keepClaims says whether the orders a workflow's nodes claimed stay claimed after its enqueue
+// ended with err: when it was created, or may have been (outcome unknown), and when it was
+// refused for its content (a later node's order conflict, an invalid node). A claim taken before
+// such a refusal holds this request's own content, and another request with the same content
+// may already rely on it (answered "the same order"): released, other content could take the
+// order under it. The single route never meets this: its claim is the last thing that can refuse
+// it. Only a failure that was not the request's (Redis) releases them, as on the single route.
+func keepClaims(created bool, err error) bool {
+	var refused *problem.HTTPError
+	switch {
+	case created, errors.Is(err, engine.ErrOutcomeUnknown), errors.Is(err, engine.ErrInvalidWorkflow):
+		return true
+	case errors.As(err, &refused):
+		return refused.Status < http.StatusInternalServerError
+	}
+	return false
 }
 
 // nodeError names a node's payload error by its path in the whole body.
@@ -179,6 +197,9 @@ func (a *api) createWorkflow(c *fiber.Ctx) error {
 			parents[j] = strings.Clone(p)
 		}
 		w.Nodes[i] = engine.WorkflowNode{ID: strings.Clone(n.ID), Spec: spec, Parents: parents, Policy: strings.Clone(n.Policy)}
+	}
+	if err := a.stack.CheckWorkflow(w); err != nil {
+		return workflowError(err, "nodes") // before any node claims its order
 	}
 	return a.once(c, req.TenantID, func() (answer, error) {
 		created, err := a.enqueueClaimed(c.UserContext(), &claims, func(ctx context.Context) (engine.WorkflowCreated, error) {

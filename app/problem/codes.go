@@ -67,7 +67,7 @@ var Kinds = []Kind{
 	{CodeForbiddenTenant, http.StatusForbidden, "the tenant named by `field` is not the token's", "use that tenant's own token"},
 	{CodeOperatorRequired, http.StatusForbidden, "the route is for operators and the token is a tenant's", "use a token of OPERATOR_TOKENS"},
 	{CodeCrossOrigin, http.StatusForbidden, "the monitoring UI refused a change sent from another origin's page", "make changes from the UI's own pages"},
-	{CodeNotFound, http.StatusNotFound, "no such job, schedule, read-model entry, route, or queue or task of the monitoring UI (another tenant's job too)", "do not retry"},
+	{CodeNotFound, http.StatusNotFound, "no such job, schedule, read-model entry or route (another tenant's job too)", "do not retry"},
 	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, "the path exists, but not for this method; `Allow` lists its methods", "use a method of `Allow`"},
 	{CodeRequestTimeout, http.StatusRequestTimeout, "the request was not received within the server's read timeout", "send it again, whole"},
 	{CodeIdempotencyInFlight, http.StatusConflict, "a request with this Idempotency-Key is still being processed", "retry later with the same key to get its answer"},

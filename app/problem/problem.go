@@ -132,13 +132,11 @@ func Reason(err, sentinel error) string {
 
 // webCodes names the kinds of web's errors (fiber.Errors, compared by identity: web knows no app).
 var webCodes = map[*fiber.Error]string{
-	web.ErrCrossOrigin:     CodeCrossOrigin,
-	web.ErrBackendTimeout:  CodeMonitoringTimeout,
-	web.ErrChangeUnknown:   CodeMonitoringChange,
-	web.ErrBackendDown:     CodeMonitoringUnavailable,
-	web.ErrBackendFailed:   CodeMonitoringFailed,
-	web.ErrBackendNotFound: CodeNotFound,
-
+	web.ErrCrossOrigin:    CodeCrossOrigin,
+	web.ErrBackendTimeout: CodeMonitoringTimeout,
+	web.ErrChangeUnknown:  CodeMonitoringChange,
+	web.ErrBackendDown:    CodeMonitoringUnavailable,
+	web.ErrBackendFailed:  CodeMonitoringFailed,
 }
 
 func RequestID(c *fiber.Ctx) string {

@@ -46,6 +46,9 @@ func Decode(body []byte, v any) error {
 	case errors.As(err, &sem) && errors.Is(sem.Err, json.ErrUnknownName):
 		field := fieldPath(sem.JSONPointer)
 		return badField(field, "unknown field "+field+" (names are case-sensitive)")
+	case errors.As(err, &sem) && sem.JSONPointer != "" && sem.GoType != nil && sem.JSONKind == '0' && jsonKindOf(sem.GoType) == "an integer":
+		field := fieldPath(sem.JSONPointer) // a fraction, or out of the type's range
+		return badField(field, field+" must be a whole number in range")
 	case errors.As(err, &sem) && sem.JSONPointer != "" && sem.GoType != nil && sem.JSONKind != 0:
 		field := fieldPath(sem.JSONPointer)
 		return badField(field, fmt.Sprintf("%s must be %s, not %s", field, jsonKindOf(sem.GoType), valueKind(sem.JSONKind)))

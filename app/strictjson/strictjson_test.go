@@ -51,6 +51,8 @@ func TestDecodeNamesTheJSONKind(t *testing.T) {
 		`{"on":1}`:     "on must be true or false, not a JSON number",
 		`{"list":{}}`:  "list must be an array, not a JSON object",
 		`{"list":[1]}`: "list.0 must be a string, not a JSON number",
+		`{"n":1.5}`:    "n must be a whole number in range",
+		`{"n":1e99}`:   "n must be a whole number in range",
 	} {
 		var v body
 		var fe *FieldError

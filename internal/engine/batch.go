@@ -58,6 +58,15 @@ func (b BatchSpec) workflow() (WorkflowSpec, error) {
 	return w, nil
 }
 
+// CheckBatch is EnqueueBatch's validation of b alone (see CheckWorkflow).
+func (s *Stack) CheckBatch(b BatchSpec) error {
+	w, err := b.workflow()
+	if err != nil {
+		return err
+	}
+	return s.CheckWorkflow(w)
+}
+
 // EnqueueBatch creates a batch (a workflow, see BatchSpec); its id is the workflow's.
 func (s *Stack) EnqueueBatch(ctx context.Context, b BatchSpec) (WorkflowCreated, error) {
 	w, err := b.workflow()

@@ -163,6 +163,7 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 		// The refusal is on the timeline, maybe of a job that ended (cancelled under its run):
 		// its copy, taken at the end, is taken again.
 		s.ended(job.ID)
+		s.cancelledRunReturned(ctx, job)
 	case jobstore.Invalid:
 		s.Stats.InvalidTransitions.Add(1)
 		s.m.invalid.WithLabelValues(job.Type).Inc()
@@ -170,6 +171,20 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 		s.ended(job.ID)
 	}
 	return nil
+}
+
+// cancelledRunReturned frees the fair admission of a job cancelled under this run, whose handler
+// returned before the run saw the cancel (its finish refused as stale rather than its context
+// cancelled, where cancelledRun frees it): a sequence's next job need not wait for the sweep's
+// grace. A stale run of a job cancelled under another run (a rescue's) frees nothing: that run may
+// still be returning.
+func (s *Stack) cancelledRunReturned(ctx context.Context, job *Job) {
+	if job.tc.Fair == nil {
+		return
+	}
+	if mine, err := s.store.CancelledUnder(ctx, job.keys, job.lease.Fence().Owner); err == nil && mine {
+		awaitFairFlush(s.fairEnded(ctx, job.tc, job.ID, jobstore.StatusCancelled, job.Headers))
+	}
 }
 
 // countFinish counts a finish that wrote its status (on the master at least).

@@ -94,3 +94,36 @@ func TestACancelledRunsSequenceWaitsForItsHandler(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A sequence's job cancelled under a handler that returns before its run sees the cancel (its
+// finish refused as stale, its context never cancelled) frees its key at that return, not after
+// the sweep's grace (twice the lease TTL: a minute here).
+func TestACancelledRunReturningAtOnceFreesItsKey(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	next := make(chan struct{})
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "seq-cancel-quick", LeaseTTL: 30 * time.Second, Fair: &Fair{Sequence: true, Capacity: 4}},
+			func(ctx context.Context, j *Job) error {
+				if string(j.Payload) == "first" {
+					<-release // returns while the keeper has not renewed yet (every 10 s)
+					return nil
+				}
+				close(next)
+				return nil
+			})
+	})
+	first := h.enqueue(Spec{Type: "seq-cancel-quick", Tenant: "k", Payload: []byte("first")})
+	h.waitStatus(first, "processing", 5*time.Second)
+	second := h.enqueue(Spec{Type: "seq-cancel-quick", Tenant: "k", Payload: []byte("second")})
+	if _, err := h.stack.Cancel(bg, first, CancelRequest{By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	select {
+	case <-next:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the key's next job did not start after the cancelled handler returned")
+	}
+	h.waitStatus(second, "done", 5*time.Second)
+}

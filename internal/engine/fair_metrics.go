@@ -53,7 +53,7 @@ func (c *fairCollector) Collect(ch chan<- prometheus.Metric) {
 	err := c.s.rdb.Ping(pctx).Err()
 	pcancel()
 	if err != nil {
-		return // jobguard_redis_up says why
+		return // the app's jobguard_redis_up says why
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), fairScrapeTimeout)
 	defer cancel()

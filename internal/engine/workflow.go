@@ -80,6 +80,14 @@ type WorkflowCreated struct {
 
 var nodeIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
+// CheckWorkflow is EnqueueWorkflow's validation of w alone (a *WorkflowError, nil when valid):
+// for a caller that takes claims of its own for the nodes before the enqueue (the API's orders),
+// so that a workflow the enqueue would refuse takes none.
+func (s *Stack) CheckWorkflow(w WorkflowSpec) error {
+	_, err := s.validateWorkflow(w)
+	return err
+}
+
 // validate checks the spec and returns each node's children, by index.
 func (s *Stack) validateWorkflow(w WorkflowSpec) ([][]string, error) {
 	if len(w.Nodes) == 0 || len(w.Nodes) > MaxWorkflowNodes {

@@ -94,6 +94,19 @@ func (s *Store) Cancel(ctx context.Context, k Keys, a CancelArgs) (Cancelling, e
 	return Cancelling{}, replyError("cancel", append([]any{state}, rest...))
 }
 
+// CancelledUnder says whether job k was cancelled while the run of lease owner held it: its
+// status is cancelled and the record still names that run's owner (a cancel leaves it).
+func (s *Store) CancelledUnder(ctx context.Context, k Keys, owner string) (bool, error) {
+	v, err := s.rdb.HMGet(ctx, k.Record, FieldStatus, FieldLeaseOwner, FieldCancelledRun).Result()
+	if err != nil {
+		return false, fmt.Errorf("jobstore: read job status: %w", err)
+	}
+	status, _ := v[0].(string)
+	holder, _ := v[1].(string)
+	cancelled, _ := v[2].(string)
+	return Status(status) == StatusCancelled && holder == owner && cancelled != "", nil
+}
+
 // Status reads a job's status alone; "" when there is no record.
 func (s *Store) Status(ctx context.Context, k Keys) (Status, error) {
 	st, err := s.rdb.HGet(ctx, k.Record, FieldStatus).Result()
