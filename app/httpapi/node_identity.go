@@ -31,8 +31,8 @@ func (n *nodeClaims) take(ctx context.Context) error {
 	return nil
 }
 
-// settle tells every claim whether the workflow was kept (created, or its outcome unknown) and
-// removes the claims this request made when it was not.
+// settle tells every claim whether it stays (keepClaims: the workflow was created or may have been,
+// or was refused for its content) and removes the claims this request made when it does not.
 func (n *nodeClaims) settle(ctx context.Context, kept bool) {
 	for _, c := range n.claims {
 		c.kept = kept
