@@ -163,7 +163,9 @@ func (s *Stack) runCause(hctx context.Context, job *Job) error {
 
 // cancelledRun ends a run whose job was cancelled under it. The finish is still sent with what
 // the handler answered: the cancel raised the fence, so it is refused as stale and the timeline
-// shows the late answer (stale_write_rejected). asynq is told the delivery is done.
+// shows the late answer (stale_write_rejected); that refusal frees a fair job's admission when the
+// cancel was of this run (cancelledRunReturned): the handler has returned, so a sequence's next job
+// may start now, never beside it. asynq is told the delivery is done.
 func (s *Stack) cancelledRun(ctx context.Context, job *Job, herr error, log zerolog.Logger) error {
 	o := jobstore.Outcome{Status: jobstore.StatusDone}
 	if herr != nil {
@@ -171,8 +173,6 @@ func (s *Stack) cancelledRun(ctx context.Context, job *Job, herr error, log zero
 		o = jobstore.Outcome{Status: jobstore.StatusFailed, Detail: msg, Error: msg}
 	}
 	_ = s.finish(ctx, job, o, log)
-	// The handler has returned: a sequence's next job may start now, never beside it.
-	awaitFairFlush(s.fairEnded(ctx, job.tc, job.ID, jobstore.StatusCancelled, job.Headers))
 	log.Info().Str("event", "cancel_observed").Msg("job cancelled while running; handler stopped")
 	return nil
 }

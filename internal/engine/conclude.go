@@ -173,11 +173,10 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 	return nil
 }
 
-// cancelledRunReturned frees the fair admission of a job cancelled under this run, whose handler
-// returned before the run saw the cancel (its finish refused as stale rather than its context
-// cancelled, where cancelledRun frees it): a sequence's next job need not wait for the sweep's
-// grace. A stale run of a job cancelled under another run (a rescue's) frees nothing: that run may
-// still be returning.
+// cancelledRunReturned frees the fair admission of a job cancelled under this run, once its
+// handler has returned (its finish refused as stale), whether or not the run saw the cancel: a
+// sequence's next job need not wait for the sweep's grace. A stale run of a job cancelled under
+// another run (a rescue's) frees nothing: that run may still be returning.
 func (s *Stack) cancelledRunReturned(ctx context.Context, job *Job) {
 	if job.tc.Fair == nil {
 		return

@@ -277,8 +277,8 @@ func (s *Stack) sweepFairShard(ctx context.Context, tc TaskConfig, sh jobstore.F
 			// delivery its record names now: a rescue of the admitted one gave it a new one.
 			again = append(again, withDeliveryNumber(e, records[i].Deliveries))
 		case s.runMayBeReturning(tc, records[i]):
-			// Cancelled while running: its run's end frees it (cancelledRun), so a sequence's
-			// next job does not start beside a handler still returning.
+			// Cancelled while running: its run's end frees it (cancelledRunReturned), so a
+			// sequence's next job does not start beside a handler still returning.
 		case (st == "" || st.Terminal()) && !s.blocksSequence(tc, st):
 			ended = append(ended, e.JobID)
 		}
