@@ -84,6 +84,7 @@ func (s *Stack) Cancel(ctx context.Context, id string, req CancelRequest) (Cance
 		s.fenceElsewhere(ctx, CancelledRun{JobID: id, Type: info.Type, Resource: info.Resource, Token: res.Token})
 	}
 	if tc, ok := s.TaskConfig(info.Type); ok && res.From != jobstore.StatusProcessing {
+		s.fairWithdraw(ctx, tc, id, res.From, info)
 		s.fairEnded(ctx, tc, id, jobstore.StatusCancelled, nil) // the cancelled run's end frees a running one
 	}
 	if res.From != jobstore.StatusProcessing && res.Delivery != "" {

@@ -86,6 +86,9 @@ func (s *Stack) expireOne(ctx context.Context, id string, now time.Time) (bool, 
 		return false, s.store.Unindex(ctx, id)
 	}
 	s.countExpired(info.Type, res.Reason)
+	if tc, ok := s.TaskConfig(info.Type); ok {
+		s.fairWithdraw(ctx, tc, id, res.From, info)
+	}
 	s.endedIn(id, info.Workflow)
 	deleted := false
 	if res.Delivery != "" {

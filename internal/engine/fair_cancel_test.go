@@ -127,3 +127,155 @@ func TestACancelledRunReturningAtOnceFreesItsKey(t *testing.T) {
 	}
 	h.waitStatus(second, "done", 5*time.Second)
 }
+
+// A job cancelled while it waits in its key's list leaves the key's backlog at the cancel (it
+// stayed counted until its turn came), the key's next jobs keep their order, and nothing of the
+// withdrawal is left once the admission has passed over it.
+func TestACancelledWaitingJobLeavesItsBacklogAtOnce(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var ran []string
+	h := newHarness(t, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "seq-withdraw", Fair: &Fair{Sequence: true, Capacity: 4}},
+			func(ctx context.Context, j *Job) error {
+				if string(j.Payload) == "first" {
+					<-release
+				}
+				mu.Lock()
+				ran = append(ran, string(j.Payload))
+				mu.Unlock()
+				return nil
+			})
+	})
+	tc, _ := h.stack.TaskConfig("seq-withdraw")
+	sh := h.stack.fairShardOf(tc, "k")
+	backlog := func() int64 {
+		c, err := h.stack.store.FairKeyCounts(bg, sh, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Backlog
+	}
+	first := h.enqueue(Spec{Type: "seq-withdraw", Tenant: "k", Payload: []byte("first")})
+	h.waitStatus(first, "processing", 5*time.Second)
+	w := make([]string, 4)
+	for i := range w {
+		w[i] = h.enqueue(Spec{Type: "seq-withdraw", Tenant: "k", Payload: []byte{'w', byte('0' + i)}})
+	}
+	if got := backlog(); got != 4 {
+		t.Fatalf("backlog %d before the cancels, want 4", got)
+	}
+	for i, id := range []string{w[1], w[0], w[3]} {
+		if _, err := h.stack.Cancel(bg, id, CancelRequest{By: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := backlog(), int64(3-i); got != want {
+			t.Fatalf("backlog %d after %d cancels, want %d", got, i+1, want)
+		}
+	}
+	if _, err := h.stack.Cancel(bg, w[1], CancelRequest{By: "test"}); err == nil {
+		t.Fatal("a second cancel of a waiting job was not refused")
+	}
+	if got := backlog(); got != 1 {
+		t.Fatalf("backlog %d after a cancel repeated, want 1", got)
+	}
+	close(release)
+	h.waitStatus(w[2], "done", 10*time.Second)
+	mu.Lock()
+	got := append([]string(nil), ran...)
+	mu.Unlock()
+	if len(got) != 2 || got[0] != "first" || got[1] != "w2" {
+		t.Fatalf("ran %q, want first then w2 (the cancelled never run)", got)
+	}
+	k := h.stack.store.FairKeys(sh)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := h.rdb.Exists(bg, k.Withdrawn, k.WaitPrefix+"k", k.Backlog).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the withdrawn hash, the key's list and the backlog left behind", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A workflow node cancelled while it waits for its key (its record has no fair key: its wait
+// names the key in the once hash) leaves the key's backlog at the cancel too.
+func TestACancelledWaitingNodeLeavesItsBacklogAtOnce(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	h := newHarness(t, Config{Concurrency: 4}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "seq-wf-withdraw", Fair: &Fair{Sequence: true, Capacity: 4}},
+			func(ctx context.Context, j *Job) error {
+				if string(j.Payload) == "hold" {
+					<-release
+				}
+				return nil
+			})
+	})
+	hold := h.enqueue(Spec{Type: "seq-wf-withdraw", Tenant: "k", Payload: []byte("hold")})
+	h.waitStatus(hold, "processing", 5*time.Second)
+	c, err := h.stack.EnqueueWorkflow(bg, WorkflowSpec{Tenant: "k", Nodes: []WorkflowNode{
+		{ID: "a", Spec: Spec{Type: "seq-wf-withdraw", Payload: []byte("root")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(c.Jobs["a"], "waiting", time.Second)
+	after := h.enqueue(Spec{Type: "seq-wf-withdraw", Tenant: "k", Payload: []byte("after")})
+	if _, err := h.stack.Cancel(bg, c.Jobs["a"], CancelRequest{By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := h.stack.FairCounts(bg, "seq-wf-withdraw", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counts.TopKeys) == 0 || counts.TopKeys[0].Backlog != 1 {
+		t.Fatalf("top keys %+v after the node's cancel, want k with a backlog of 1", counts.TopKeys)
+	}
+	close(release)
+	h.waitStatus(after, "done", 10*time.Second)
+	waitFairIdle(t, h, "seq-wf-withdraw")
+}
+
+// A waiting job that expires (its start_by passed while it waited for its key) leaves the key's
+// backlog at the expiry, as a cancelled one does.
+func TestAnExpiredWaitingJobLeavesItsBacklogAtOnce(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	release := make(chan struct{})
+	h := newHarness(t, Config{Clock: clk}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "seq-expire", Fair: &Fair{Sequence: true, Capacity: 4}},
+			func(ctx context.Context, j *Job) error {
+				if string(j.Payload) == "hold" {
+					<-release
+				}
+				return nil
+			})
+	})
+	hold := h.enqueue(Spec{Type: "seq-expire", Tenant: "k", Payload: []byte("hold")})
+	h.waitStatus(hold, "processing", 5*time.Second)
+	late := h.enqueue(Spec{Type: "seq-expire", Tenant: "k", Payload: []byte("late"), StartBy: clk.Now().Add(time.Minute)})
+	clk.Advance(2 * time.Minute)
+	if n, err := h.stack.ExpireDue(bg); n != 1 || err != nil {
+		t.Fatalf("the sweep expired %d jobs (%v), want 1", n, err)
+	}
+	h.waitStatus(late, "expired", time.Second)
+	counts, err := h.stack.FairCounts(bg, "seq-expire", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range counts.TopKeys {
+		if c.Backlog != 0 {
+			t.Fatalf("top keys %+v after the expiry, want no backlog", counts.TopKeys)
+		}
+	}
+	close(release)
+	h.waitStatus(hold, "done", 10*time.Second)
+	waitFairIdle(t, h, "seq-expire")
+}

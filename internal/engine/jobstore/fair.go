@@ -57,6 +57,10 @@ type FairKeys struct {
 	// arrival, unix ms in Redis's clock); Parked: sorted set of the keys held back until their
 	// next token is due (key -> due, unix ms). Used by a type with a rate limit only.
 	Rate, Parked string
+	// Withdrawn: hash of the jobs that ended while they waited in their key's list (job id ->
+	// key), off the backlog already; each leaves the hash when the admission passes over its
+	// entry (fair_withdraw.go).
+	Withdrawn string
 	// Handlers: the handlers of the live asynq servers that serve the type, this shard's share, as
 	// a sweep last counted them (FairSetHandlers); it expires when no sweep runs.
 	Handlers string
@@ -100,11 +104,11 @@ func (s *Store) FairKeys(sh FairShard) FairKeys {
 	k := func(name string) string { return s.locks.Key(tag, "fair:"+name) }
 	return FairKeys{Ready: k("ready"), Backlog: k("backlog"), Running: k("running"), Admitted: k("admitted"),
 		Weight: k("weight"), Pass: k("pass"), VTime: k("vtime"), Once: k("once"), Blocked: k("blocked"),
-		Rate: k("rate"), Parked: k("parked"), Handlers: k("handlers"), WaitPrefix: k("wait:"), Layouts: k("layouts")}
+		Rate: k("rate"), Parked: k("parked"), Handlers: k("handlers"), Withdrawn: k("withdrawn"), WaitPrefix: k("wait:"), Layouts: k("layouts")}
 }
 
 func (k FairKeys) list() []string {
-	return []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime, k.Once, k.Blocked, k.Rate, k.Parked, k.Handlers}
+	return []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime, k.Once, k.Blocked, k.Rate, k.Parked, k.Handlers, k.Withdrawn}
 }
 
 // args are the first arguments of every admission script: the key lists' prefix and the rate.

@@ -11,17 +11,18 @@
 -- clock, tolerance = (burst - 1) x interval): a key whose next token is not due is parked (out of the
 -- ready set, in the parked set scored by when it is due) instead of admitted, so its job waits here and
 -- never bounces through asynq to wait; every call of these scripts readies the parked keys that are due.
--- FK: {ready, backlog, running, admitted, weight, pass, vtime, once, blocked, rate, parked, wait,
--- interval, tolerance}: see fair_keys below (KEYS[12] is the live handlers' count: see fair_admit).
+-- FK: {ready, backlog, running, admitted, weight, pass, vtime, once, blocked, rate, parked,
+-- withdrawn, wait, interval, tolerance}: see fair_keys below (KEYS[12] is the live handlers' count:
+-- see fair_admit; KEYS[13] the withdrawn hash: see fair_withdraw.lua).
 -- Every script's ARGV starts with the wait-list prefix, the rate's interval ms (0: no rate) and its
--- tolerance ms. FK also caches what a call reads once (vt, nblocked, has_weight, has_once: false
+-- tolerance ms. FK also caches what a call reads once (vt, nblocked, has_*: false
 -- until read), declared here so the table is built at its full size: one that grows past 16 fields
 -- is rehashed, about 3,000 instructions a call (make bench-scripts).
 local function fair_keys(keys, argv)
   return {ready = keys[1], backlog = keys[2], running = keys[3], admitted = keys[4], weight = keys[5],
     pass = keys[6], vtime = keys[7], once = keys[8], blocked = keys[9], rate = keys[10], parked = keys[11],
-    wait = argv[1], interval = tonumber(argv[2]), tolerance = tonumber(argv[3]),
-    vt = false, nblocked = false, has_weight = false, has_once = false}
+    withdrawn = keys[13], wait = argv[1], interval = tonumber(argv[2]), tolerance = tonumber(argv[3]),
+    vt = false, nblocked = false, has_weight = false, has_once = false, has_withdrawn = false}
 end
 
 -- fair_now is Redis's clock in ms (the rate's, whoever calls).
@@ -73,6 +74,19 @@ local function fair_forget(FK, key)
   if fair_has(FK, 'weight') then redis.call('HDEL', FK.weight, key) end
 end
 
+-- fair_pop takes the next entry of key's list, passing over the withdrawn ones (cancelled or
+-- expired while they waited: fair_withdraw.lua took them off the backlog then, so they leave the
+-- list here without counting). nil when the list has no other entry.
+local function fair_pop(FK, key)
+  local entry = redis.call('LPOP', FK.wait .. key)
+  if not entry or not fair_has(FK, 'withdrawn') then return entry end
+  while entry and redis.call('HDEL', FK.withdrawn, string.match(entry, '^[^\31]*')) == 1 do
+    if fair_has(FK, 'once') then redis.call('HDEL', FK.once, string.match(entry, '^[^\31]*')) end
+    entry = redis.call('LPOP', FK.wait .. key)
+  end
+  return entry
+end
+
 -- fair_unpark readies the parked keys whose next token is due, at most 1,024 a call (a short script
 -- whatever the number of keys; the rest are readied by the next call, which the pump makes at once).
 local function fair_unpark(FK, limit, now)
@@ -120,7 +134,11 @@ local function fair_admit(FK, capacity, limit, n, ttl)
     if #top == 0 then break end
     local key, pass = top[1], tonumber(top[2])
     local entry = false
-    if FK.interval == 0 or fair_take_token(FK, key, now, ttl) then entry = redis.call('LPOP', FK.wait .. key) end
+    if FK.interval == 0 or fair_take_token(FK, key, now, ttl) then
+      entry = fair_pop(FK, key)
+      -- Every entry left was withdrawn: the key is idle unless it has jobs admitted.
+      if not entry and not redis.call('ZSCORE', FK.running, key) then fair_forget(FK, key) end
+    end
     if entry then
       local id, data = string.match(entry, '^([^\31]*)(.*)$')
       redis.call('HSET', FK.admitted, id, key .. data)

@@ -2,7 +2,7 @@
 -- the key is ready again if it has waiting jobs, and the type admits what the freed capacity
 -- allows. Several ends in one call: a process frees the ends of its handlers in batches.
 -- Told twice (the ending process and the sweep), a job frees once: only an admitted job frees.
--- KEYS[1..12] the type's keys (fair_keys in fair_admit.lua)
+-- KEYS[1..13] the type's keys (fair_keys in fair_admit.lua)
 -- ARGV[1..3] wait-list prefix, rate interval and tolerance ms, ARGV[4] capacity, ARGV[5] per-key
 -- limit, ARGV[6] most admissions,
 -- ARGV[7] virtual time's TTL ms, ARGV[8..] the ended jobs' ids

@@ -1,6 +1,6 @@
 -- fair_wait: a job of a fairly dispatched type waits for its key (at the end of the key's list),
 -- then the type admits what its capacity allows, this job or others (fair_admit.lua).
--- KEYS[1..12] the type's keys (fair_keys in fair_admit.lua)
+-- KEYS[1..13] the type's keys (fair_keys in fair_admit.lua)
 -- ARGV[1..3] wait-list prefix (the key's list is ARGV[1] .. key), rate interval and tolerance ms,
 -- ARGV[4] key, ARGV[5] entry (job id, \31, delivery data), ARGV[6] key's weight, ARGV[7] capacity, ARGV[8] per-key limit,
 -- ARGV[9] most admissions, ARGV[10] virtual time's TTL ms, ARGV[11] "1": once (a workflow node's
