@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
@@ -100,25 +101,32 @@ func (a *api) createBatch(c *fiber.Ctx) error {
 	if err := a.stack.CheckBatch(b); err != nil {
 		return workflowError(err, "jobs") // before any job claims its order
 	}
-	return a.once(c, req.TenantID, func() (answer, error) {
+	return a.once(c, req.TenantID, func(keep answerKeeper) (answer, error) {
+		b.Finally = func(ctx context.Context, pipe redis.Pipeliner, created engine.WorkflowCreated) {
+			keep(ctx, pipe, batchAnswer(created, len(b.Jobs)))
+		}
 		created, err := a.enqueueClaimed(c.UserContext(), &claims, func(ctx context.Context) (engine.WorkflowCreated, error) {
 			return a.stack.EnqueueBatch(ctx, b)
 		})
 		if created.ID == "" {
 			return answer{}, workflowError(err, "jobs")
 		}
-		out := batchCreated{BatchID: created.ID, Jobs: make([]string, len(b.Jobs)),
-			OnSuccess: created.Jobs[engine.BatchOnSuccess], OnComplete: created.Jobs[engine.BatchOnComplete]}
-		for i := range b.Jobs {
-			out.Jobs[i] = created.Jobs[fmt.Sprintf("job-%d", i)]
-		}
-		body, _ := json.Marshal(out)
-		ans := answer{status: http.StatusAccepted, body: body, location: "/batches/" + created.ID}
 		if err != nil {
-			return ans, notDurableError(err)
+			return batchAnswer(created, len(b.Jobs)), notDurableError(err)
 		}
-		return ans, nil
+		return batchAnswer(created, len(b.Jobs)), nil
 	})
+}
+
+// batchAnswer is the answer to a batch of jobs jobs created.
+func batchAnswer(created engine.WorkflowCreated, jobs int) answer {
+	out := batchCreated{BatchID: created.ID, Jobs: make([]string, jobs),
+		OnSuccess: created.Jobs[engine.BatchOnSuccess], OnComplete: created.Jobs[engine.BatchOnComplete]}
+	for i := range out.Jobs {
+		out.Jobs[i] = created.Jobs[fmt.Sprintf("job-%d", i)]
+	}
+	body, _ := json.Marshal(out)
+	return answer{status: http.StatusAccepted, body: body, location: "/batches/" + created.ID}
 }
 
 // getBatch is GET /batches/{id}: the batch's progress.

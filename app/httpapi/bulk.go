@@ -69,7 +69,7 @@ func (a *api) bulk(t tasks.Task) fiber.Handler {
 		// The query's atomic is part of what the request asks: the same key and body with another
 		// mode is another request (422), not a replay.
 		fp := fingerprint(c.Method(), c.Path()+"?atomic="+strconv.FormatBool(req.Atomic), c.Body())
-		return a.onceFor(c, tenantOf(c), fp, func() (answer, error) {
+		return a.onceFor(c, tenantOf(c), fp, func(answerKeeper) (answer, error) {
 			ans := a.bulkItems(c, t, req)
 			body, err := json.Marshal(ans)
 			if err != nil {

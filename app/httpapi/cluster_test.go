@@ -43,6 +43,16 @@ func TestOnRedisCluster(t *testing.T) {
 	if resp, _ := get(t, r.base+"/monitoring/api/queues"); resp.StatusCode != 200 {
 		t.Fatalf("UI on the cluster: %d", resp.StatusCode)
 	}
+	// A workflow's answer is stored for its Idempotency-Key after the confirmation's answer (the
+	// key's slot is on another master).
+	wf := workflowBody(rebuildNode("a", "c-wf-a"), rebuildNode("b", "c-wf-b", "a"))
+	resp, created := post(t, r, "/workflows", wf, "Idempotency-Key", `"c-wf"`)
+	if resp.StatusCode != 202 {
+		t.Fatalf("workflow on the cluster: %d %s", resp.StatusCode, created)
+	}
+	if resp, again := post(t, r, "/workflows", wf, "Idempotency-Key", `"c-wf"`); again != created || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("workflow replay on the cluster: %s, want %s", again, created)
+	}
 	// The key again for another order: its create ran in the first pipeline (on the order's
 	// node; the claim on the key's), and the refusal took the job back there.
 	jobKeys := func() []string {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
@@ -201,20 +202,27 @@ func (a *api) createWorkflow(c *fiber.Ctx) error {
 	if err := a.stack.CheckWorkflow(w); err != nil {
 		return workflowError(err, "nodes") // before any node claims its order
 	}
-	return a.once(c, req.TenantID, func() (answer, error) {
+	return a.once(c, req.TenantID, func(keep answerKeeper) (answer, error) {
+		w.Finally = func(ctx context.Context, pipe redis.Pipeliner, created engine.WorkflowCreated) {
+			keep(ctx, pipe, workflowAnswer(created))
+		}
 		created, err := a.enqueueClaimed(c.UserContext(), &claims, func(ctx context.Context) (engine.WorkflowCreated, error) {
 			return a.stack.EnqueueWorkflow(ctx, w)
 		})
 		if created.ID == "" {
 			return answer{}, workflowError(err, "nodes")
 		}
-		body, _ := json.Marshal(workflowCreated{WorkflowID: created.ID, Nodes: created.Jobs})
-		ans := answer{status: http.StatusAccepted, body: body, location: "/workflows/" + created.ID}
 		if err != nil {
-			return ans, notDurableError(err)
+			return workflowAnswer(created), notDurableError(err)
 		}
-		return ans, nil
+		return workflowAnswer(created), nil
 	})
+}
+
+// workflowAnswer is the answer to a workflow created.
+func workflowAnswer(created engine.WorkflowCreated) answer {
+	body, _ := json.Marshal(workflowCreated{WorkflowID: created.ID, Nodes: created.Jobs})
+	return answer{status: http.StatusAccepted, body: body, location: "/workflows/" + created.ID}
 }
 
 // checkTenant refuses a body's tenant_id that is missing, malformed or not the token's.
@@ -228,16 +236,23 @@ func (a *api) checkTenant(c *fiber.Ctx, tenant string) error {
 	return nil
 }
 
+// answerKeeper queues the storing of create's answer for the request's Idempotency-Key in pipe,
+// the round trip of what create confirms: a confirmation whose reply is lost (outcome unknown)
+// has its answer stored all the same, so a retry with the key meets it instead of creating again.
+// It does nothing for a request without a key.
+type answerKeeper func(ctx context.Context, pipe redis.Pipeliner, ans answer)
+
 // once runs create under the request's Idempotency-Key, when it has one: the same key and body
 // get the stored answer again (Idempotent-Replayed), another body 422, a request still in flight
-// 409; the answer is stored once create succeeded, and the claim released when it failed.
-func (a *api) once(c *fiber.Ctx, tenant string, create func() (answer, error)) error {
+// 409; the answer is stored once create succeeded (through keep, if create used it), and the
+// claim released when it failed (a claim whose answer keep stored is not released).
+func (a *api) once(c *fiber.Ctx, tenant string, create func(keep answerKeeper) (answer, error)) error {
 	return a.onceFor(c, tenant, fingerprint(c.Method(), c.Path(), c.Body()), create)
 }
 
 // onceFor is once for a request fingerprinted fp (a route whose query changes what it does puts
 // that in the fingerprint, so the same key and body with another query is 422, not a replay).
-func (a *api) onceFor(c *fiber.Ctx, tenant, fp string, create func() (answer, error)) error {
+func (a *api) onceFor(c *fiber.Ctx, tenant, fp string, create func(keep answerKeeper) (answer, error)) error {
 	key, err := idempotencyKeyOf(c)
 	if err != nil {
 		return err
@@ -253,7 +268,13 @@ func (a *api) onceFor(c *fiber.Ctx, tenant, fp string, create func() (answer, er
 			return err
 		}
 	}
-	ans, err := create()
+	kept := false
+	ans, err := create(func(ctx context.Context, pipe redis.Pipeliner, ans answer) {
+		if cl != nil {
+			a.idem.complete(ctx, pipe, cl, ans)
+			kept = true
+		}
+	})
 	if ans.retryAfter != "" {
 		c.Set(fiber.HeaderRetryAfter, ans.retryAfter)
 	}
@@ -272,7 +293,7 @@ func (a *api) onceFor(c *fiber.Ctx, tenant, fp string, create func() (answer, er
 	}
 	// An answer with an error (created, but its replicas did not acknowledge it in time) is
 	// stored too: a retry with the key gets the same workflow, never a second one.
-	if cl != nil {
+	if cl != nil && !kept {
 		pipe := a.stack.Store().Redis().Pipeline()
 		a.idem.complete(c.UserContext(), pipe, cl, ans)
 		_, _ = pipe.Exec(c.UserContext())

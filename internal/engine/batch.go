@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
@@ -26,6 +28,8 @@ type BatchSpec struct {
 	Jobs   []Spec
 	// OnSuccess and OnComplete are the callbacks' jobs (nil: none).
 	OnSuccess, OnComplete *Spec
+	// Finally: as WorkflowSpec.Finally.
+	Finally func(ctx context.Context, pipe redis.Pipeliner, created WorkflowCreated)
 }
 
 // batchJobNode is the node id of a batch's i-th job.
@@ -43,7 +47,7 @@ func (b BatchSpec) workflow() (WorkflowSpec, error) {
 	if len(b.Jobs) == 0 || len(b.Jobs)+callbacks > MaxWorkflowNodes {
 		return WorkflowSpec{}, &WorkflowError{Field: "nodes", Detail: fmt.Sprintf("a batch has 1 to %d jobs, callbacks included, not %d", MaxWorkflowNodes, len(b.Jobs)+callbacks)}
 	}
-	w := WorkflowSpec{Tenant: b.Tenant, Kind: "batch"}
+	w := WorkflowSpec{Tenant: b.Tenant, Kind: "batch", Finally: b.Finally}
 	parents := make([]string, len(b.Jobs))
 	for i, j := range b.Jobs {
 		parents[i] = batchJobNode(i)

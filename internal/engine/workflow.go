@@ -70,6 +70,11 @@ type WorkflowSpec struct {
 	// Kind is "workflow" ("" too) or "batch" (BatchSpec).
 	Kind  string
 	Nodes []WorkflowNode
+	// Finally adds commands to send with the workflow's confirmation, after it, in the same round
+	// trip (after its answer on a cluster), as Spec.Finally does for one job: e.g. storing an HTTP
+	// idempotency answer, so that a confirmation whose answer was lost (ErrOutcomeUnknown) has
+	// its answer stored all the same, and a retry meets it instead of creating the workflow again.
+	Finally func(ctx context.Context, pipe redis.Pipeliner, created WorkflowCreated)
 }
 
 // WorkflowCreated is what EnqueueWorkflow made: the workflow's id and each node's job id.
@@ -295,13 +300,26 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 	deadline := s.store.WriteDeadline(ctx)
 	var wc jobstore.WorkflowConfirmation
 	confirms := make([]jobstore.Confirmation, len(nodes))
+	_, cluster := s.rdb.(*redis.ClusterClient)
+	durable := s.store.Durability()
+	// As a single enqueue's confirmation (confirm in enqueue.go): with the caller's Finally
+	// commands behind them, the confirmations go as EVAL, which never meets NOSCRIPT.
+	queueConfirm := s.store.QueueConfirmSha
+	if w.Finally != nil {
+		queueConfirm = s.store.QueueConfirm
+	}
 	// In durable mode the pipeline ends with a WAIT, as a single enqueue's confirmation does.
-	werr := s.store.Durability().Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
+	werr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
 		wc = s.store.QueueWorkflowConfirm(ctx, pipe, wfID, deadline, now)
 		for i, n := range nodes {
-			confirms[i] = s.store.QueueConfirmSha(ctx, pipe, n.keys, n.job.ID, 0, deadline)
+			confirms[i] = queueConfirm(ctx, pipe, n.keys, n.job.ID, 0, deadline)
 			s.store.QueueIndex(ctx, pipe, w.Tenant, n.job.ID, n.spec.Tags, now)
 			s.store.QueueExpiry(ctx, pipe, n.job.ID, s.store.ExpiryDue(now, time.Time{}))
+		}
+		// One node runs the pipeline in order: a Finally command that checks the same deadline
+		// runs only if the last confirmation could.
+		if !cluster && w.Finally != nil {
+			w.Finally(ctx, pipe, created)
 		}
 	})
 	st, err := wc.Result()
@@ -318,14 +336,21 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		}
 	}
 	if err != nil {
-		abandon()
-		_ = s.store.UnindexWorkflow(context.WithoutCancel(ctx), wfID)
+		abandon() // nothing of a confirmed workflow: its records are kept
 		if errors.Is(err, ErrNotAccepted) {
+			_ = s.store.UnindexWorkflow(context.WithoutCancel(ctx), wfID)
 			return WorkflowCreated{}, err
 		}
+		// Its confirmation may have landed: it stays indexed, and the workflow sweep drops the
+		// entry of one that did not (a claim, ErrNotFound to it) instead of losing one that did.
 		return WorkflowCreated{}, fmt.Errorf("%w: workflow %s: %w", ErrOutcomeUnknown, wfID, err)
 	}
 	s.log.Info().Str("workflow_id", wfID).Int("nodes", len(nodes)).Str("event", "workflow_created").Msg("workflow created")
+	if cluster && w.Finally != nil {
+		if ferr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) { w.Finally(ctx, pipe, created) }); werr == nil {
+			werr = ferr
+		}
+	}
 	if werr != nil {
 		return created, &notDurable{err: fmt.Errorf("workflow %s: %w", wfID, werr)}
 	}
