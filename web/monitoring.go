@@ -98,6 +98,7 @@ func Mount(app *fiber.App, rdb redis.UniversalClient, m Monitoring) error {
 			ui = (&actions{jobs: m.Jobs, insp: insp, prefix: m.Root + "/api/queues/", timeout: m.Timeout, ping: ping}).handler(ui)
 		}
 	}
+	ui = textErrors(ui, m.Root+"/api/")
 	handlers = append(handlers, func(c *fiber.Ctx) error {
 		// The bare root redirects so that the UI's relative asset paths resolve under it.
 		if c.Path() == m.Root {

@@ -194,7 +194,8 @@ func TestRedisStall(t *testing.T) {
 }
 
 // TestRedisDown kills Redis: every route that needs it answers a fast 503 problem+json with
-// Retry-After (the UI's API too, without the raw dial error), and the process answers /healthz.
+// Retry-After (the UI's API too, without the raw dial error; in text to asynqmon's page), and the
+// process answers /healthz.
 // Fast is within 10 REQUEST_TIMEOUTs: 2 s failed once at load 15-22; a hang meets the client's 30 s.
 func TestRedisDown(t *testing.T) {
 	t.Parallel()
@@ -223,6 +224,19 @@ func TestRedisDown(t *testing.T) {
 		if a.err != nil || a.status != http.StatusServiceUnavailable || !strings.HasPrefix(a.contentType, problem.ContentType) ||
 			a.retryAfter == "" || a.took > 10*time.Second {
 			t.Errorf("%s with Redis down: %d %q Retry-After %q after %s (%v); want a fast 503 problem+json", a.what, a.status, a.contentType, a.retryAfter, a.took, a.err)
+		}
+	}
+	// asynqmon's page renders an error's body as text (an object parsed from JSON blanked it):
+	// its client, which takes text, gets the detail as text, with the same status and Retry-After.
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		a := timedRequest(method, r.base+"/monitoring/api/queues/default:pause", "", "Origin", r.base,
+			"Accept", "application/json, text/plain, */*")
+		if method == http.MethodGet {
+			a = timedRequest(method, r.base+"/monitoring/api/queues", "", "Accept", "application/json, text/plain, */*")
+		}
+		if a.err != nil || a.status != http.StatusServiceUnavailable || !strings.HasPrefix(a.contentType, "text/plain") ||
+			a.retryAfter == "" || !strings.Contains(a.body, "Redis") || strings.Contains(a.body, "{") {
+			t.Errorf("%s with Redis down, for asynqmon's page: %d %q Retry-After %q %q (%v); want a 503 in text", a.what, a.status, a.contentType, a.retryAfter, a.body, a.err)
 		}
 	}
 	if resp, _ := get(t, r.base+"/healthz"); resp.StatusCode != http.StatusOK {
