@@ -5,6 +5,10 @@ GO ?= go
 # -trimpath: without it every compiled package's cache key holds the checkout's directory, so a
 # fresh clone elsewhere (as CI makes) compiled everything again, warm cache or not.
 TEST_FLAGS ?= -race -count=1 -vet=off -trimpath -timeout 12m
+# vet, staticcheck and compose-check build with the tests' flags, so that all of them share one build
+# of every dependency: with an empty cache vet, staticcheck and the tests' compiles took 462 s with
+# vet and staticcheck on a plain build of their own, 365 s sharing the race build (2026-12-06).
+SHARED_BUILD_FLAGS = -race -trimpath
 
 .PHONY: run test deps vet staticcheck deploy-check compose-check actionlint unit release bench bench-fair bench-peers bench-scripts bench-recovery bench-cluster chaos chaos-long chaos-failover chaos-failover-short chaos-limits chaos-workflows chaos-fair schedule-soak
 
@@ -19,10 +23,12 @@ deps:
 	@./scripts/ensure-deps.sh
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(SHARED_BUILD_FLAGS) ./...
 
+# The tool itself is built plainly (go tool -n builds it and prints its path); only the packages it
+# loads take the shared flags, through GOFLAGS, which its go list reads.
 staticcheck:
-	$(GO) tool staticcheck ./...
+	GOFLAGS='$(SHARED_BUILD_FLAGS)' "$$($(GO) tool -n staticcheck)" ./...
 
 ## deploy-check: the shipped Prometheus configuration and alert rules parse (promtool from ensure-deps.sh).
 deploy-check:
@@ -40,7 +46,7 @@ compose-check:
 	else \
 		echo 'compose-check: no docker compose plugin here; compose.yaml is checked against the schema'; \
 	fi
-	$(GO) test -count=1 -run '^TestCompose' ./deploy/
+	$(GO) test $(SHARED_BUILD_FLAGS) -count=1 -run '^TestCompose' ./deploy/
 
 ## actionlint: every workflow lints clean (pinned; fetched through the Go module proxy).
 ACTIONLINT ?= github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
