@@ -114,16 +114,22 @@ func (a *api) bulkItems(c *fiber.Ctx, t tasks.Task, req bulkRequest) bulkAnswer 
 			spec.StartBy = jf.StartBy
 		}
 		spec.Tags = append(spec.Tags, jf.Tags...) // the task's own, if any, and the body's
-		if claims[i] = a.prepareIdentity(r, &spec); claims[i] != nil {
-			if errs[i] = claims[i].take(ctx); errs[i] != nil {
-				continue
-			}
-		}
+		claims[i] = a.prepareIdentity(r, &spec)
 		specs, index = append(specs, spec), append(index, i)
 	}
 	for i := range claims {
 		defer claims[i].settle(ctx)
 	}
+	// Every item's identity in one round trip; an item refused there leaves the enqueue.
+	claimed := takeClaims(ctx, claims)
+	kept := 0
+	for k, i := range index {
+		if errs[i] = claimed[i]; errs[i] == nil {
+			specs[kept], index[kept] = specs[k], i
+			kept++
+		}
+	}
+	specs, index = specs[:kept], index[:kept]
 	results := make([]engine.BulkItem, len(req.Items))
 	refused := false
 	for _, err := range errs {

@@ -68,6 +68,34 @@ func (ic *identityClaim) take(ctx context.Context) error {
 		return nil
 	}
 	c, err := tasks.ClaimIdentity(ctx, ic.locks, ic.id, ic.jobID, ic.deadline(ctx))
+	return ic.took(c, err)
+}
+
+// takeClaims takes every claim of claims (a nil one takes nothing) in one round trip, in order;
+// each gets take's answer, at the same index: a bulk's or a workflow's 1,000 orders cost one
+// round trip, not 1,000.
+func takeClaims(ctx context.Context, claims []*identityClaim) []error {
+	errs := make([]error, len(claims))
+	var reqs []tasks.ClaimRequest
+	var at []int
+	for i, ic := range claims {
+		if ic != nil {
+			reqs, at = append(reqs, tasks.ClaimRequest{ID: ic.id, JobID: ic.jobID}), append(at, i)
+		}
+	}
+	if len(reqs) == 0 {
+		return errs
+	}
+	first := claims[at[0]]
+	got, failed := tasks.ClaimIdentities(ctx, first.locks, reqs, first.deadline(ctx))
+	for k, i := range at {
+		errs[i] = claims[i].took(got[k], failed[k])
+	}
+	return errs
+}
+
+// took records what taking the claim found: nil when the request may proceed.
+func (ic *identityClaim) took(c tasks.Claim, err error) error {
 	if err != nil {
 		return &problem.HTTPError{Status: http.StatusServiceUnavailable, Detail: "the request could not be checked against earlier ones; nothing was kept, retry later", Err: err}
 	}

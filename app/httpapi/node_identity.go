@@ -19,12 +19,12 @@ func (n *nodeClaims) add(claim *identityClaim, field, node string) {
 	}
 }
 
-// take claims each node's identity in turn, one round trip each; the first refusal (409: other
-// content holds it; 503) is the answer, naming the node's field. What becomes of the claims taken
-// before it is settle's (keepClaims).
+// take claims every node's identity, in one round trip, in the nodes' order; the first refusal
+// (409: other content holds it; 503) is the answer, naming the node's field. What becomes of the
+// claims taken, before it and after, is settle's (keepClaims).
 func (n *nodeClaims) take(ctx context.Context) error {
-	for i, c := range n.claims {
-		if err := c.take(ctx); err != nil {
+	for i, err := range takeClaims(ctx, n.claims) {
+		if err != nil {
 			return nodeError(n.fields[i], n.nodes[i], err)
 		}
 	}

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jobguard/jobguard/app/problem"
 	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/testsupport"
 	"github.com/jobguard/jobguard/locking"
 )
 
@@ -164,4 +166,61 @@ func orderClaims(t *testing.T, r *running) int {
 		t.Fatal(err)
 	}
 	return len(keys)
+}
+
+// A bulk's or a workflow's orders are claimed in one round trip, whatever their number (they
+// were one each: 1,000 orders, 1,000 round trips before the enqueue); each still gets its own
+// answer: a conflict among many is its item's 409, the others are created.
+func TestManyOrdersAreClaimedInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	counter := &testsupport.RoundTrips{}
+	r := startAppWith(t, RoleAPI, nil, func(a Process) { a.Redis().AddHook(counter) })
+	order := func(id string, qty int) string {
+		return `{"tenant_id":"t1","order_id":"` + id + `","sku":"s1","quantity":` + strconv.Itoa(qty) + `}`
+	}
+	bulk := func(prefix string, n int) string {
+		items := make([]string, n)
+		for i := range items {
+			items[i] = order(prefix+strconv.Itoa(i), 1)
+		}
+		return `{"items":[` + strings.Join(items, ",") + `]}`
+	}
+	trips := func(path, body string) (int64, string) {
+		before := counter.N()
+		resp, out := post(t, r, path, body)
+		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, out)
+		}
+		return counter.N() - before, out
+	}
+	few, _ := trips("/jobs/reserve-stock/bulk", bulk("few-", 2))
+	many, _ := trips("/jobs/reserve-stock/bulk", bulk("many-", 60))
+	if many > few+2 { // +2: a background write of the API process may fall in between
+		t.Fatalf("a bulk of 60 orders took %d round trips, one of 2 took %d", many, few)
+	}
+	// The third item reuses many-5 with another quantity: its own 409, the rest created.
+	mixed := `{"items":[` + order("mixed-0", 1) + "," + order("mixed-1", 1) + "," + order("many-5", 7) + "," + order("mixed-3", 1) + `]}`
+	_, out := trips("/jobs/reserve-stock/bulk", mixed)
+	var ans bulkAnswer
+	if err := json.Unmarshal([]byte(out), &ans); err != nil {
+		t.Fatal(err)
+	}
+	if ans.Created != 3 || ans.Refused != 1 || ans.Items[2].Problem == nil || ans.Items[2].Problem.Code != problem.CodeOrderConflict {
+		t.Fatalf("a bulk with one conflicting order: %s", out)
+	}
+	node := func(id, order string) string {
+		return `{"id":"` + id + `","type":"reserve-stock","payload":` + order + `}`
+	}
+	wf := func(prefix string, n int) string {
+		nodes := make([]string, n)
+		for i := range nodes {
+			nodes[i] = node("n"+strconv.Itoa(i), order(prefix+strconv.Itoa(i), 1))
+		}
+		return `{"tenant_id":"t1","nodes":[` + strings.Join(nodes, ",") + `]}`
+	}
+	few, _ = trips("/workflows", wf("wf-few-", 2))
+	many, _ = trips("/workflows", wf("wf-many-", 60))
+	if many > few+2 {
+		t.Fatalf("a workflow of 60 orders took %d round trips, one of 2 took %d", many, few)
+	}
 }
