@@ -1,7 +1,6 @@
 package web
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -11,36 +10,21 @@ import (
 // (toErrorString in its ui/src/utils.ts returns response.data). A problem+json body is parsed by
 // its HTTP client into an object, which the page cannot render: a Redis outage blanked the whole
 // page instead of saying so. So the UI's API calls that say they take text (its client sends
-// "Accept: application/json, text/plain, */*") get an error as text/plain: the problem's detail,
-// with the same status and Retry-After. A client that names application/problem+json, or no type
-// (curl, scripts, the tests), gets the problem document as everywhere else.
+// "Accept: application/json, text/plain, */*") are marked for the app's error handler, which
+// answers them in text: the problem's detail, with the same status and Retry-After. A client that
+// names application/problem+json, or no type (curl, scripts), gets the problem document.
 
-// textErrors answers the errors of next, for requests under prefix that take text, as text.
+// PlainErrors is the fiber.Ctx Locals key (value true) by which web asks the app's error handler
+// to answer a request's error in text/plain.
+const PlainErrors = "jobguard.plain-errors"
+
+// textErrors marks the requests under prefix that take text (takesText) before next runs.
 func textErrors(next fiber.Handler, prefix string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		err := next(c)
-		if err == nil || !strings.HasPrefix(c.Path(), prefix) || !takesText(c) {
-			return err
+		if strings.HasPrefix(c.Path(), prefix) && takesText(c) {
+			c.Locals(PlainErrors, true)
 		}
-		// The app's handler answers it (status, log line, Retry-After, metrics); its document is
-		// then rewritten as its detail.
-		if herr := c.App().Config().ErrorHandler(c, err); herr != nil {
-			return herr
-		}
-		var p struct {
-			Detail    string `json:"detail"`
-			Status    int    `json:"status"`
-			RequestID string `json:"request_id"`
-		}
-		if json.Unmarshal(c.Response().Body(), &p) != nil || p.Detail == "" {
-			return nil // not a problem document: left as it is
-		}
-		text := p.Detail
-		if p.Status == fiber.StatusInternalServerError && p.RequestID != "" {
-			text += " (request " + p.RequestID + ": the server log has the cause)"
-		}
-		c.Set(fiber.HeaderContentType, fiber.MIMETextPlainCharsetUTF8)
-		return c.SendString(text)
+		return next(c)
 	}
 }
 

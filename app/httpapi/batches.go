@@ -102,8 +102,10 @@ func (a *api) createBatch(c *fiber.Ctx) error {
 		return workflowError(err, "jobs") // before any job claims its order
 	}
 	return a.once(c, req.TenantID, func(keep answerKeeper) (answer, error) {
-		b.Finally = func(ctx context.Context, pipe redis.Pipeliner, created engine.WorkflowCreated) {
-			keep(ctx, pipe, batchAnswer(created, len(b.Jobs)))
+		if keep != nil {
+			b.Finally = func(ctx context.Context, pipe redis.Pipeliner, created engine.WorkflowCreated) {
+				keep(ctx, pipe, batchAnswer(created, len(b.Jobs)))
+			}
 		}
 		created, err := a.enqueueClaimed(c.UserContext(), &claims, func(ctx context.Context) (engine.WorkflowCreated, error) {
 			return a.stack.EnqueueBatch(ctx, b)

@@ -239,6 +239,11 @@ func TestRedisDown(t *testing.T) {
 			t.Errorf("%s with Redis down, for asynqmon's page: %d %q Retry-After %q %q (%v); want a 503 in text", a.what, a.status, a.contentType, a.retryAfter, a.body, a.err)
 		}
 	}
+	// A client that names problem+json gets it, text or not.
+	a := timedRequest(http.MethodGet, r.base+"/monitoring/api/queues", "", "Accept", "text/plain, application/problem+json")
+	if a.status != http.StatusServiceUnavailable || !strings.HasPrefix(a.contentType, problem.ContentType) {
+		t.Errorf("%s with Redis down, asking for problem+json: %d %q", a.what, a.status, a.contentType)
+	}
 	if resp, _ := get(t, r.base+"/healthz"); resp.StatusCode != http.StatusOK {
 		t.Errorf("healthz with Redis down: %d", resp.StatusCode)
 	}

@@ -203,8 +203,10 @@ func (a *api) createWorkflow(c *fiber.Ctx) error {
 		return workflowError(err, "nodes") // before any node claims its order
 	}
 	return a.once(c, req.TenantID, func(keep answerKeeper) (answer, error) {
-		w.Finally = func(ctx context.Context, pipe redis.Pipeliner, created engine.WorkflowCreated) {
-			keep(ctx, pipe, workflowAnswer(created))
+		if keep != nil {
+			w.Finally = func(ctx context.Context, pipe redis.Pipeliner, created engine.WorkflowCreated) {
+				keep(ctx, pipe, workflowAnswer(created))
+			}
 		}
 		created, err := a.enqueueClaimed(c.UserContext(), &claims, func(ctx context.Context) (engine.WorkflowCreated, error) {
 			return a.stack.EnqueueWorkflow(ctx, w)
@@ -239,7 +241,7 @@ func (a *api) checkTenant(c *fiber.Ctx, tenant string) error {
 // answerKeeper queues the storing of create's answer for the request's Idempotency-Key in pipe,
 // the round trip of what create confirms: a confirmation whose reply is lost (outcome unknown)
 // has its answer stored all the same, so a retry with the key meets it instead of creating again.
-// It does nothing for a request without a key.
+// It is nil for a request without a key: a confirmation with nothing behind it goes as EVALSHA.
 type answerKeeper func(ctx context.Context, pipe redis.Pipeliner, ans answer)
 
 // once runs create under the request's Idempotency-Key, when it has one: the same key and body
@@ -269,12 +271,14 @@ func (a *api) onceFor(c *fiber.Ctx, tenant, fp string, create func(keep answerKe
 		}
 	}
 	kept := false
-	ans, err := create(func(ctx context.Context, pipe redis.Pipeliner, ans answer) {
-		if cl != nil {
+	var keep answerKeeper
+	if cl != nil {
+		keep = func(ctx context.Context, pipe redis.Pipeliner, ans answer) {
 			a.idem.complete(ctx, pipe, cl, ans)
 			kept = true
 		}
-	})
+	}
+	ans, err := create(keep)
 	if ans.retryAfter != "" {
 		c.Set(fiber.HeaderRetryAfter, ans.retryAfter)
 	}
@@ -287,6 +291,10 @@ func (a *api) onceFor(c *fiber.Ctx, tenant, fp string, create func(keep answerKe
 	}
 	if err != nil && ans.status == 0 {
 		if cl != nil {
+			if kept && !errors.Is(err, engine.ErrOutcomeUnknown) {
+				// Stored with a confirmation that did not take (expired, gone): nothing stands.
+				a.idem.forget(c.UserContext(), cl)
+			}
 			a.idem.release(c.UserContext(), cl)
 		}
 		return err

@@ -61,8 +61,9 @@ func BadField(field, detail string) *HTTPError {
 	return &HTTPError{Status: http.StatusBadRequest, Field: field, Detail: detail}
 }
 
-// ErrorHandler maps every error a handler returns to a problem+json answer. Unknown errors are
-// 500s whose detail never leaks internals; they are logged with the request id.
+// ErrorHandler maps every error a handler returns to a problem+json answer (in text to a request
+// web marked with PlainErrors). Unknown errors are 500s whose detail never leaks internals; they
+// are logged with the request id.
 func ErrorHandler(log zerolog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		path := EchoPath(c.Path())
@@ -115,9 +116,23 @@ func ErrorHandler(log zerolog.Logger) fiber.ErrorHandler {
 		}
 		p.Type = TypeBase + p.Code
 		c.Status(p.Status)
+		if plain, _ := c.Locals(web.PlainErrors).(bool); plain {
+			// asynqmon's page renders an error's body as text (web/ui_errors.go).
+			c.Set(fiber.HeaderContentType, fiber.MIMETextPlainCharsetUTF8)
+			return c.SendString(plainText(p))
+		}
 		c.Set(fiber.HeaderContentType, ContentType)
 		return c.JSON(p, ContentType)
 	}
+}
+
+// plainText is p in text, for a client that renders an error's body as it comes: the detail,
+// and the request id where the detail does not name it.
+func plainText(p Details) string {
+	if p.RequestID == "" || strings.Contains(p.Detail, p.RequestID) {
+		return p.Detail
+	}
+	return p.Detail + " (request " + p.RequestID + ")"
 }
 
 // Reason is what err adds to sentinel, the engine's error it wraps ("it is done" of "engine: job

@@ -205,38 +205,51 @@ func TestACancelledWaitingJobLeavesItsBacklogAtOnce(t *testing.T) {
 	}
 }
 
-// A workflow node cancelled while it waits for its key (its record has no fair key: its wait
-// names the key in the once hash) leaves the key's backlog at the cancel too.
+// A released workflow node cancelled while it waits for its key (its record names no fair key:
+// its wait names it in the once hash, and the withdrawal looks in every shard) leaves the key's
+// backlog at the cancel too.
 func TestACancelledWaitingNodeLeavesItsBacklogAtOnce(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	h := newHarness(t, Config{Concurrency: 4}, func(s *Stack) {
-		s.Register(TaskConfig{Type: "seq-wf-withdraw", Fair: &Fair{Sequence: true, Capacity: 4}},
+		s.Register(TaskConfig{Type: "seq-wf-withdraw", Fair: &Fair{Sequence: true, Capacity: 4, Shards: 2,
+			Key: func(spec Spec) string { return string(spec.Payload[:1]) }}},
 			func(ctx context.Context, j *Job) error {
-				if string(j.Payload) == "hold" {
+				if string(j.Payload) == "k-hold" {
 					<-release
 				}
 				return nil
 			})
 	})
-	hold := h.enqueue(Spec{Type: "seq-wf-withdraw", Tenant: "k", Payload: []byte("hold")})
+	hold := h.enqueue(Spec{Type: "seq-wf-withdraw", Tenant: "t", Payload: []byte("k-hold")})
 	h.waitStatus(hold, "processing", 5*time.Second)
-	c, err := h.stack.EnqueueWorkflow(bg, WorkflowSpec{Tenant: "k", Nodes: []WorkflowNode{
-		{ID: "a", Spec: Spec{Type: "seq-wf-withdraw", Payload: []byte("root")}}}})
+	c, err := h.stack.EnqueueWorkflow(bg, WorkflowSpec{Tenant: "t", Nodes: []WorkflowNode{
+		{ID: "root", Spec: Spec{Type: "seq-wf-withdraw", Payload: []byte("o-root")}},
+		{ID: "child", Spec: Spec{Type: "seq-wf-withdraw", Payload: []byte("k-child")}, Parents: []string{"root"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.waitStatus(c.Jobs["a"], "waiting", time.Second)
-	after := h.enqueue(Spec{Type: "seq-wf-withdraw", Tenant: "k", Payload: []byte("after")})
-	if _, err := h.stack.Cancel(bg, c.Jobs["a"], CancelRequest{By: "test"}); err != nil {
+	child := h.waitStatus(c.Jobs["child"], "waiting", 5*time.Second)
+	if child.Raw[jobstore.FieldFairKey] != "" {
+		t.Fatalf("the released node's record names its key %q: the test needs one that does not", child.Raw[jobstore.FieldFairKey])
+	}
+	after := h.enqueue(Spec{Type: "seq-wf-withdraw", Tenant: "t", Payload: []byte("k-after")})
+	backlog := func() int64 {
+		tc, _ := h.stack.TaskConfig("seq-wf-withdraw")
+		n, err := h.stack.store.FairKeyCounts(bg, h.stack.fairShardOf(tc, "k"), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Backlog
+	}
+	if n := backlog(); n != 2 {
+		t.Fatalf("k's backlog %d before the cancel, want 2", n)
+	}
+	if _, err := h.stack.Cancel(bg, c.Jobs["child"], CancelRequest{By: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	counts, err := h.stack.FairCounts(bg, "seq-wf-withdraw", 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(counts.TopKeys) == 0 || counts.TopKeys[0].Backlog != 1 {
-		t.Fatalf("top keys %+v after the node's cancel, want k with a backlog of 1", counts.TopKeys)
+	if n := backlog(); n != 1 {
+		t.Fatalf("k's backlog %d after the node's cancel, want 1", n)
 	}
 	close(release)
 	h.waitStatus(after, "done", 10*time.Second)
@@ -261,6 +274,9 @@ func TestAnExpiredWaitingJobLeavesItsBacklogAtOnce(t *testing.T) {
 	hold := h.enqueue(Spec{Type: "seq-expire", Tenant: "k", Payload: []byte("hold")})
 	h.waitStatus(hold, "processing", 5*time.Second)
 	late := h.enqueue(Spec{Type: "seq-expire", Tenant: "k", Payload: []byte("late"), StartBy: clk.Now().Add(time.Minute)})
+	if c, err := h.stack.FairCounts(bg, "seq-expire", 10); err != nil || len(c.TopKeys) != 1 || c.TopKeys[0].Backlog != 1 {
+		t.Fatalf("top keys %+v (%v) before the expiry, want k waiting 1", c.TopKeys, err)
+	}
 	clk.Advance(2 * time.Minute)
 	if n, err := h.stack.ExpireDue(bg); n != 1 || err != nil {
 		t.Fatalf("the sweep expired %d jobs (%v), want 1", n, err)

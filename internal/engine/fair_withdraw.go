@@ -10,29 +10,54 @@ import (
 // (waiting; or held: a workflow node whose release waited and did not make it waiting yet), off
 // its key's backlog, so that the API, /metrics and the jobs page stop counting it now rather than
 // when its turn comes (jobstore.Store.FairWithdraw). info is what its record said before it
-// ended. Best effort: a job not withdrawn stays counted until the admission reaches it, which
+// ended. It runs on a context of its own: the caller's request may be gone, and the count would
+// stay wrong. Best effort: a job not withdrawn stays counted until the admission reaches it, which
 // acknowledges it at its start, as before.
 func (s *Stack) fairWithdraw(ctx context.Context, tc TaskConfig, id string, from jobstore.Status, info jobstore.CancelInfo) {
 	if tc.Fair == nil || (from != jobstore.StatusWaiting && from != jobstore.StatusHeld) {
 		return
 	}
-	key := info.FairKey
-	if !info.Confirmed {
-		key = "" // its wait may not have run yet: only a once entry proves it did
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fairWaitTimeout)
+	defer cancel()
+	// Where its key's jobs wait now; a node's or a replay's record names no key: every shard.
+	shards := s.fairShardsOf(tc)
+	if info.FairKey != "" {
+		shards = []jobstore.FairShard{s.fairShardOf(tc, info.FairKey)}
 	}
-	shards := s.fairShardsOf(tc) // a node's or a replay's wait names its key in its shard's once hash
-	if key != "" {
-		shards = []jobstore.FairShard{s.fairShardOf(tc, key)}
+	if done, failed := s.withdrawFrom(ctx, shards, id); done || failed {
+		return
 	}
+	// Else it may wait in an old layout (a shard count changed while jobs waited).
+	old, err := s.fairOldLayouts(ctx, tc)
+	if err != nil {
+		s.log.Warn().Err(err).Str("job_id", id).Str("event", "fair_withdraw_failed").
+			Msg("ended job stays in its key's backlog count until its turn")
+		return
+	}
+	for _, m := range old {
+		shards = jobstore.FairShards(tc.Type, m)
+		if info.FairKey != "" {
+			shards = []jobstore.FairShard{fairShardIn(tc.Type, info.FairKey, m)}
+		}
+		if done, failed := s.withdrawFrom(ctx, shards, id); done || failed {
+			return
+		}
+	}
+}
+
+// withdrawFrom withdraws job id from the first of shards whose lists hold it: done when one did,
+// failed when Redis did not answer (logged).
+func (s *Stack) withdrawFrom(ctx context.Context, shards []jobstore.FairShard, id string) (done, failed bool) {
 	for _, sh := range shards {
-		ok, err := s.store.FairWithdraw(ctx, sh, id, key)
+		ok, err := s.store.FairWithdraw(ctx, sh, id)
 		if err != nil {
 			s.log.Warn().Err(err).Str("job_id", id).Str("event", "fair_withdraw_failed").
 				Msg("ended job stays in its key's backlog count until its turn")
-			return
+			return false, true
 		}
 		if ok {
-			return
+			return true, false
 		}
 	}
+	return false, false
 }

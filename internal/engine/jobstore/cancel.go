@@ -17,20 +17,18 @@ type CancelInfo struct {
 	Workflow string
 	// FairKey is the record's FieldFairKey (a job created waiting for its key's admission).
 	FairKey string
-	// Confirmed: asynq or the admission layer took the job (its wait has run).
-	Confirmed bool
 }
 
 // CancelInfo reads the fields a cancel needs, in one round trip; ErrNotFound when no record.
 func (s *Store) CancelInfo(ctx context.Context, k Keys) (CancelInfo, error) {
 	v, err := s.rdb.HMGet(ctx, k.Record, FieldType, FieldQueue, FieldTenant, FieldDedup, FieldResource, FieldWorkflow,
-		FieldFairKey, FieldConfirmed).Result()
+		FieldFairKey).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return CancelInfo{}, fmt.Errorf("jobstore: read job: %w", err)
 	}
 	str := func(i int) string { s, _ := v[i].(string); return s }
 	info := CancelInfo{Type: str(0), Queue: str(1), Tenant: str(2), Dedup: str(3), Resource: str(4), Workflow: str(5),
-		FairKey: str(6), Confirmed: str(7) != "0"}
+		FairKey: str(6)}
 	if info.Type == "" {
 		return CancelInfo{}, ErrNotFound
 	}

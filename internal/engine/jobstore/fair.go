@@ -46,9 +46,10 @@ type FairKeys struct {
 	Weight, Pass string
 	// VTime: the pass of the last admission (expires with the retention when the type is idle).
 	VTime string
-	// Once: hash of the workflow nodes and replays waiting (job id -> key), so that a release
-	// decided twice (a replay raced) does not put a job in its list twice; an entry leaves at its
-	// admission.
+	// Once: hash of the jobs in the keys' lists (job id -> key), so that a release decided twice
+	// (a replay raced) does not put a job in its list twice, and a withdrawal counts only a job
+	// still in its list; an entry leaves with its list entry (its admission, or the admission
+	// passing over it withdrawn).
 	Once string
 	// Blocked: set of the admitted jobs that failed for good and block their sequence: they hold
 	// their key (Running) but no place of the capacity, until an operator's skip frees them.

@@ -57,7 +57,8 @@ var (
 	allScripts = []*redis.Script{createScript, confirmScript, pendingScript, abandonScript, replaceScript,
 		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript, rescueUnstartedScript,
 		cancelScript, listScript, timelineScript, expireScript, resealScript, wfConfirmScript, wfEndedScript,
-		wfReleaseScript, wfSkipScript, wfCancelScript, fairWaitScript, fairDoneScript, fairPumpScript}
+		wfReleaseScript, wfSkipScript, wfCancelScript, fairWaitScript, fairDoneScript, fairPumpScript,
+		fairBlockScript, fairWithdrawScript}
 )
 
 const defaultTimeline = 100

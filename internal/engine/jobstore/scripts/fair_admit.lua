@@ -22,7 +22,7 @@ local function fair_keys(keys, argv)
   return {ready = keys[1], backlog = keys[2], running = keys[3], admitted = keys[4], weight = keys[5],
     pass = keys[6], vtime = keys[7], once = keys[8], blocked = keys[9], rate = keys[10], parked = keys[11],
     withdrawn = keys[13], wait = argv[1], interval = tonumber(argv[2]), tolerance = tonumber(argv[3]),
-    vt = false, nblocked = false, has_weight = false, has_once = false, has_withdrawn = false}
+    vt = false, nblocked = false, has_weight = false, has_withdrawn = false, skips = 0}
 end
 
 -- fair_now is Redis's clock in ms (the rate's, whoever calls).
@@ -57,10 +57,10 @@ local function fair_ready(FK, key, limit, running, waiting)
   redis.call('ZADD', FK.ready, math.max(pass, fair_vtime(FK)), key)
 end
 
--- fair_has says whether FK's set or hash name (weight, once) exists, read once a call: most types
--- have no weights and no workflow nodes or replays waiting, and a job's admission and end skip
--- their writes to those then. Within a call only removals follow
--- the read (a wait's weight and once are written before its admission reads them).
+-- fair_has says whether FK's hash name (weight, withdrawn) exists, read once a call: most types
+-- have no weights and no job withdrawn, and a job's admission and end skip their writes to those
+-- then. Within a call only removals follow the read (a wait's weight is written before its
+-- admission reads it).
 local function fair_has(FK, name)
   local k = 'has_' .. name
   if not FK[k] then FK[k] = redis.call('EXISTS', FK[name]) end -- 0 or 1: read (false: not yet)
@@ -76,15 +76,22 @@ end
 
 -- fair_pop takes the next entry of key's list, passing over the withdrawn ones (cancelled or
 -- expired while they waited: fair_withdraw.lua took them off the backlog then, so they leave the
--- list here without counting). nil when the list has no other entry.
+-- list here without counting), at most fair_skips in a call (a short script after 10,000 cancels:
+-- the next call goes on). It returns the entry (false: none to take now) and whether the call's
+-- skips ran out with entries left.
+local fair_skips = 1024
 local function fair_pop(FK, key)
   local entry = redis.call('LPOP', FK.wait .. key)
-  if not entry or not fair_has(FK, 'withdrawn') then return entry end
-  while entry and redis.call('HDEL', FK.withdrawn, string.match(entry, '^[^\31]*')) == 1 do
-    if fair_has(FK, 'once') then redis.call('HDEL', FK.once, string.match(entry, '^[^\31]*')) end
+  if not entry or not fair_has(FK, 'withdrawn') then return entry, false end
+  while entry do
+    local id = string.match(entry, '^[^\31]*')
+    if redis.call('HDEL', FK.withdrawn, id) == 0 then return entry, false end
+    redis.call('HDEL', FK.once, id)
+    FK.skips = FK.skips + 1
+    if FK.skips >= fair_skips then return false, redis.call('LLEN', FK.wait .. key) > 0 end
     entry = redis.call('LPOP', FK.wait .. key)
   end
-  return entry
+  return false, false
 end
 
 -- fair_unpark readies the parked keys whose next token is due, at most 1,024 a call (a short script
@@ -135,17 +142,24 @@ local function fair_admit(FK, capacity, limit, n, ttl)
     local key, pass = top[1], tonumber(top[2])
     local entry = false
     if FK.interval == 0 or fair_take_token(FK, key, now, ttl) then
-      entry = fair_pop(FK, key)
-      -- Every entry left was withdrawn: the key is idle unless it has jobs admitted.
-      if not entry and not redis.call('ZSCORE', FK.running, key) then fair_forget(FK, key) end
+      local more
+      entry, more = fair_pop(FK, key)
+      if more then
+        -- The call's skips ran out: the key keeps its turn, and the next call goes on.
+        redis.call('ZADD', FK.ready, pass, key)
+        break
+      elseif not entry and not redis.call('ZSCORE', FK.running, key) then
+        fair_forget(FK, key) -- every entry left was withdrawn: the key is idle
+      end
     end
     if entry then
       local id, data = string.match(entry, '^([^\31]*)(.*)$')
       redis.call('HSET', FK.admitted, id, key .. data)
-      if fair_has(FK, 'once') then redis.call('HDEL', FK.once, id) end
+      redis.call('HDEL', FK.once, id)
       admitted = admitted + 1
       local running = tonumber(redis.call('ZINCRBY', FK.running, 1, key))
-      -- The backlog counts the key's list (one RPUSH, one increment; one LPOP, one decrement).
+      -- The backlog counts the key's list less its withdrawn entries (one RPUSH, one increment;
+      -- one LPOP, one decrement; a withdrawal decrements, its entry's LPOP does not).
       local backlog = tonumber(redis.call('ZINCRBY', FK.backlog, -1, key))
       if backlog <= 0 then redis.call('ZREM', FK.backlog, key) end
       local weight = 1

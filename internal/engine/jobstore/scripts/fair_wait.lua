@@ -5,13 +5,17 @@
 -- ARGV[4] key, ARGV[5] entry (job id, \31, delivery data), ARGV[6] key's weight, ARGV[7] capacity, ARGV[8] per-key limit,
 -- ARGV[9] most admissions, ARGV[10] virtual time's TTL ms, ARGV[11] "1": once (a workflow node's
 -- wait, which a release decided twice may repeat: a job waiting or admitted already is not put in
--- its list again; the once hash holds it until its admission)
+-- its list again; the once hash holds every waiting job until it leaves its list)
 -- returns {entry, key, ...}: the jobs admitted, in order (see fair_admit)
 local FK = fair_keys(KEYS, ARGV)
 local key = ARGV[4]
 local id = string.match(ARGV[5], '^[^\31]*')
-local again = ARGV[11] == '1' and (redis.call('HEXISTS', FK.admitted, id) == 1 or redis.call('HSETNX', FK.once, id, key) == 0)
+local once = ARGV[11] == '1'
+local again = once and (redis.call('HEXISTS', FK.admitted, id) == 1 or redis.call('HSETNX', FK.once, id, key) == 0)
 if not again then
+  -- Every job in a list is in the once hash until it leaves the list (its admission, or the
+  -- admission passing over it withdrawn): what tells a withdrawal that it is there.
+  if not once then redis.call('HSET', FK.once, id, key) end
   redis.call('RPUSH', FK.wait .. key, ARGV[5])
   redis.call('ZINCRBY', FK.backlog, 1, key)
   if tonumber(ARGV[6]) ~= 1 then redis.call('HSET', FK.weight, key, ARGV[6]) end
