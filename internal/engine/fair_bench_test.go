@@ -290,7 +290,7 @@ func fairAdmissionBytes(r *fairRig) int64 {
 	for _, key := range r.db.Client.Keys(bg, k.WaitPrefix+"*").Val() {
 		n += r.db.Client.MemoryUsage(bg, key, 0).Val()
 	}
-	for _, key := range []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime} {
+	for _, key := range []string{k.Ready, k.Backlog, k.Running, k.Admitted, k.Weight, k.Pass, k.VTime, k.Once, k.Withdrawn} {
 		n += r.db.Client.MemoryUsage(bg, key, 0).Val()
 	}
 	return n
