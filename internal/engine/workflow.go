@@ -191,9 +191,10 @@ func onCycle(nodes []WorkflowNode, index map[string]int, i int) bool {
 // EnqueueWorkflow creates a workflow: every node's job record up front (a node with parents is
 // held: no delivery until its parents have ended as its policy requires), the workflow's hash,
 // and the deliveries of the roots. Round trips: one pipeline with the hash and every create, the
-// roots' asynq enqueues (the stack's bulk client: shared pipelines), one pipeline with every
-// confirmation. Until that last pipeline everything is a claim that runs out by itself (ctx's
-// deadline plus a second, as an enqueue's), so a request that fails leaves nothing that ever runs.
+// roots' asynq enqueues (the stack's bulk client: shared pipelines), the workflow's confirmation
+// (the decision), one pipeline with every node's confirmation (workflow_confirm.go). Until the
+// decision everything is a claim that runs out by itself (ctx's deadline plus a second, as an
+// enqueue's; the nodes' two minutes later), so a request refused leaves nothing that ever runs.
 func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCreated, error) {
 	children, err := s.validateWorkflow(w)
 	if err != nil {
@@ -234,6 +235,9 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		}
 		j := s.newRecord(ctx, id, tc, stored, "", now)
 		j.Held, j.Workflow = len(n.Parents) > 0, wfID+":"+n.ID
+		// A node is confirmed after its workflow (workflow_confirm.go), by the sweep if its
+		// process dies in between: its record outlives the workflow's claim by that much.
+		j.ClaimTTL += workflowNodeGrace
 		if !j.Held {
 			waitsForKey(&j, tc, spec) // a fair type's root waits for its key's turn
 		}
@@ -297,59 +301,31 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		return WorkflowCreated{}, err
 	}
 
-	deadline := s.store.WriteDeadline(ctx)
-	var wc jobstore.WorkflowConfirmation
-	confirms := make([]jobstore.Confirmation, len(nodes))
-	_, cluster := s.rdb.(*redis.ClusterClient)
-	durable := s.store.Durability()
-	// As a single enqueue's confirmation (confirm in enqueue.go): with the caller's Finally
-	// commands behind them, the confirmations go as EVAL, which never meets NOSCRIPT.
-	queueConfirm := s.store.QueueConfirmSha
-	if w.Finally != nil {
-		queueConfirm = s.store.QueueConfirm
-	}
-	// In durable mode the pipeline ends with a WAIT, as a single enqueue's confirmation does.
-	werr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
-		wc = s.store.QueueWorkflowConfirm(ctx, pipe, wfID, deadline, now)
-		for i, n := range nodes {
-			confirms[i] = queueConfirm(ctx, pipe, n.keys, n.job.ID, 0, deadline)
-			s.store.QueueIndex(ctx, pipe, w.Tenant, n.job.ID, n.spec.Tags, now)
-			s.store.QueueExpiry(ctx, pipe, n.job.ID, s.store.ExpiryDue(now, time.Time{}))
-		}
-		// One node runs the pipeline in order: a Finally command that checks the same deadline
-		// runs only if the last confirmation could.
-		if !cluster && w.Finally != nil {
-			w.Finally(ctx, pipe, created)
-		}
-	})
-	st, err := wc.Result()
-	if err == nil && st != "confirmed" {
-		err = fmt.Errorf("%w: workflow %s was %s at its confirmation", ErrNotAccepted, wfID, st)
-	}
-	for _, c := range confirms {
-		if err != nil {
-			break
-		}
-		var cs jobstore.ConfirmState
-		if cs, err = c.Result(); err == nil && cs != jobstore.Confirmed {
-			err = fmt.Errorf("%w: a node was %s at its confirmation", ErrNotAccepted, cs)
-		}
-	}
-	if err != nil {
-		abandon() // nothing of a confirmed workflow: its records are kept
-		if errors.Is(err, ErrNotAccepted) {
-			_ = s.store.UnindexWorkflow(context.WithoutCancel(ctx), wfID)
-			return WorkflowCreated{}, err
-		}
-		// Its confirmation may have landed: it stays indexed, and the workflow sweep drops the
-		// entry of one that did not (a claim, ErrNotFound to it) instead of losing one that did.
+	st, werr, err := s.confirmWorkflow(ctx, w, created)
+	switch {
+	case err != nil:
+		// Its confirmation may have landed: nothing is abandoned. The workflow sweep confirms
+		// the nodes of one that did; the nodes' records of one that did not run out.
 		return WorkflowCreated{}, fmt.Errorf("%w: workflow %s: %w", ErrOutcomeUnknown, wfID, err)
+	case st != "confirmed":
+		abandon()
+		_ = s.store.UnindexWorkflow(context.WithoutCancel(ctx), wfID)
+		return WorkflowCreated{}, fmt.Errorf("%w: workflow %s was %s at its confirmation", ErrNotAccepted, wfID, st)
 	}
 	s.log.Info().Str("workflow_id", wfID).Int("nodes", len(nodes)).Str("event", "workflow_created").Msg("workflow created")
-	if cluster && w.Finally != nil {
-		if ferr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) { w.Finally(ctx, pipe, created) }); werr == nil {
-			werr = ferr
-		}
+	// Decided: the nodes are confirmed now, without a deadline. One this misses (Redis failed
+	// just now, the process died) the workflow sweep confirms.
+	pending := make([]pendingNode, len(nodes))
+	for i, n := range nodes {
+		pending[i] = pendingNode{keys: n.keys, id: n.job.ID, tags: n.spec.Tags}
+	}
+	nwerr, nerr := s.confirmNodes(ctx, w.Tenant, pending)
+	if nerr != nil {
+		s.log.Warn().Err(nerr).Str("workflow_id", wfID).Str("event", "workflow_nodes_unconfirmed").
+			Msg("workflow created; its nodes are confirmed by the workflow sweep")
+	}
+	if werr == nil {
+		werr = nwerr
 	}
 	if werr != nil {
 		return created, &notDurable{err: fmt.Errorf("workflow %s: %w", wfID, werr)}

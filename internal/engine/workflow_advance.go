@@ -220,12 +220,15 @@ func (s *Stack) repairWorkflow(ctx context.Context, id string) error {
 			open, ids = append(open, n), append(ids, n.JobID)
 		}
 	}
-	statuses, err := s.store.Statuses(ctx, ids)
+	states, err := s.store.NodeRecords(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
+	if err := s.confirmPending(ctx, w, open, states); err != nil {
+		return err
+	}
 	for i, n := range open {
-		st := statuses[i]
+		st := states[i].Status
 		if w.Cancelled && !st.Terminal() && st != "" {
 			_, err := s.Cancel(ctx, n.JobID, CancelRequest{By: "workflow " + id, Why: "workflow cancelled"})
 			if err != nil && !errors.Is(err, ErrEnded) && !errors.Is(err, ErrJobNotFound) {

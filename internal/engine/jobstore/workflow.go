@@ -399,6 +399,28 @@ func (s *Store) Statuses(ctx context.Context, ids []string) ([]Status, error) {
 	return out, nil
 }
 
+// NodeRecord is what the workflow sweep reads of a node's record: its status ("" when the record
+// is gone), whether it is confirmed, and its tags (to index it when the sweep confirms it).
+type NodeRecord struct {
+	Status    Status
+	Confirmed bool
+	Tags      []string
+}
+
+// NodeRecords reads the record of each job id in one round trip.
+func (s *Store) NodeRecords(ctx context.Context, ids []string) ([]NodeRecord, error) {
+	rows, err := s.recordFields(ctx, "node records", ids, FieldStatus, FieldConfirmed, FieldTags)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]NodeRecord, len(ids))
+	for i, r := range rows {
+		// A final record leaves "confirmed" out (it is derived: record_compact in prelude.lua).
+		out[i] = NodeRecord{Status: Status(r[0]), Confirmed: r[1] != "0", Tags: splitTags(r[2])}
+	}
+	return out, nil
+}
+
 // NodeResult is a workflow node's job as its children read it.
 type NodeResult struct {
 	JobID  string

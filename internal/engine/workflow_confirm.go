@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
+)
+
+// A workflow's confirmation is one decision: its hash's, checked against the request's deadline
+// (with the caller's Finally, an Idempotency-Key's answer, in the same round trip). The nodes are
+// confirmed after it, without a deadline. Each node's confirmation checked the deadline on its
+// own in one pipeline before: a Redis stall that split the pipeline confirmed the workflow and
+// some nodes before the deadline and refused the rest, so the workflow ran in part, the request
+// was answered outcome_unknown, and a retry with the same key created it again (a probe saw 167
+// of 250 nodes run twice). A node this misses (Redis failed just after the decision, the process
+// died) the workflow sweep confirms; its record outlives the workflow's claim by
+// workflowNodeGrace for that.
+
+// workflowNodeGrace is how much longer a new node's record lives unconfirmed than its workflow's
+// claim: time for the workflow sweep (every rescue interval, 2 s by default) to confirm it.
+const workflowNodeGrace = 2 * time.Minute
+
+// confirmWorkflow sends workflow w's confirmation, created being what it made: its status, and
+// on a cluster the error of the Finally sent after it; err when the answer did not come.
+func (s *Stack) confirmWorkflow(ctx context.Context, w WorkflowSpec, created WorkflowCreated) (status string, werr, err error) {
+	_, cluster := s.rdb.(*redis.ClusterClient)
+	durable := s.store.Durability()
+	var wc jobstore.WorkflowConfirmation
+	// One node runs the pipeline in order: a Finally command that checks the same deadline runs
+	// only if the confirmation could. In durable mode the pipeline ends with a WAIT.
+	werr = durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
+		wc = s.store.QueueWorkflowConfirm(ctx, pipe, created.ID, s.store.WriteDeadline(ctx), s.now())
+		if !cluster && w.Finally != nil {
+			w.Finally(ctx, pipe, created)
+		}
+	})
+	if status, err = wc.Result(); err != nil || status != "confirmed" {
+		return status, nil, err
+	}
+	if cluster && w.Finally != nil {
+		if ferr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) { w.Finally(ctx, pipe, created) }); werr == nil {
+			werr = ferr
+		}
+	}
+	return status, werr, nil
+}
+
+// pendingNode is a node of a confirmed workflow whose record is not confirmed yet.
+type pendingNode struct {
+	keys jobstore.Keys
+	id   string
+	tags []string
+}
+
+// confirmNodes confirms the records of nodes, of a workflow of tenant that is confirmed, in one
+// pipeline without a deadline (the workflow's decided), with their indexes. werr: the replicas did
+// not acknowledge it (durable mode); err: a confirmation's answer did not come, or a record was
+// gone (its node counts as expired then: the sweep).
+func (s *Stack) confirmNodes(ctx context.Context, tenant string, nodes []pendingNode) (werr, err error) {
+	if len(nodes) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fairWaitTimeout)
+	defer cancel()
+	now := s.now()
+	confirms := make([]jobstore.Confirmation, len(nodes))
+	werr = s.store.Durability().Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
+		for i, n := range nodes {
+			confirms[i] = s.store.QueueConfirmSha(ctx, pipe, n.keys, n.id, 0, 0)
+			s.store.QueueIndex(ctx, pipe, tenant, n.id, n.tags, now)
+			s.store.QueueExpiry(ctx, pipe, n.id, s.store.ExpiryDue(now, time.Time{}))
+		}
+	})
+	var failed []string
+	for i, c := range confirms {
+		cs, cerr := c.Result()
+		switch {
+		case cerr != nil:
+			failed = append(failed, nodes[i].id+": "+cerr.Error())
+		case cs != jobstore.Confirmed:
+			failed = append(failed, nodes[i].id+": "+string(cs))
+		}
+	}
+	if len(failed) > 0 {
+		return werr, fmt.Errorf("engine: %d workflow nodes not confirmed: %s", len(failed), strings.Join(failed, "; "))
+	}
+	return werr, nil
+}
+
+// confirmPending confirms the records of workflow w's open nodes (states being theirs) that are
+// not confirmed yet: the workflow is, and the process that confirmed it died before its nodes (or
+// Redis failed then). A node whose record is gone is left to the sweep's expiry of it.
+func (s *Stack) confirmPending(ctx context.Context, w jobstore.WorkflowRecord, open []jobstore.WorkflowNodeState, states []jobstore.NodeRecord) error {
+	var pending []pendingNode
+	for i, n := range open {
+		if states[i].Status != "" && !states[i].Confirmed {
+			pending = append(pending, pendingNode{keys: keysOr(s, n.JobID), id: n.JobID, tags: states[i].Tags})
+		}
+	}
+	if _, err := s.confirmNodes(ctx, w.Tenant, pending); err != nil {
+		return err
+	}
+	if len(pending) > 0 {
+		s.log.Info().Str("workflow_id", w.ID).Int("nodes", len(pending)).Str("event", "workflow_nodes_confirmed").
+			Msg("the sweep confirmed a confirmed workflow's nodes")
+	}
+	return nil
+}

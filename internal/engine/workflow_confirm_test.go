@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
+	"github.com/jobguard/jobguard/internal/redistest"
+)
+
+// nodesLost lets a workflow's confirmation through, then drops the next pipeline of scripts
+// sent on the client (its nodes' confirmation), as a Redis that failed just after the decision,
+// or a process that died then, would.
+type nodesLost struct{ stage atomic.Int32 } // 1: armed by Finally; 2: the workflow's went; 3: dropped
+
+func (h *nodesLost) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *nodesLost) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *nodesLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		switch {
+		case h.stage.Load() == 1 && hasCommand(cmds, func(c redis.Cmder) bool {
+			return c.Name() == "zadd" && strings.HasSuffix(fmt.Sprint(c.Args()[1]), "{workflows}")
+		}):
+			err := next(ctx, cmds)
+			h.stage.Store(2)
+			return err
+		case h.stage.Load() == 2 && hasCommand(cmds, func(c redis.Cmder) bool { return strings.HasPrefix(c.Name(), "eval") }):
+			h.stage.Store(3)
+			for _, c := range cmds {
+				c.SetErr(errors.New("connection reset"))
+			}
+			return errors.New("connection reset")
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func hasCommand(cmds []redis.Cmder, is func(redis.Cmder) bool) bool {
+	for _, c := range cmds {
+		if is(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// A workflow's confirmation is one decision: a workflow whose nodes' confirmation was lost after
+// its own is created (the caller is told so), and the workflow sweep confirms its nodes. Each
+// node's confirmation checked the deadline on its own before, so a Redis stall that split them
+// confirmed the workflow and some nodes, and refused the rest.
+func TestWorkflowNodesLostAfterTheDecisionAreConfirmedByTheSweep(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	lost := &nodesLost{}
+	worker := redis.NewClient(db.Client.Options())
+	worker.AddHook(lost)
+	t.Cleanup(func() { _ = worker.Close() })
+	h := newHarnessOn(t, db, worker, Config{}, func(s *Stack) {
+		// Its queue is not served: the test reads the records, nothing runs.
+		s.Register(TaskConfig{Type: "later", Queue: "not-served"}, func(context.Context, *Job) error { return nil })
+	})
+	c, err := h.stack.EnqueueWorkflow(bg, WorkflowSpec{Tenant: "t1", Nodes: []WorkflowNode{
+		{ID: "a", Spec: Spec{Type: "later"}}, {ID: "b", Spec: Spec{Type: "later"}, Parents: []string{"a"}}},
+		Finally: func(context.Context, redis.Pipeliner, WorkflowCreated) { lost.stage.Store(1) }})
+	if err != nil {
+		t.Fatalf("a workflow whose nodes' confirmation was lost after its own: %v, want created", err)
+	}
+	if lost.stage.Load() != 3 {
+		t.Fatalf("the hook did not drop the nodes' confirmation (stage %d)", lost.stage.Load())
+	}
+	confirmed := func() []string {
+		var out []string
+		for _, node := range []string{"a", "b"} {
+			k, _ := h.stack.Store().Keys(c.Jobs[node], "")
+			out = append(out, h.rdb.HGet(bg, k.Record, jobstore.FieldConfirmed).Val())
+		}
+		return out
+	}
+	if got := confirmed(); got[0] != "0" || got[1] != "0" {
+		t.Fatalf("the nodes' records before the sweep: confirmed %v, want 0 0", got)
+	}
+	if v, err := h.stack.Workflow(bg, c.ID); err != nil || v.Status != "running" {
+		t.Fatalf("the workflow before the sweep: %+v %v", v, err)
+	}
+	if _, err := h.stack.SweepWorkflows(bg); err != nil {
+		t.Fatal(err)
+	}
+	if got := confirmed(); got[0] != "1" || got[1] != "1" {
+		t.Fatalf("the nodes' records after the sweep: confirmed %v, want 1 1", got)
+	}
+	k, _ := h.stack.Store().Keys(c.Jobs["a"], "")
+	if ttl := h.rdb.PTTL(bg, k.Record).Val(); ttl < time.Hour {
+		t.Fatalf("a confirmed node's record lives %s, want its retention", ttl)
+	}
+}
