@@ -319,7 +319,7 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 	for i, n := range nodes {
 		pending[i] = pendingNode{keys: n.keys, id: n.job.ID, tags: n.spec.Tags}
 	}
-	nwerr, nerr := s.confirmNodes(ctx, w.Tenant, pending)
+	nwerr, nerr := s.confirmNodes(ctx, wfID, w.Tenant, pending)
 	if nerr != nil {
 		s.log.Warn().Err(nerr).Str("workflow_id", wfID).Str("event", "workflow_nodes_unconfirmed").
 			Msg("workflow created; its nodes are confirmed by the workflow sweep")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -186,19 +187,38 @@ const workflowSweepBatch = 100
 // not told (its process died between the end and the telling, or the end was the sweep's or the
 // rescuer's) is told now, a held node whose parents have all ended is decided again (a process
 // died between the decision and its act), and a cancelled workflow's nodes still not ended are
-// cancelled. It returns how many workflows it looked at.
+// cancelled; and first, the nodes of a confirmed workflow that a failure left unconfirmed are
+// confirmed (workflow_confirm.go). It returns how many workflows it looked at.
 func (s *Stack) SweepWorkflows(ctx context.Context) (int, error) {
-	ids, err := s.store.RunningWorkflows(ctx, workflowSweepBatch)
+	// First the workflows whose nodes a failure may have left unconfirmed (workflow_confirm.go),
+	// whatever their age: their records run out 2 minutes after their creation.
+	pending, err := s.store.WorkflowsUnconfirmed(ctx, workflowSweepBatch)
 	if err != nil {
 		return 0, fmt.Errorf("engine: %w", err)
 	}
 	var errs []error
+	for _, id := range pending {
+		err := s.repairWorkflow(ctx, id)
+		if err == nil {
+			err = s.store.NodesConfirmed(ctx, id)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	ids, err := s.store.RunningWorkflows(ctx, workflowSweepBatch)
+	if err != nil {
+		return len(pending), errors.Join(append(errs, fmt.Errorf("engine: %w", err))...)
+	}
 	for _, id := range ids {
+		if slices.Contains(pending, id) {
+			continue
+		}
 		if err := s.repairWorkflow(ctx, id); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return len(ids), errors.Join(errs...)
+	return len(pending) + len(ids), errors.Join(errs...)
 }
 
 // repairWorkflow brings workflow id's hash in line with its nodes' records.

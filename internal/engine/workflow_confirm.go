@@ -58,23 +58,36 @@ type pendingNode struct {
 }
 
 // confirmNodes confirms the records of nodes, of a workflow of tenant that is confirmed, in one
-// pipeline without a deadline (the workflow's decided), with their indexes. werr: the replicas did
+// pipeline without a deadline (the workflow's decided), with their indexes, and then takes
+// workflow wfID out of the set of workflows whose nodes are not confirmed. werr: the replicas did
 // not acknowledge it (durable mode); err: a confirmation's answer did not come, or a record was
-// gone (its node counts as expired then: the sweep).
-func (s *Stack) confirmNodes(ctx context.Context, tenant string, nodes []pendingNode) (werr, err error) {
+// gone (its node counts as expired then: the sweep). It waits for Redis at most until ctx's
+// deadline and a second past it: a failure is the sweep's to finish.
+func (s *Stack) confirmNodes(ctx context.Context, wfID, tenant string, nodes []pendingNode) (werr, err error) {
 	if len(nodes) == 0 {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fairWaitTimeout)
+	limit := time.Now().Add(fairWaitTimeout)
+	if d, ok := ctx.Deadline(); ok {
+		limit = d.Add(time.Second)
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), limit)
 	defer cancel()
 	now := s.now()
+	durable := s.store.Durability()
+	// EVAL in durable mode: a NOSCRIPT retry would come after the WAIT, uncovered by it.
+	queueConfirm := s.store.QueueConfirmSha
+	if durable.On() {
+		queueConfirm = s.store.QueueConfirm
+	}
 	confirms := make([]jobstore.Confirmation, len(nodes))
-	werr = s.store.Durability().Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
+	werr = durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
 		for i, n := range nodes {
-			confirms[i] = s.store.QueueConfirmSha(ctx, pipe, n.keys, n.id, 0, 0)
+			confirms[i] = queueConfirm(ctx, pipe, n.keys, n.id, 0, 0)
 			s.store.QueueIndex(ctx, pipe, tenant, n.id, n.tags, now)
 			s.store.QueueExpiry(ctx, pipe, n.id, s.store.ExpiryDue(now, time.Time{}))
 		}
+		s.store.QueueNodesConfirmed(ctx, pipe, wfID)
 	})
 	var failed []string
 	for i, c := range confirms {
@@ -102,7 +115,7 @@ func (s *Stack) confirmPending(ctx context.Context, w jobstore.WorkflowRecord, o
 			pending = append(pending, pendingNode{keys: keysOr(s, n.JobID), id: n.JobID, tags: states[i].Tags})
 		}
 	}
-	if _, err := s.confirmNodes(ctx, w.Tenant, pending); err != nil {
+	if _, err := s.confirmNodes(ctx, w.ID, w.Tenant, pending); err != nil {
 		return err
 	}
 	if len(pending) > 0 {

@@ -53,9 +53,9 @@ func hasCommand(cmds []redis.Cmder, is func(redis.Cmder) bool) bool {
 }
 
 // A workflow's confirmation is one decision: a workflow whose nodes' confirmation was lost after
-// its own is created (the caller is told so), and the workflow sweep confirms its nodes. Each
-// node's confirmation checked the deadline on its own before, so a Redis stall that split them
-// confirmed the workflow and some nodes, and refused the rest.
+// its own is created (the caller is told so), and the workflow sweep confirms its nodes, with 100
+// older workflows running. Each node's confirmation checked the deadline on its own before, so a
+// Redis stall that split them confirmed the workflow and some nodes, and refused the rest.
 func TestWorkflowNodesLostAfterTheDecisionAreConfirmedByTheSweep(t *testing.T) {
 	t.Parallel()
 	db := redistest.NewDB(t)
@@ -67,6 +67,14 @@ func TestWorkflowNodesLostAfterTheDecisionAreConfirmedByTheSweep(t *testing.T) {
 		// Its queue is not served: the test reads the records, nothing runs.
 		s.Register(TaskConfig{Type: "later", Queue: "not-served"}, func(context.Context, *Job) error { return nil })
 	})
+	// More running workflows than a sweep reads of the index (100, the oldest first): the sweep
+	// reads the workflows whose nodes are unconfirmed first, whatever their age.
+	for i := range workflowSweepBatch {
+		if _, err := h.stack.EnqueueWorkflow(bg, WorkflowSpec{Tenant: "t1", Nodes: []WorkflowNode{
+			{ID: "old", Spec: Spec{Type: "later", Payload: []byte{byte(i)}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c, err := h.stack.EnqueueWorkflow(bg, WorkflowSpec{Tenant: "t1", Nodes: []WorkflowNode{
 		{ID: "a", Spec: Spec{Type: "later"}}, {ID: "b", Spec: Spec{Type: "later"}, Parents: []string{"a"}}},
 		Finally: func(context.Context, redis.Pipeliner, WorkflowCreated) { lost.stage.Store(1) }})

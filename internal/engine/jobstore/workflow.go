@@ -151,13 +151,43 @@ func (c WorkflowConfirmation) Result() (string, error) {
 }
 
 // QueueWorkflowConfirm adds to pipe the confirmation of workflow id (kept for the retention,
-// status running) and its entry in the index of running workflows. Eval keeps the pipeline free
-// of NOSCRIPT retries.
+// status running), its entry in the index of running workflows, and, after them, its entry in the
+// set of workflows whose nodes are not confirmed yet (the sweep reads that one whole, first:
+// WorkflowsUnconfirmed). Eval keeps the pipeline free of NOSCRIPT retries.
 func (s *Store) QueueWorkflowConfirm(ctx context.Context, pipe redis.Pipeliner, id string, deadline int64, now time.Time) WorkflowConfirmation {
 	c := wfConfirmScript.Eval(ctx, pipe, []string{s.WorkflowKey(id)}, deadline, ms(s.cfg.Retention))
 	pipe.ZAdd(ctx, s.WorkflowIndexKey(), redis.Z{Score: float64(now.UnixMilli()), Member: id})
 	pipe.PExpire(ctx, s.WorkflowIndexKey(), s.cfg.Retention)
+	pipe.ZAdd(ctx, s.workflowUnconfirmedKey(), redis.Z{Score: float64(now.UnixMilli()), Member: id})
 	return WorkflowConfirmation{c}
+}
+
+// workflowUnconfirmedKey is the set of workflows confirmed (or being confirmed) whose nodes'
+// records are not all confirmed yet, by creation time: live data, an entry leaves once they are.
+func (s *Store) workflowUnconfirmedKey() string { return s.locks.Key("workflows", "nodes-unconfirmed") }
+
+// QueueNodesConfirmed adds to pipe the end of workflow id's entry in the set of workflows whose
+// nodes are not confirmed: after the pipeline's confirmations of its nodes.
+func (s *Store) QueueNodesConfirmed(ctx context.Context, pipe redis.Pipeliner, id string) {
+	pipe.ZRem(ctx, s.workflowUnconfirmedKey(), id)
+}
+
+// WorkflowsUnconfirmed lists up to n workflows whose nodes may not all be confirmed, the oldest
+// first.
+func (s *Store) WorkflowsUnconfirmed(ctx context.Context, n int) ([]string, error) {
+	ids, err := s.rdb.ZRange(ctx, s.workflowUnconfirmedKey(), 0, int64(n-1)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("jobstore: read the unconfirmed workflows: %w", err)
+	}
+	return ids, nil
+}
+
+// NodesConfirmed takes workflow id out of the set of workflows whose nodes are not confirmed.
+func (s *Store) NodesConfirmed(ctx context.Context, id string) error {
+	if err := s.rdb.ZRem(ctx, s.workflowUnconfirmedKey(), id).Err(); err != nil {
+		return fmt.Errorf("jobstore: workflow %s: %w", id, err)
+	}
+	return nil
 }
 
 // UnindexWorkflow takes workflow id out of the index of running workflows (it ended, or is gone).
