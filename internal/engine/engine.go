@@ -52,6 +52,8 @@ type Stack struct {
 	fairEnds fairEnds
 	// parked pumps the rate-limited fair types' parked keys (fair_parked.go).
 	parked parkedPumps
+	// unknown settles the workflows whose decision's answer was lost (workflow_confirm.go).
+	unknown unknownWorkflows
 	// fairHandlers spaces the counts of the live handlers (fair_capacity.go).
 	fairHandlers fairHandlersClock
 	// fairLayouts are the fair types whose layout this process recorded (fair_shards.go).
@@ -97,6 +99,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Stack {
 		sema: make(chan struct{}, cfg.Concurrency), types: map[string]registered{}, running: map[*Job]context.Context{},
 		rng:    rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		parked: parkedPumps{stop: make(chan struct{})},
+		unknown: unknownWorkflows{stop: make(chan struct{})},
 	}
 	s.limits = newLimiter(s)
 	s.m = newMetrics(s)
@@ -201,6 +204,7 @@ func (s *Stack) Wait(ctx context.Context) int {
 func (s *Stack) Close() {
 	s.fairEnds.wg.Wait() // the ends already queued are freed: the next jobs need not wait for the sweep
 	s.closeParkedPumps()
+	s.unknown.close()
 	s.keeper.Close()
 	s.limits.close()
 }

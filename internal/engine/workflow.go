@@ -301,11 +301,16 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		return WorkflowCreated{}, err
 	}
 
+	pending := make([]pendingNode, len(nodes))
+	for i, n := range nodes {
+		pending[i] = pendingNode{keys: n.keys, id: n.job.ID, tags: n.spec.Tags}
+	}
 	st, werr, err := s.confirmWorkflow(ctx, w, created)
 	switch {
 	case err != nil:
-		// Its confirmation may have landed: nothing is abandoned. The workflow sweep confirms
-		// the nodes of one that did; the nodes' records of one that did not run out.
+		// Its confirmation may have landed: nothing is abandoned now. Once its deadline has
+		// passed, what it became is read: its nodes are confirmed or abandoned then.
+		s.settleUnknown(ctx, created, w.Tenant, pending, abandon)
 		return WorkflowCreated{}, fmt.Errorf("%w: workflow %s: %w", ErrOutcomeUnknown, wfID, err)
 	case st != "confirmed":
 		abandon()
@@ -315,10 +320,6 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 	s.log.Info().Str("workflow_id", wfID).Int("nodes", len(nodes)).Str("event", "workflow_created").Msg("workflow created")
 	// Decided: the nodes are confirmed now, without a deadline. One this misses (Redis failed
 	// just now, the process died) the workflow sweep confirms.
-	pending := make([]pendingNode, len(nodes))
-	for i, n := range nodes {
-		pending[i] = pendingNode{keys: n.keys, id: n.job.ID, tags: n.spec.Tags}
-	}
 	nwerr, nerr := s.confirmNodes(ctx, wfID, w.Tenant, pending)
 	if nerr != nil {
 		s.log.Warn().Err(nerr).Str("workflow_id", wfID).Str("event", "workflow_nodes_unconfirmed").

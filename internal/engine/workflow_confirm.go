@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -123,4 +125,72 @@ func (s *Stack) confirmPending(ctx context.Context, w jobstore.WorkflowRecord, o
 			Msg("the sweep confirmed a confirmed workflow's nodes")
 	}
 	return nil
+}
+
+// unknownWorkflows are the settlements of workflows whose decision's answer was lost, running in
+// the background; close stops them (the nodes' records then run out, or the sweep confirms them).
+type unknownWorkflows struct {
+	stop    chan struct{}
+	stopped sync.Once
+	wg      sync.WaitGroup
+}
+
+func (u *unknownWorkflows) close() {
+	u.stopped.Do(func() { close(u.stop) })
+	u.wg.Wait()
+}
+
+// unknownSettleTries bounds the reads of a workflow whose decision's answer was lost, a second
+// apart, while Redis does not answer.
+const unknownSettleTries = 30
+
+// settleUnknown settles, in the background, workflow created (of tenant) whose decision's answer
+// did not come: once ctx's deadline has passed (its confirmation can no longer land: it checks
+// the deadline) it reads the workflow; confirmed, its nodes are confirmed; a claim or gone, its
+// nodes are abandoned. Left to run out, they held their deliveries bouncing for 2 minutes, and a
+// fair type's roots their keys' turns (a probe saw one tenant's fair jobs wait that long).
+func (s *Stack) settleUnknown(ctx context.Context, created WorkflowCreated, tenant string, nodes []pendingNode, abandon func()) {
+	after := time.Now().Add(fairWaitTimeout)
+	if d, ok := ctx.Deadline(); ok {
+		after = d.Add(time.Second)
+	}
+	u := &s.unknown
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		wait := time.Until(after)
+		for range unknownSettleTries {
+			select {
+			case <-u.stop:
+				return
+			case <-time.After(wait):
+			}
+			if s.settleOnce(created.ID, tenant, nodes, abandon) {
+				return
+			}
+			wait = time.Second
+		}
+	}()
+}
+
+// settleOnce reads workflow id once and settles its nodes; false when Redis did not answer.
+func (s *Stack) settleOnce(id, tenant string, nodes []pendingNode, abandon func()) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := s.store.LoadWorkflow(ctx, id)
+	switch {
+	case errors.Is(err, jobstore.ErrNotFound): // never confirmed (a claim past its deadline, or gone)
+		abandon()
+		_ = s.store.NodesConfirmed(ctx, id) // its entry, if the refused decision's pipeline made one
+		_ = s.store.UnindexWorkflow(ctx, id)
+		s.log.Info().Str("workflow_id", id).Str("event", "workflow_not_created").
+			Msg("a workflow whose confirmation's answer was lost was not confirmed; its nodes are abandoned")
+		return true
+	case err != nil:
+		return false
+	}
+	if _, err := s.confirmNodes(ctx, id, tenant, nodes); err != nil {
+		return false // the sweep confirms them too
+	}
+	return true
 }

@@ -109,3 +109,68 @@ func TestWorkflowNodesLostAfterTheDecisionAreConfirmedByTheSweep(t *testing.T) {
 		t.Fatalf("a confirmed node's record lives %s, want its retention", ttl)
 	}
 }
+
+// decisionLost loses the answer of the next workflow confirmation: sent (its reply lost) or not.
+type decisionLost struct {
+	armed atomic.Bool
+	send  bool
+}
+
+func (h *decisionLost) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *decisionLost) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *decisionLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if !hasCommand(cmds, func(c redis.Cmder) bool {
+			return c.Name() == "zadd" && strings.HasSuffix(fmt.Sprint(c.Args()[1]), "{workflows}")
+		}) || !h.armed.CompareAndSwap(true, false) {
+			return next(ctx, cmds)
+		}
+		if h.send {
+			_ = next(ctx, cmds)
+		}
+		for _, c := range cmds {
+			c.SetErr(errors.New("i/o timeout"))
+		}
+		return errors.New("i/o timeout")
+	}
+}
+
+// A workflow whose decision's answer was lost is settled once its deadline has passed, not left
+// to run out in 2 minutes (its deliveries bouncing, a fair type's roots holding their keys): its
+// nodes are confirmed when the decision had landed, abandoned when it had not.
+func TestAWorkflowWhoseDecisionWasLostIsSettledAfterItsDeadline(t *testing.T) {
+	t.Parallel()
+	for _, landed := range []bool{true, false} {
+		t.Run(fmt.Sprint("landed=", landed), func(t *testing.T) {
+			t.Parallel()
+			db := redistest.NewDB(t)
+			lost := &decisionLost{send: landed}
+			worker := redis.NewClient(db.Client.Options())
+			worker.AddHook(lost)
+			t.Cleanup(func() { _ = worker.Close() })
+			h := newHarnessOn(t, db, worker, Config{}, func(s *Stack) {
+				s.Register(TaskConfig{Type: "later", Queue: "not-served"}, func(context.Context, *Job) error { return nil })
+			})
+			lost.armed.Store(true)
+			ctx, cancel := context.WithTimeout(bg, time.Second)
+			defer cancel()
+			_, err := h.stack.EnqueueWorkflow(ctx, WorkflowSpec{Tenant: "t1", Nodes: []WorkflowNode{
+				{ID: "a", Spec: Spec{Type: "later", Payload: []byte("a")}}}})
+			if !errors.Is(err, ErrOutcomeUnknown) {
+				t.Fatalf("a workflow whose decision's answer was lost: %v, want ErrOutcomeUnknown", err)
+			}
+			records := func() []string { return h.rdb.Keys(bg, "jobguard:*:job:*").Val() }
+			if n := len(records()); n != 1 {
+				t.Fatalf("%d node records at the answer, want 1 (nothing abandoned yet)", n)
+			}
+			eventually(t, 10*time.Second, "the workflow settled", func() bool {
+				r := records()
+				if !landed {
+					return len(r) == 0
+				}
+				return len(r) == 1 && h.rdb.HGet(bg, r[0], jobstore.FieldConfirmed).Val() == "1"
+			})
+		})
+	}
+}
