@@ -97,8 +97,8 @@ func New(rdb redis.UniversalClient, cfg Config) *Stack {
 	s := &Stack{
 		cfg: cfg, rdb: rdb, locks: locks, store: store, keeper: locks.NewKeeper(), log: *cfg.Logger,
 		sema: make(chan struct{}, cfg.Concurrency), types: map[string]registered{}, running: map[*Job]context.Context{},
-		rng:    rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-		parked: parkedPumps{stop: make(chan struct{})},
+		rng:     rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		parked:  parkedPumps{stop: make(chan struct{})},
 		unknown: unknownWorkflows{stop: make(chan struct{})},
 	}
 	s.limits = newLimiter(s)
