@@ -315,6 +315,7 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 	case st != "confirmed":
 		abandon()
 		_ = s.store.UnindexWorkflow(context.WithoutCancel(ctx), wfID)
+		_ = s.store.NodesConfirmed(context.WithoutCancel(ctx), wfID) // the decision's pipeline added it
 		return WorkflowCreated{}, fmt.Errorf("%w: workflow %s was %s at its confirmation", ErrNotAccepted, wfID, st)
 	}
 	s.log.Info().Str("workflow_id", wfID).Int("nodes", len(nodes)).Str("event", "workflow_created").Msg("workflow created")

@@ -89,7 +89,6 @@ func (s *Stack) confirmNodes(ctx context.Context, wfID, tenant string, nodes []p
 			s.store.QueueIndex(ctx, pipe, tenant, n.id, n.tags, now)
 			s.store.QueueExpiry(ctx, pipe, n.id, s.store.ExpiryDue(now, time.Time{}))
 		}
-		s.store.QueueNodesConfirmed(ctx, pipe, wfID)
 	})
 	var failed []string
 	for i, c := range confirms {
@@ -104,7 +103,9 @@ func (s *Stack) confirmNodes(ctx context.Context, wfID, tenant string, nodes []p
 	if len(failed) > 0 {
 		return werr, fmt.Errorf("engine: %d workflow nodes not confirmed: %s", len(failed), strings.Join(failed, "; "))
 	}
-	return werr, nil
+	// Only once every confirmation answered (on a cluster the set's slot is on another master, and
+	// a NOSCRIPT retry runs after the pipeline): the sweep no longer needs to look at it.
+	return werr, s.store.NodesConfirmed(ctx, wfID)
 }
 
 // confirmPending confirms the records of workflow w's open nodes (states being theirs) that are
@@ -150,7 +151,8 @@ const unknownSettleTries = 30
 // nodes are abandoned. Left to run out, they held their deliveries bouncing for 2 minutes, and a
 // fair type's roots their keys' turns (a probe saw one tenant's fair jobs wait that long).
 func (s *Stack) settleUnknown(ctx context.Context, created WorkflowCreated, tenant string, nodes []pendingNode, abandon func()) {
-	after := time.Now().Add(fairWaitTimeout)
+	// Without a deadline the confirmation checks none: it can land until the hash's claim runs out.
+	after := time.Now().Add(claimTTL + time.Second)
 	if d, ok := ctx.Deadline(); ok {
 		after = d.Add(time.Second)
 	}

@@ -166,12 +166,6 @@ func (s *Store) QueueWorkflowConfirm(ctx context.Context, pipe redis.Pipeliner, 
 // records are not all confirmed yet, by creation time: live data, an entry leaves once they are.
 func (s *Store) workflowUnconfirmedKey() string { return s.locks.Key("workflows", "nodes-unconfirmed") }
 
-// QueueNodesConfirmed adds to pipe the end of workflow id's entry in the set of workflows whose
-// nodes are not confirmed: after the pipeline's confirmations of its nodes.
-func (s *Store) QueueNodesConfirmed(ctx context.Context, pipe redis.Pipeliner, id string) {
-	pipe.ZRem(ctx, s.workflowUnconfirmedKey(), id)
-}
-
 // WorkflowsUnconfirmed lists up to n workflows whose nodes may not all be confirmed, the oldest
 // first.
 func (s *Store) WorkflowsUnconfirmed(ctx context.Context, n int) ([]string, error) {
