@@ -392,16 +392,16 @@ func (a *api) retry(c *fiber.Ctx) error {
 		return err
 	}
 	id := v.Record.JobID
-	if err := a.stack.Replay(c.UserContext(), a.client, id); err != nil {
+	waits, err := a.stack.Replay(c.UserContext(), a.client, id)
+	if err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderLocation, "/jobs/"+id)
 	status := "queued"
-	// A fairly dispatched type's replay may wait for its key's turn: the record says which.
-	if tc, ok := a.stack.TaskConfig(v.Record.Type); ok && tc.Fair != nil {
-		if now, err := a.stack.Get(c.UserContext(), id); err == nil && now.Record.Status == "waiting" {
-			status = "waiting"
-		}
+	if waits {
+		// A fairly dispatched type's replay waits for its key's turn. Said from the replay, not
+		// read back: the dispatcher may admit it before a read would see it waiting.
+		status = "waiting"
 	}
 	return c.Status(http.StatusAccepted).JSON(jobAnswer{JobID: id, Status: status})
 }

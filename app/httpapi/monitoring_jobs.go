@@ -121,7 +121,8 @@ func (m monitoringJobs) Cancel(ctx context.Context, id, by, why string) error {
 }
 
 func (m monitoringJobs) Replay(ctx context.Context, id string) error {
-	return m.stack.Replay(ctx, m.client, id)
+	_, err := m.stack.Replay(ctx, m.client, id)
+	return err
 }
 
 func (m monitoringJobs) Schedules(ctx context.Context) (web.Schedules, error) {

@@ -41,7 +41,7 @@ func TestWritesPastTheDeadlineWriteNothing(t *testing.T) {
 	id := h.enqueue(Spec{Type: "x", Resource: "r"})
 	h.waitStatus(id, "failed", 10*time.Second)
 	ctx, cancel = late()
-	err = h.stack.Replay(ctx, h.client, id)
+	_, err = h.stack.Replay(ctx, h.client, id)
 	cancel()
 	if !errors.Is(err, ErrNotAccepted) && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("replay past its deadline: %v", err)

@@ -201,7 +201,7 @@ func TestReplayAFailedJob(t *testing.T) {
 	})
 	id := h.enqueue(Spec{Type: "fragile", Resource: "r"})
 	h.waitStatus(id, "failed", 10*time.Second)
-	if err := h.stack.Replay(bg, h.client, id); err != nil {
+	if _, err := h.stack.Replay(bg, h.client, id); err != nil {
 		t.Fatal(err) // still failing: it fails again
 	}
 	v := h.waitStatus(id, "failed", 10*time.Second)
@@ -211,7 +211,7 @@ func TestReplayAFailedJob(t *testing.T) {
 	// A replay whose enqueue fails goes back to failed as it was.
 	broken := asynq.NewClient(asynq.RedisClientOpt{Addr: "127.0.0.1:1"})
 	_ = broken.Close()
-	if err := h.stack.Replay(bg, broken, id); err == nil {
+	if _, err := h.stack.Replay(bg, broken, id); err == nil {
 		t.Fatal("replay through a closed client succeeded")
 	}
 	v, _ = h.stack.Get(bg, id)
@@ -219,17 +219,17 @@ func TestReplayAFailedJob(t *testing.T) {
 		t.Fatalf("after a failed replay: %v", v.Record)
 	}
 	healthy.Store(true)
-	if err := h.stack.Replay(bg, h.client, id); err != nil {
+	if _, err := h.stack.Replay(bg, h.client, id); err != nil {
 		t.Fatal(err)
 	}
 	v = h.waitStatus(id, "done", 10*time.Second)
 	if v.Raw["attempt"] != "1" || v.Raw["delivery"] != DeliveryID(id, 3) || !has(v, "replayed") {
 		t.Fatalf("after the second replay: %v %v", v.Record, events(v))
 	}
-	if err := h.stack.Replay(bg, h.client, id); !errors.Is(err, ErrNotFailed) {
+	if _, err := h.stack.Replay(bg, h.client, id); !errors.Is(err, ErrNotFailed) {
 		t.Fatalf("replay of a done job: %v", err)
 	}
-	if err := h.stack.Replay(bg, h.client, NewJobID("nothing", time.Now())); !errors.Is(err, ErrJobNotFound) {
+	if _, err := h.stack.Replay(bg, h.client, NewJobID("nothing", time.Now())); !errors.Is(err, ErrJobNotFound) {
 		t.Fatalf("replay of an unknown job: %v", err)
 	}
 }

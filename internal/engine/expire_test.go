@@ -43,7 +43,7 @@ func TestStartByExpiresALateStart(t *testing.T) {
 	if _, err := h.stack.Cancel(bg, id, CancelRequest{By: "test"}); !errors.Is(err, ErrEnded) {
 		t.Fatalf("cancel of an expired job: %v, want ErrEnded", err)
 	}
-	if err := h.stack.Replay(bg, h.client, id); !errors.Is(err, ErrNotFailed) {
+	if _, err := h.stack.Replay(bg, h.client, id); !errors.Is(err, ErrNotFailed) {
 		t.Fatalf("replay of an expired job: %v, want ErrNotFailed", err)
 	}
 	spec.StartBy = clk.Now().Add(time.Minute)

@@ -157,7 +157,7 @@ func TestFairReplayWaitsForItsKey(t *testing.T) {
 	hold := h.enqueue(Spec{Type: "seq-replay-wait", Tenant: "k", Payload: []byte("k1-hold")})
 	h.waitStatus(hold, "processing", 5*time.Second)
 	failFirst.Store(false)
-	if err := h.stack.Replay(bg, h.client, first); err != nil {
+	if _, err := h.stack.Replay(bg, h.client, first); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := h.stack.Get(bg, first); v.Raw["status"] != "waiting" {

@@ -319,7 +319,7 @@ func TestFairBlockedJobOfAnOldLayout(t *testing.T) {
 					t.Fatal(err)
 				}
 			case "replay":
-				if err := h.stack.Replay(bg, h.client, bad); err != nil {
+				if _, err := h.stack.Replay(bg, h.client, bad); err != nil {
 					t.Fatal(err)
 				}
 				h.waitStatus(bad, "done", 10*time.Second)

@@ -242,7 +242,7 @@ func TestFairReplayOfBlockingJobUnblocks(t *testing.T) {
 		t.Fatalf("the blocked key's next job is %s, want waiting", v.Raw["status"])
 	}
 	fail.Store(false)
-	if err := h.stack.Replay(bg, h.client, first); err != nil {
+	if _, err := h.stack.Replay(bg, h.client, first); err != nil {
 		t.Fatal(err)
 	}
 	h.waitStatus(first, "done", 5*time.Second)

@@ -265,7 +265,7 @@ func TestAReplayedJobKeepsItsLimit(t *testing.T) {
 	})
 	id := h.enqueue(Spec{Type: "lim-replay", Tenant: "a"})
 	h.waitStatus(id, "failed", 10*time.Second)
-	if err := h.stack.Replay(bg, h.client, id); err != nil {
+	if _, err := h.stack.Replay(bg, h.client, id); err != nil {
 		t.Fatal(err)
 	}
 	h.waitStatus(id, "done", 15*time.Second)

@@ -28,31 +28,35 @@ const replayDelay = 3 * time.Second
 // deadline and the delivery's start: a replay that fails at any step leaves the job failed as it
 // was, and a delivery it enqueued finds the job failed and is acknowledged without running. It does
 // not depend on asynq's archive (which asynq trims), only on the job record.
-func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) error {
+//
+// waits is true when the replay waits for its key's turn (a fairly dispatched type's job that holds
+// no admission). It is the answer of the moment the record took the replay: the dispatcher may
+// have admitted the job by the time the caller reads the record.
+func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) (waits bool, err error) {
 	keys, err := s.store.Keys(id, "")
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrJobNotFound, err)
+		return false, fmt.Errorf("%w: %w", ErrJobNotFound, err)
 	}
 	info, err := s.store.ReplayInfo(ctx, keys)
 	if errors.Is(err, jobstore.ErrNotFound) {
-		return fmt.Errorf("%w: %s", ErrJobNotFound, id)
+		return false, fmt.Errorf("%w: %s", ErrJobNotFound, id)
 	}
 	if err != nil {
-		return fmt.Errorf("engine: replay %s: %w", id, err)
+		return false, fmt.Errorf("engine: replay %s: %w", id, err)
 	}
 	if info.Status != jobstore.StatusFailed {
-		return fmt.Errorf("%w: it is %s", ErrNotFailed, info.Status)
+		return false, fmt.Errorf("%w: it is %s", ErrNotFailed, info.Status)
 	}
 	tc, ok := s.TaskConfig(info.Type)
 	if !ok {
-		return fmt.Errorf("%w: type %q is no longer registered", ErrUnrunnable, info.Type)
+		return false, fmt.Errorf("%w: type %q is no longer registered", ErrUnrunnable, info.Type)
 	}
 	n := info.Deliveries
 	// The job's limit key, as its first delivery carried it (Limit.Key sees what the record keeps,
 	// decrypted).
 	payload, err := s.openValue(id, jobstore.FieldPayload, info.Payload)
 	if err != nil {
-		return err
+		return false, err
 	}
 	spec := Spec{Type: info.Type, Tenant: info.Tenant, Resource: info.Resource, Payload: payload, OpKey: info.OpKey}
 	headers := limitHeaders(tc, spec)
@@ -61,15 +65,15 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 		// any other waits for its key's turn.
 		sh, holds, err := s.fairShardHolding(ctx, tc, tc.Fair.keyOf(spec), id)
 		if err != nil {
-			return fmt.Errorf("engine: replay %s: %w", id, err)
+			return false, fmt.Errorf("engine: replay %s: %w", id, err)
 		}
 		if !holds {
-			return s.replayFair(ctx, tc, keys, id, info, spec, headers)
+			return true, s.replayFair(ctx, tc, keys, id, info, spec, headers)
 		}
 		// It takes its place of the capacity back (a blocked job gave it to the other keys): if
 		// another key took it meanwhile, the type runs one over its capacity until either ends.
 		if err := s.store.FairUnblock(ctx, sh, id); err != nil {
-			return fmt.Errorf("engine: replay %s: %w", id, err)
+			return false, fmt.Errorf("engine: replay %s: %w", id, err)
 		}
 		if sh.Of > 1 || s.fairShards(tc) > 1 {
 			// Its end frees the admission where it is held, maybe in a layout before the current.
@@ -93,7 +97,7 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 			// on after the highest number the record has taken.
 			now, rerr := s.store.ReplayInfo(ctx, keys)
 			if rerr == nil && now.Status != jobstore.StatusFailed {
-				return fmt.Errorf("%w: it is %s", ErrNotFailed, now.Status)
+				return false, fmt.Errorf("%w: it is %s", ErrNotFailed, now.Status)
 			}
 			if rerr == nil {
 				n = max(n, now.Deliveries)
@@ -101,7 +105,7 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 			continue
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		refused, err := s.takeReplay(ctx, keys, id, n, by, false)
 		if refused {
@@ -109,10 +113,10 @@ func (s *Stack) Replay(ctx context.Context, client *asynq.Client, id string) err
 			// (it would be acknowledged without running). Best effort, as a cancel's.
 			_ = asynq.NewInspectorFromRedisClient(s.rdb).DeleteTask(s.recordQueue(tc.Queue, id, info.Queue), delivery)
 		}
-		return err
+		return false, err
 	}
 	// Every number tried was another replay's: they race on this job, and one of them wins.
-	return fmt.Errorf("%w: other replays of %s are under way", ErrNotFailed, id)
+	return false, fmt.Errorf("%w: other replays of %s are under way", ErrNotFailed, id)
 }
 
 // takeReplay makes the job take its replay's delivery n, if it is still failed and in time.
