@@ -247,9 +247,15 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 	}
 
 	abandon := func() {
-		for _, n := range nodes {
-			s.abandon(ctx, n.keys, n.job.ID)
+		keys, ids := make([]jobstore.Keys, len(nodes)), make([]string, len(nodes))
+		for i, n := range nodes {
+			keys[i], ids[i] = n.keys, n.job.ID
 		}
+		// One pipeline, one wait for Redis: a failure (and Close, waiting on a settlement) is not
+		// held a wait per node.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonWait)
+		defer cancel()
+		_ = s.store.AbandonMany(cctx, keys, ids)
 	}
 	_ = s.store.LoadBulkScripts(ctx) // else each create finds it missing and goes alone
 	pipe := s.rdb.Pipeline()

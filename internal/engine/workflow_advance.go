@@ -199,6 +199,9 @@ func (s *Stack) SweepWorkflows(ctx context.Context) (int, error) {
 	var errs []error
 	for _, id := range pending {
 		err := s.repairWorkflow(ctx, id)
+		if errors.Is(err, errWorkflowClaimed) {
+			continue // its confirmation may not have landed yet (a cluster): looked at again later
+		}
 		if err == nil {
 			err = s.store.NodesConfirmed(ctx, id)
 		}
@@ -214,16 +217,26 @@ func (s *Stack) SweepWorkflows(ctx context.Context) (int, error) {
 		if slices.Contains(pending, id) {
 			continue
 		}
-		if err := s.repairWorkflow(ctx, id); err != nil {
+		if err := s.repairWorkflow(ctx, id); err != nil && !errors.Is(err, errWorkflowClaimed) {
 			errs = append(errs, err)
 		}
 	}
 	return len(pending) + len(ids), errors.Join(errs...)
 }
 
-// repairWorkflow brings workflow id's hash in line with its nodes' records.
+// errWorkflowClaimed: the workflow is a claim still, its creation not decided. Its entries in the
+// index and the set of unconfirmed workflows stay: on a cluster they live on another master than
+// its hash and can land before its confirmation does. Once the claim runs out (or the creation
+// gives up), the hash is gone and the sweep drops them.
+var errWorkflowClaimed = errors.New("engine: workflow not confirmed yet")
+
+// repairWorkflow brings workflow id's hash in line with its nodes' records; errWorkflowClaimed
+// when it is a claim.
 func (s *Stack) repairWorkflow(ctx context.Context, id string) error {
 	w, err := s.store.LoadWorkflow(ctx, id)
+	if errors.Is(err, jobstore.ErrWorkflowClaimed) {
+		return errWorkflowClaimed
+	}
 	if errors.Is(err, jobstore.ErrNotFound) {
 		return s.store.UnindexWorkflow(ctx, id)
 	}

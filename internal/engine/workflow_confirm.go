@@ -52,6 +52,10 @@ func (s *Stack) confirmWorkflow(ctx context.Context, w WorkflowSpec, created Wor
 	return status, werr, nil
 }
 
+// errNodesRefused: Redis answered every node's confirmation, and some refused it (their records
+// are gone: the sweep counts those nodes expired). Trying again changes nothing.
+var errNodesRefused = errors.New("engine: workflow nodes' records refused their confirmation")
+
 // pendingNode is a node of a confirmed workflow whose record is not confirmed yet.
 type pendingNode struct {
 	keys jobstore.Keys
@@ -90,18 +94,21 @@ func (s *Stack) confirmNodes(ctx context.Context, wfID, tenant string, nodes []p
 			s.store.QueueExpiry(ctx, pipe, n.id, s.store.ExpiryDue(now, time.Time{}))
 		}
 	})
-	var failed []string
+	var failed, refused []string
 	for i, c := range confirms {
 		cs, cerr := c.Result()
 		switch {
 		case cerr != nil:
 			failed = append(failed, nodes[i].id+": "+cerr.Error())
 		case cs != jobstore.Confirmed:
-			failed = append(failed, nodes[i].id+": "+string(cs))
+			refused = append(refused, nodes[i].id+": "+string(cs))
 		}
 	}
 	if len(failed) > 0 {
-		return werr, fmt.Errorf("engine: %d workflow nodes not confirmed: %s", len(failed), strings.Join(failed, "; "))
+		return werr, fmt.Errorf("engine: %d workflow nodes not confirmed: %s", len(failed)+len(refused), strings.Join(append(failed, refused...), "; "))
+	}
+	if len(refused) > 0 {
+		return werr, fmt.Errorf("%w: %s", errNodesRefused, strings.Join(refused, "; "))
 	}
 	// Only once every confirmation answered (on a cluster the set's slot is on another master, and
 	// a NOSCRIPT retry runs after the pipeline): the sweep no longer needs to look at it.
@@ -131,33 +138,54 @@ func (s *Stack) confirmPending(ctx context.Context, w jobstore.WorkflowRecord, o
 // unknownWorkflows are the settlements of workflows whose decision's answer was lost, running in
 // the background; close stops them (the nodes' records then run out, or the sweep confirms them).
 type unknownWorkflows struct {
-	stop    chan struct{}
-	stopped sync.Once
-	wg      sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// add counts one settlement in, false once closed: a settlement is never added while close waits.
+func (u *unknownWorkflows) add() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return false
+	}
+	u.wg.Add(1)
+	return true
 }
 
 func (u *unknownWorkflows) close() {
-	u.stopped.Do(func() { close(u.stop) })
+	u.mu.Lock()
+	if !u.closed {
+		u.closed = true
+		close(u.stop)
+	}
+	u.mu.Unlock()
 	u.wg.Wait()
 }
 
-// unknownSettleTries bounds the reads of a workflow whose decision's answer was lost, a second
-// apart, while Redis does not answer.
+// unknownSettleTries bounds the tries, a second apart, to settle a workflow whose decision's
+// answer was lost, while Redis does not answer.
 const unknownSettleTries = 30
 
 // settleUnknown settles, in the background, workflow created (of tenant) whose decision's answer
-// did not come: once ctx's deadline has passed (its confirmation can no longer land: it checks
-// the deadline) it reads the workflow; confirmed, its nodes are confirmed; a claim or gone, its
+// did not come: wf_settle decides it atomically against its confirmation, so that no clock has to
+// agree with Redis's. Confirmed, its nodes are confirmed; a claim (taken back now) or gone, its
 // nodes are abandoned. Left to run out, they held their deliveries bouncing for 2 minutes, and a
-// fair type's roots their keys' turns (a probe saw one tenant's fair jobs wait that long).
+// fair type's roots their keys' turns (a probe saw one tenant's fair jobs wait that long). It
+// waits until ctx's deadline has passed first (without one, until the claim has run out): the
+// caller's Finally in the confirmation's pipeline, an Idempotency-Key's answer, checks the same
+// deadline, and must not land for a workflow that was taken back.
 func (s *Stack) settleUnknown(ctx context.Context, created WorkflowCreated, tenant string, nodes []pendingNode, abandon func()) {
-	// Without a deadline the confirmation checks none: it can land until the hash's claim runs out.
 	after := time.Now().Add(claimTTL + time.Second)
 	if d, ok := ctx.Deadline(); ok {
 		after = d.Add(time.Second)
 	}
 	u := &s.unknown
-	u.wg.Add(1)
+	if !u.add() {
+		return // closing: the nodes' records run out, or the sweep confirms them
+	}
 	go func() {
 		defer u.wg.Done()
 		wait := time.Until(after)
@@ -175,24 +203,26 @@ func (s *Stack) settleUnknown(ctx context.Context, created WorkflowCreated, tena
 	}()
 }
 
-// settleOnce reads workflow id once and settles its nodes; false when Redis did not answer.
+// settleOnce settles workflow id once; false when Redis did not answer (it is tried again).
 func (s *Stack) settleOnce(id, tenant string, nodes []pendingNode, abandon func()) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, err := s.store.LoadWorkflow(ctx, id)
-	switch {
-	case errors.Is(err, jobstore.ErrNotFound): // never confirmed (a claim past its deadline, or gone)
+	st, err := s.store.SettleWorkflow(ctx, id)
+	if err != nil {
+		return false
+	}
+	if st != jobstore.WorkflowSettledConfirmed {
 		abandon()
-		_ = s.store.NodesConfirmed(ctx, id) // its entry, if the refused decision's pipeline made one
+		// Its entries, if the refused decision's pipeline made them; left behind (Redis failed
+		// now), the sweep drops them: it finds the hash gone.
+		_ = s.store.NodesConfirmed(ctx, id)
 		_ = s.store.UnindexWorkflow(ctx, id)
 		s.log.Info().Str("workflow_id", id).Str("event", "workflow_not_created").
 			Msg("a workflow whose confirmation's answer was lost was not confirmed; its nodes are abandoned")
 		return true
-	case err != nil:
-		return false
 	}
-	if _, err := s.confirmNodes(ctx, id, tenant, nodes); err != nil {
-		return false // the sweep confirms them too
-	}
-	return true
+	_, err = s.confirmNodes(ctx, id, tenant, nodes)
+	// A record that refused its confirmation is gone: the sweep counts its node expired. Only an
+	// answer that did not come is worth another try.
+	return err == nil || errors.Is(err, errNodesRefused)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -155,8 +156,10 @@ func TestAWorkflowWhoseDecisionWasLostIsSettledAfterItsDeadline(t *testing.T) {
 			lost.armed.Store(true)
 			ctx, cancel := context.WithTimeout(bg, time.Second)
 			defer cancel()
+			var wfID string
 			_, err := h.stack.EnqueueWorkflow(ctx, WorkflowSpec{Tenant: "t1", Nodes: []WorkflowNode{
-				{ID: "a", Spec: Spec{Type: "later", Payload: []byte("a")}}}})
+				{ID: "a", Spec: Spec{Type: "later", Payload: []byte("a")}}},
+				Finally: func(_ context.Context, _ redis.Pipeliner, c WorkflowCreated) { wfID = c.ID }})
 			if !errors.Is(err, ErrOutcomeUnknown) {
 				t.Fatalf("a workflow whose decision's answer was lost: %v, want ErrOutcomeUnknown", err)
 			}
@@ -171,6 +174,69 @@ func TestAWorkflowWhoseDecisionWasLostIsSettledAfterItsDeadline(t *testing.T) {
 				}
 				return len(r) == 1 && h.rdb.HGet(bg, r[0], jobstore.FieldConfirmed).Val() == "1"
 			})
+			if landed {
+				return
+			}
+			// A confirmation that reaches Redis only now (a clock ahead of Redis's made the
+			// settlement's wait too short) finds the workflow taken back: it cannot run without
+			// its abandoned nodes.
+			var c jobstore.WorkflowConfirmation
+			if _, err := h.rdb.Pipelined(bg, func(pipe redis.Pipeliner) error {
+				c = h.stack.Store().QueueWorkflowConfirm(bg, pipe, wfID, 0, time.Now())
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := c.Result(); err != nil || st != "gone" {
+				t.Fatalf("a confirmation after the settlement: %s %v, want gone", st, err)
+			}
 		})
+	}
+}
+
+// The sweep leaves a claim's entries in the index and in the set of unconfirmed workflows: on a
+// cluster they live on another master than its hash, and can land before its confirmation. It
+// dropped them, reading the claim as gone, and the workflow, once confirmed, was never swept
+// (its nodes left unconfirmed ran out). Once the hash is gone, they go.
+func TestTheSweepKeepsAClaimedWorkflowsEntries(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{}, func(*Stack) {})
+	store := h.stack.Store()
+	id := jobstore.NewWorkflowID(time.Now())
+	// The state a cluster can be in: the claim, and the decision's entries, which landed first.
+	// (A confirmation past its deadline writes nothing to the hash, its entries all the same.)
+	pipe := h.rdb.Pipeline()
+	store.QueueWorkflowCreate(bg, pipe, jobstore.NewWorkflow{ID: id, Tenant: "t1", Kind: "workflow", Now: time.Now(),
+		ClaimTTL: time.Minute, Nodes: []jobstore.WorkflowNode{{ID: "a", JobID: NewJobID("a", time.Now())}}})
+	c := store.QueueWorkflowConfirm(bg, pipe, id, time.Now().Add(-time.Hour).UnixMilli(), time.Now())
+	if _, err := pipe.Exec(bg); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.Result(); err != nil || st != "expired" {
+		t.Fatalf("the staged confirmation: %s %v, want expired", st, err)
+	}
+	entries := func() (indexed, unconfirmed bool) {
+		running, err := store.RunningWorkflows(bg, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending, err := store.WorkflowsUnconfirmed(bg, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(running, id), slices.Contains(pending, id)
+	}
+	if _, err := h.stack.SweepWorkflows(bg); err != nil {
+		t.Fatal(err)
+	}
+	if indexed, unconfirmed := entries(); !indexed || !unconfirmed {
+		t.Fatalf("a claim's entries after a sweep: indexed %v, unconfirmed %v, want both kept", indexed, unconfirmed)
+	}
+	h.rdb.Del(bg, store.WorkflowKey(id)) // its claim ran out
+	if _, err := h.stack.SweepWorkflows(bg); err != nil {
+		t.Fatal(err)
+	}
+	if indexed, unconfirmed := entries(); indexed || unconfirmed {
+		t.Fatalf("a gone workflow's entries after a sweep: indexed %v, unconfirmed %v, want both dropped", indexed, unconfirmed)
 	}
 }

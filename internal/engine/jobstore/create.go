@@ -249,6 +249,25 @@ func (s *Store) Abandon(ctx context.Context, k Keys, id string) error {
 	return nil
 }
 
+// AbandonMany is Abandon for each of jobs ids (keys[i] being ids[i]'s), in one pipeline: a
+// workflow's nodes. It returns the first error.
+func (s *Store) AbandonMany(ctx context.Context, keys []Keys, ids []string) error {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(ids))
+	for i, id := range ids {
+		k := keys[i]
+		// EVAL: the pipeline is rare (a failed creation), and free of NOSCRIPT retries so.
+		cmds[i] = abandonScript.Eval(ctx, pipe, []string{k.Record, k.Timeline, k.Marker, k.Pending}, id)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, c := range cmds {
+		if err := c.Err(); err != nil {
+			return fmt.Errorf("jobstore: abandon job %s: %w", ids[i], err)
+		}
+	}
+	return nil
+}
+
 // PendingState is what became of a job a marker named while its enqueue was in flight.
 type PendingState string
 

@@ -58,7 +58,7 @@ var (
 		startScript, finishScript, eventScript, replayScript, rescueScript, unrescueScript, rescueUnstartedScript,
 		cancelScript, listScript, timelineScript, expireScript, resealScript, wfConfirmScript, wfEndedScript,
 		wfReleaseScript, wfSkipScript, wfCancelScript, fairWaitScript, fairDoneScript, fairPumpScript,
-		fairBlockScript, fairWithdrawScript}
+		fairBlockScript, fairWithdrawScript, wfSettleScript}
 )
 
 const defaultTimeline = 100

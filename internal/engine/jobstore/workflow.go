@@ -394,8 +394,11 @@ func (s *Store) LoadWorkflow(ctx context.Context, id string) (WorkflowRecord, er
 	if err != nil {
 		return WorkflowRecord{}, fmt.Errorf("jobstore: read workflow %s: %w", id, err)
 	}
-	if len(f) == 0 || f[WfStatus] == WorkflowCreating {
+	if len(f) == 0 {
 		return WorkflowRecord{}, ErrNotFound
+	}
+	if f[WfStatus] == WorkflowCreating {
+		return WorkflowRecord{}, ErrWorkflowClaimed
 	}
 	w := WorkflowRecord{ID: id, Tenant: f[WfTenant], Kind: f[WfKind], Status: f[WfStatus], CreatedAt: stamp(f[WfCreatedAt]),
 		FinishedAt: stamp(f[WfFinishedAt]), Cancelled: f[WfCancelled] == "1", Ended: atoi(f[WfEnded]), NotDone: atoi(f[WfNotDone])}
