@@ -160,6 +160,7 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 			trip.release()
 			return a.enqueueError(trip, err)
 		}
+		a.idem.secure(c.UserContext(), trip.kept)
 		ans := answerFor(res)
 		c.Set(fiber.HeaderLocation, ans.location)
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)

@@ -104,7 +104,7 @@ func (a *api) createBatch(c *fiber.Ctx) error {
 	return a.once(c, req.TenantID, func(keep answerKeeper) (answer, error) {
 		if keep != nil {
 			b.Finally = func(ctx context.Context, pipe redis.Pipeliner, created engine.WorkflowCreated) {
-				keep(ctx, pipe, batchAnswer(created, len(b.Jobs)))
+				keep(ctx, pipe, batchAnswer(created, len(b.Jobs)), created.Decision)
 			}
 		}
 		created, err := a.enqueueClaimed(c.UserContext(), &claims, func(ctx context.Context) (engine.WorkflowCreated, error) {

@@ -32,6 +32,7 @@ type firstTrip struct {
 	sent   bool    // the pipeline was sent: the gate ran, or runs
 	claim  *claim  // the Idempotency-Key claim this request holds
 	stored *answer // the key's stored answer, replayed
+	kept   keptAnswer
 }
 
 // errReplay: the Idempotency-Key holds a stored answer, which is the request's (firstTrip.stored).
@@ -108,7 +109,8 @@ func (t *firstTrip) judgeClaim(stored *answer, err error) error {
 // confirmation or of the duplicate's timeline event (engine Spec.Finally).
 func (t *firstTrip) finally(ctx context.Context, pipe redis.Pipeliner, res engine.Enqueued) {
 	if t.claim != nil {
-		t.a.idem.complete(ctx, pipe, t.claim, answerFor(res))
+		ans := answerFor(res)
+		t.kept = keptAnswer{c: t.claim, ans: ans, cmd: t.a.idem.complete(ctx, pipe, t.claim, ans, "")}
 	}
 }
 

@@ -46,8 +46,10 @@ func appDeadlineScript(name string) *redis.Script {
 var (
 	idemClaim    = appDeadlineScript("idem_claim.lua")
 	idemComplete = appDeadlineScript("idem_complete.lua")
-	idemRelease  = appScript("idem_release.lua")
-	idemForget   = appScript("idem_forget.lua")
+	// idemCompleteDecided: see complete.
+	idemCompleteDecided = appScript("idem_complete_decided.lua")
+	idemRelease         = appScript("idem_release.lua")
+	idemForget          = appScript("idem_forget.lua")
 )
 
 // idemClaimLease bounds how long a crash between claim and answer blocks the key.
@@ -217,8 +219,40 @@ func (q queuedClaim) result(ctx context.Context) (*claim, *answer, error) {
 
 // complete stores the answer through pipe (best effort: if it fails, the claim lease runs out and
 // a retry of the request is answered by the job's dedup instead).
-func (s idempotency) complete(ctx context.Context, pipe redis.Pipeliner, c *claim, a answer) {
-	idemComplete.Eval(ctx, pipe, []string{c.key}, c.token, a.status, string(a.body), a.location, s.retention.Milliseconds(), s.deadlineOf(ctx))
+//
+// decided, when not empty, is the key of the hash that the decision just before it in pipe (on one
+// Redis node) confirms: the answer is stored only if that decision took, and checks no deadline
+// itself (the decision did). The returned command answers 1 when the answer was stored.
+func (s idempotency) complete(ctx context.Context, pipe redis.Pipeliner, c *claim, a answer, decided string) *redis.Cmd {
+	if decided != "" {
+		return idemCompleteDecided.Eval(ctx, pipe, []string{c.key, decided}, c.token, a.status, string(a.body), a.location, s.retention.Milliseconds())
+	}
+	return idemComplete.Eval(ctx, pipe, []string{c.key}, c.token, a.status, string(a.body), a.location, s.retention.Milliseconds(), s.deadlineOf(ctx))
+}
+
+// keptAnswer is an answer queued with the confirmation it answers (cmd nil: none).
+type keptAnswer struct {
+	c   *claim
+	ans answer
+	cmd *redis.Cmd
+}
+
+// secure stores k's answer again, without a deadline, when the confirmation took and the answer
+// queued with it did not: both check the request's deadline, and the time between the two
+// adjacent commands can pass it. The request is answered with it: a retry with the key must meet
+// it, not create again. Bounded like release.
+func (s idempotency) secure(ctx context.Context, k keptAnswer) {
+	if k.cmd == nil {
+		return
+	}
+	if n, err := k.cmd.Int(); err != nil || n != 0 {
+		return // stored, or the reply lost (the request fails: outcome unknown)
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
+	defer cancel()
+	pipe := s.rdb.Pipeline()
+	s.complete(cctx, pipe, k.c, k.ans, "")
+	_, _ = pipe.Exec(cctx)
 }
 
 // release frees the key after an infrastructure failure, on a context that outlives the request.

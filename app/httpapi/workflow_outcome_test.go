@@ -87,3 +87,87 @@ func TestWorkflowOutcomeUnknownRetryGetsTheSameWorkflow(t *testing.T) {
 		}
 	}
 }
+
+// lateAnswer lets the next pipeline that confirms a workflow run on Redis as if the request's
+// deadline passed between the confirmation and the answer stored after it (a deadline the answer
+// checks is moved to the past), then loses its reply.
+type lateAnswer struct{ replyLost }
+
+func (h *lateAnswer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	lose := h.replyLost.ProcessPipelineHook(next)
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.confirmsWorkflow(cmds) && h.armed.Load() {
+			for _, c := range cmds {
+				args := c.Args()
+				// idem_complete: EVAL script 1 key token status body location retention deadline
+				if len(args) == 10 && c.Name() == "eval" && fmt.Sprint(args[2]) == "1" && strings.Contains(fmt.Sprint(args[3]), "{idem:") {
+					args[9] = int64(1) // long past
+				}
+			}
+		}
+		return lose(ctx, cmds)
+	}
+}
+
+// An answer stored with a workflow's confirmation is conditional on that confirmation, not on the
+// clock: when the request's deadline passed between the two adjacent commands (and the reply was
+// lost), the workflow stood without its answer, the key was released, and a retry with it created
+// the workflow a second time.
+func TestWorkflowAnswerFollowsItsConfirmationNotTheClock(t *testing.T) {
+	t.Parallel()
+	late := &lateAnswer{}
+	r := startAppWith(t, RoleAll, twoTenants, func(a Process) { a.Redis().AddHook(late) })
+	h := append(bearer(tokenA), "Idempotency-Key", `"late-answer"`)
+	body := workflowBody(rebuildNode("a", "late-a"))
+	late.armed.Store(true)
+	resp, out := post(t, r, "/workflows", body, h...)
+	if p := decodeProblem(t, resp, out); p.Status != 503 || p.Code != problem.CodeOutcomeUnknown {
+		t.Fatalf("a workflow with its confirmation's reply lost: %+v", p)
+	}
+	resp, out = post(t, r, "/workflows", body, h...)
+	if resp.StatusCode != 202 || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retried with the same key: %d %s (replayed %q), want the first workflow replayed", resp.StatusCode, out,
+			resp.Header.Get("Idempotent-Replayed"))
+	}
+}
+
+// lateJobAnswer moves the deadline of the next answer stored with a job's confirmation to the
+// past (the request's deadline passed between the two adjacent commands); the reply comes back.
+type lateJobAnswer struct{ armed atomic.Bool }
+
+func (h *lateJobAnswer) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *lateJobAnswer) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *lateJobAnswer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			args := c.Args()
+			if len(args) == 10 && c.Name() == "eval" && fmt.Sprint(args[2]) == "1" && strings.Contains(fmt.Sprint(args[3]), "{idem:") &&
+				h.armed.CompareAndSwap(true, false) {
+				args[9] = int64(1) // long past
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A job created whose answer, queued after its confirmation, missed the request's deadline by the
+// time between the two commands, is answered 202 and its answer stored all the same: a retry with
+// the key meets it. Before, the key stayed claimed without an answer, and the retry was 409.
+func TestAJobsAnswerThatMissedTheDeadlineIsStoredAgain(t *testing.T) {
+	t.Parallel()
+	late := &lateJobAnswer{}
+	r := startAppWith(t, RoleAPI, twoTenants, func(a Process) { a.Redis().AddHook(late) })
+	h := append(bearer(tokenA), "Idempotency-Key", `"late-job-answer"`)
+	body := `{"tenant_id":"t1","resource_id":"late"}`
+	late.armed.Store(true)
+	resp, first := post(t, r, "/jobs/rebuild-cache", body, h...)
+	if resp.StatusCode != 202 || late.armed.Load() {
+		t.Fatalf("enqueue: %d %s (hook armed still: %v)", resp.StatusCode, first, late.armed.Load())
+	}
+	resp, again := post(t, r, "/jobs/rebuild-cache", body, h...)
+	if resp.StatusCode != 202 || resp.Header.Get("Idempotent-Replayed") != "true" || again != first {
+		t.Fatalf("retried with the same key: %d %s (replayed %q), want %s replayed", resp.StatusCode, again,
+			resp.Header.Get("Idempotent-Replayed"), first)
+	}
+}

@@ -205,7 +205,7 @@ func (a *api) createWorkflow(c *fiber.Ctx) error {
 	return a.once(c, req.TenantID, func(keep answerKeeper) (answer, error) {
 		if keep != nil {
 			w.Finally = func(ctx context.Context, pipe redis.Pipeliner, created engine.WorkflowCreated) {
-				keep(ctx, pipe, workflowAnswer(created))
+				keep(ctx, pipe, workflowAnswer(created), created.Decision)
 			}
 		}
 		created, err := a.enqueueClaimed(c.UserContext(), &claims, func(ctx context.Context) (engine.WorkflowCreated, error) {
@@ -242,7 +242,9 @@ func (a *api) checkTenant(c *fiber.Ctx, tenant string) error {
 // the round trip of what create confirms: a confirmation whose reply is lost (outcome unknown)
 // has its answer stored all the same, so a retry with the key meets it instead of creating again.
 // It is nil for a request without a key: a confirmation with nothing behind it goes as EVALSHA.
-type answerKeeper func(ctx context.Context, pipe redis.Pipeliner, ans answer)
+// decided is the key the confirmation confirms, when the answer goes in its pipeline on one Redis
+// node (idempotency.complete), else "".
+type answerKeeper func(ctx context.Context, pipe redis.Pipeliner, ans answer, decided string)
 
 // once runs create under the request's Idempotency-Key, when it has one: the same key and body
 // get the stored answer again (Idempotent-Replayed), another body 422, a request still in flight
@@ -270,12 +272,11 @@ func (a *api) onceFor(c *fiber.Ctx, tenant, fp string, create func(keep answerKe
 			return err
 		}
 	}
-	kept := false
+	var kept keptAnswer
 	var keep answerKeeper
 	if cl != nil {
-		keep = func(ctx context.Context, pipe redis.Pipeliner, ans answer) {
-			a.idem.complete(ctx, pipe, cl, ans)
-			kept = true
+		keep = func(ctx context.Context, pipe redis.Pipeliner, ans answer, decided string) {
+			kept = keptAnswer{c: cl, ans: ans, cmd: a.idem.complete(ctx, pipe, cl, ans, decided)}
 		}
 	}
 	ans, err := create(keep)
@@ -291,7 +292,7 @@ func (a *api) onceFor(c *fiber.Ctx, tenant, fp string, create func(keep answerKe
 	}
 	if err != nil && ans.status == 0 {
 		if cl != nil {
-			if kept && !errors.Is(err, engine.ErrOutcomeUnknown) {
+			if kept.cmd != nil && !errors.Is(err, engine.ErrOutcomeUnknown) {
 				// Stored with a confirmation that did not take (expired, gone): nothing stands.
 				a.idem.forget(c.UserContext(), cl)
 			}
@@ -301,11 +302,12 @@ func (a *api) onceFor(c *fiber.Ctx, tenant, fp string, create func(keep answerKe
 	}
 	// An answer with an error (created, but its replicas did not acknowledge it in time) is
 	// stored too: a retry with the key gets the same workflow, never a second one.
-	if cl != nil && !kept {
+	if cl != nil && kept.cmd == nil {
 		pipe := a.stack.Store().Redis().Pipeline()
-		a.idem.complete(c.UserContext(), pipe, cl, ans)
+		a.idem.complete(c.UserContext(), pipe, cl, ans, "")
 		_, _ = pipe.Exec(c.UserContext())
 	}
+	a.idem.secure(c.UserContext(), kept)
 	if err != nil {
 		return err
 	}

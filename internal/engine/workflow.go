@@ -74,6 +74,8 @@ type WorkflowSpec struct {
 	// trip (after its answer on a cluster), as Spec.Finally does for one job: e.g. storing an HTTP
 	// idempotency answer, so that a confirmation whose answer was lost (ErrOutcomeUnknown) has
 	// its answer stored all the same, and a retry meets it instead of creating the workflow again.
+	// In the same round trip, created.Decision names the key its commands can make theirs
+	// conditional on.
 	Finally func(ctx context.Context, pipe redis.Pipeliner, created WorkflowCreated)
 }
 
@@ -81,6 +83,12 @@ type WorkflowSpec struct {
 type WorkflowCreated struct {
 	ID   string
 	Jobs map[string]string
+	// Decision is set for Finally when it runs in the confirmation's round trip (one Redis node):
+	// the workflow hash's key, whose status is "creating" until the confirmation takes (and which
+	// is gone if it never does). A command that checks it, not the deadline, runs only if the
+	// workflow was created; one that checks the deadline again can miss it by the time between
+	// two adjacent commands.
+	Decision string
 }
 
 var nodeIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

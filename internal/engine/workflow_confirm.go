@@ -38,7 +38,9 @@ func (s *Stack) confirmWorkflow(ctx context.Context, w WorkflowSpec, created Wor
 	werr = durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
 		wc = s.store.QueueWorkflowConfirm(ctx, pipe, created.ID, s.store.WriteDeadline(ctx), s.now())
 		if !cluster && w.Finally != nil {
-			w.Finally(ctx, pipe, created)
+			decided := created
+			decided.Decision = s.store.WorkflowKey(created.ID)
+			w.Finally(ctx, pipe, decided)
 		}
 	})
 	if status, err = wc.Result(); err != nil || status != "confirmed" {
