@@ -112,9 +112,15 @@ func (s *Stack) confirmNodes(ctx context.Context, wfID, tenant string, nodes []p
 	if len(refused) > 0 {
 		return werr, fmt.Errorf("%w: %s", errNodesRefused, strings.Join(refused, "; "))
 	}
+	if werr != nil {
+		// The replicas did not acknowledge them (durable mode): a failover could lose them. The
+		// workflow stays in the set, and the sweep confirms them again (the same answer, another
+		// WAIT).
+		return werr, nil
+	}
 	// Only once every confirmation answered (on a cluster the set's slot is on another master, and
 	// a NOSCRIPT retry runs after the pipeline): the sweep no longer needs to look at it.
-	return werr, s.store.NodesConfirmed(ctx, wfID)
+	return nil, s.store.NodesConfirmed(ctx, wfID)
 }
 
 // confirmPending confirms the records of workflow w's open nodes (states being theirs) that are
@@ -127,8 +133,12 @@ func (s *Stack) confirmPending(ctx context.Context, w jobstore.WorkflowRecord, o
 			pending = append(pending, pendingNode{keys: keysOr(s, n.JobID), id: n.JobID, tags: states[i].Tags})
 		}
 	}
-	if _, err := s.confirmNodes(ctx, w.ID, w.Tenant, pending); err != nil {
+	werr, err := s.confirmNodes(ctx, w.ID, w.Tenant, pending)
+	if err != nil {
 		return err
+	}
+	if werr != nil {
+		return fmt.Errorf("engine: workflow %s: its nodes' confirmations: %w", w.ID, werr)
 	}
 	if len(pending) > 0 {
 		s.log.Info().Str("workflow_id", w.ID).Int("nodes", len(pending)).Str("event", "workflow_nodes_confirmed").
