@@ -237,16 +237,18 @@ type keptAnswer struct {
 	cmd *redis.Cmd
 }
 
-// secure stores k's answer again, without a deadline, when the confirmation took and the answer
-// queued with it did not: both check the request's deadline, and the time between the two
-// adjacent commands can pass it. The request is answered with it: a retry with the key must meet
-// it, not create again. Bounded like release.
+// secure stores k's answer again, without a deadline, when the confirmation took (the caller
+// knows it did) and the answer queued with it was not stored: both check the request's deadline,
+// and the time between the two adjacent commands can pass it; or, on a cluster, the answer went
+// in a round trip of its own after the confirmation's, and failed. The request is answered with
+// it: a retry with the key must meet it, not create again. Storing it twice stores the same.
+// Bounded like release.
 func (s idempotency) secure(ctx context.Context, k keptAnswer) {
 	if k.cmd == nil {
 		return
 	}
-	if n, err := k.cmd.Int(); err != nil || n != 0 {
-		return // stored, or the reply lost (the request fails: outcome unknown)
+	if n, err := k.cmd.Int(); err == nil && n == 1 {
+		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
 	defer cancel()

@@ -27,8 +27,8 @@ import (
 // claim: time for the workflow sweep (every rescue interval, 2 s by default) to confirm it.
 const workflowNodeGrace = 2 * time.Minute
 
-// confirmWorkflow sends workflow w's confirmation, created being what it made: its status, and
-// on a cluster the error of the Finally sent after it; err when the answer did not come.
+// confirmWorkflow sends workflow w's confirmation, created being what it made: its status, werr
+// when the replicas did not acknowledge it (durable mode), err when its answer did not come.
 func (s *Stack) confirmWorkflow(ctx context.Context, w WorkflowSpec, created WorkflowCreated) (status string, werr, err error) {
 	_, cluster := s.rdb.(*redis.ClusterClient)
 	durable := s.store.Durability()
@@ -47,9 +47,9 @@ func (s *Stack) confirmWorkflow(ctx context.Context, w WorkflowSpec, created Wor
 		return status, nil, err
 	}
 	if cluster && w.Finally != nil {
-		if ferr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) { w.Finally(ctx, pipe, created) }); werr == nil {
-			werr = ferr
-		}
+		// Its commands' answers are the caller's to read (the app stores its answer again when it
+		// was not stored): a failure here is no failure of the workflow, which stands.
+		_ = durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) { w.Finally(ctx, pipe, created) })
 	}
 	return status, werr, nil
 }
