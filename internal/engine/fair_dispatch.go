@@ -242,7 +242,7 @@ func (s *Stack) sweepFairType(ctx context.Context, tc TaskConfig) (int, error) {
 		if m == n {
 			continue
 		}
-		c, err := s.store.FairCounts(ctx, tc.Type, m, 0)
+		c, err := s.store.FairCounts(ctx, tc.Type, m, nil, 0)
 		if err == nil && c.Admitted == 0 && c.WaitingKeys == 0 && c.RunningKeys == 0 {
 			err = s.store.FairRetireLayout(ctx, tc.Type, m)
 		}
@@ -366,7 +366,12 @@ func (s *Stack) FairCounts(ctx context.Context, typ string, top int) (jobstore.F
 // fairCountsOf is FairCounts of tc, with the capacity that bounds its admissions now: its own, the
 // live handlers' count, or this process's Concurrency (fair_capacity.go).
 func (s *Stack) fairCountsOf(ctx context.Context, tc TaskConfig, top int) (jobstore.FairTop, error) {
-	c, err := s.store.FairCounts(ctx, tc.Type, s.fairShards(tc), top)
+	// Jobs that still wait in an old layout (a shard count changed) are counted too.
+	old, err := s.fairOldLayouts(ctx, tc)
+	if err != nil {
+		return jobstore.FairTop{}, err
+	}
+	c, err := s.store.FairCounts(ctx, tc.Type, s.fairShards(tc), old, top)
 	if err != nil {
 		return c, fmt.Errorf("engine: %w", err)
 	}

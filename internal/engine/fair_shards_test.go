@@ -197,6 +197,13 @@ func TestFairShardsChangedWhileJobsWait(t *testing.T) {
 	}
 	rec := newShardRecorder()
 	tc := TaskConfig{Type: oldTC.Type, Fair: &Fair{Sequence: true, Capacity: 3, Shards: 3}}
+	// What waits in the old layout is counted by a process of the new one (the API, /metrics).
+	viewer := New(db.Client, Config{})
+	defer viewer.Close()
+	viewer.Register(tc, func(context.Context, *Job) error { return nil })
+	if c, err := viewer.FairCounts(bg, tc.Type, 10); err != nil || c.Admitted+sumBacklog(c) != int64(len(ids)) || len(c.TopKeys) != 2 {
+		t.Fatalf("counts of the new layout's process: %+v %v, want the old layout's %d jobs and keys a and b", c, err, len(ids))
+	}
 	h := newHarnessOn(t, db, db.Client, Config{}, func(s *Stack) { s.Register(tc, rec.handle) })
 	eventually(t, 30*time.Second, "the old layout's jobs done", func() bool {
 		if _, err := h.stack.SweepFair(bg); err != nil {
@@ -217,6 +224,14 @@ func TestFairShardsChangedWhileJobsWait(t *testing.T) {
 		layouts, err := h.stack.store.FairUseLayout(bg, tc.Type, 3)
 		return err == nil && slices.Equal(layouts, []int{3})
 	})
+}
+
+func sumBacklog(c jobstore.FairTop) int64 {
+	var n int64
+	for _, k := range c.TopKeys {
+		n += k.Backlog
+	}
+	return n
 }
 
 // On a Redis Cluster, a type's shards live on different masters, and its jobs run as on one Redis.

@@ -30,12 +30,20 @@ type FairTop struct {
 	TopKeys                []FairKeyCount
 }
 
-// FairCounts reads the totals of type typ's n shards and its top keys (at most top by backlog and
-// top by running jobs over every shard).
-func (s *Store) FairCounts(ctx context.Context, typ string, n, top int) (FairTop, error) {
+// FairCounts reads the totals of type typ's n shards and of the shards of its old layouts (old:
+// shard counts a change left jobs in, fair_layouts.go), and its top keys (at most top by backlog
+// and top by running jobs over every shard, a key's counts in several layouts added up). A key
+// with jobs in two layouts counts twice in WaitingKeys and RunningKeys; LiveHandlers is the
+// current layout's.
+func (s *Store) FairCounts(ctx context.Context, typ string, n int, old []int, top int) (FairTop, error) {
+	shards := FairShards(typ, n)
+	current := len(shards)
+	for _, m := range old {
+		shards = append(shards, FairShards(typ, m)...)
+	}
 	var out FairTop
 	var keys []FairKeyCount
-	for _, sh := range FairShards(typ, n) {
+	for i, sh := range shards {
 		c, err := s.fairShardCounts(ctx, sh, top)
 		if err != nil {
 			return FairTop{}, err
@@ -44,15 +52,34 @@ func (s *Store) FairCounts(ctx context.Context, typ string, n, top int) (FairTop
 		out.RunningKeys += c.RunningKeys
 		out.ReadyKeys += c.ReadyKeys
 		out.Admitted += c.Admitted
-		out.LiveHandlers += c.LiveHandlers
+		if i < current {
+			out.LiveHandlers += c.LiveHandlers // an old layout's count is no live handler's
+		}
 		keys = append(keys, c.TopKeys...)
 	}
-	if n <= 1 {
+	if len(shards) <= 1 {
 		out.TopKeys = keys
 		return out, nil
 	}
-	out.TopKeys = topFairKeys(keys, top)
+	out.TopKeys = topFairKeys(sumFairKeys(keys), top)
 	return out, nil
+}
+
+// sumFairKeys adds up the counts of a key named by several shards (of different layouts), in the
+// order keys first names them.
+func sumFairKeys(keys []FairKeyCount) []FairKeyCount {
+	out := make([]FairKeyCount, 0, len(keys))
+	at := map[string]int{}
+	for _, c := range keys {
+		if i, ok := at[c.Key]; ok {
+			out[i].Backlog += c.Backlog
+			out[i].Running += c.Running
+			continue
+		}
+		at[c.Key] = len(out)
+		out = append(out, c)
+	}
+	return out
 }
 
 // topFairKeys are the top keys by backlog and the top by running of keys (each a key of one

@@ -174,7 +174,7 @@ func TestFairCountsTopKeys(t *testing.T) {
 	for i := range 20 {
 		b.wait(fmt.Sprintf("small%d", i), fmt.Sprintf("x%d", i), 1)
 	}
-	c, err := b.s.FairCounts(bg, b.typ, 1, 2)
+	c, err := b.s.FairCounts(bg, b.typ, 1, nil, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestFairCountsAddTheShardsUp(t *testing.T) {
 			}
 		}
 	}
-	c, err := s.FairCounts(bg, "spread", 3, 2)
+	c, err := s.FairCounts(bg, "spread", 3, nil, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
