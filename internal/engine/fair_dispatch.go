@@ -242,8 +242,8 @@ func (s *Stack) sweepFairType(ctx context.Context, tc TaskConfig) (int, error) {
 		if m == n {
 			continue
 		}
-		c, err := s.store.FairCounts(ctx, tc.Type, m, nil, 0)
-		if err == nil && c.Admitted == 0 && c.WaitingKeys == 0 && c.RunningKeys == 0 {
+		empty, err := s.store.FairLayoutEmpty(ctx, tc.Type, m)
+		if err == nil && empty {
 			err = s.store.FairRetireLayout(ctx, tc.Type, m)
 		}
 		if err != nil {
@@ -288,13 +288,35 @@ func (s *Stack) sweepFairShard(ctx context.Context, tc TaskConfig, sh jobstore.F
 	if err != nil {
 		return 0, fmt.Errorf("engine: %w", err)
 	}
-	more, err := s.store.FairPump(ctx, sh, p)
+	more, err := s.pumpThrough(ctx, sh, p)
 	if err != nil {
-		return repaired, fmt.Errorf("engine: %w", err)
+		return repaired, err
 	}
 	repaired += s.deliverAdmitted(ctx, s.wfClient, tc, again)
 	s.deliverAdmittedAtOnce(ctx, tc, append(deliver, more...))
 	return repaired, nil
+}
+
+// fairPumpCalls bounds the pump calls of one sweep of a shard: each passes over at most 1,024
+// withdrawn entries (fair_admit.lua), so a key behind 10,000 cancelled jobs runs at this sweep,
+// not ten sweeps later.
+const fairPumpCalls = 64
+
+// pumpThrough pumps shard sh until a call no longer stops at its skips' bound (at most
+// fairPumpCalls calls), and returns what they admitted.
+func (s *Stack) pumpThrough(ctx context.Context, sh jobstore.FairShard, p jobstore.FairPolicy) ([]jobstore.FairEntry, error) {
+	var out []jobstore.FairEntry
+	for range fairPumpCalls {
+		admitted, more, err := s.store.FairPump(ctx, sh, p)
+		out = append(out, admitted...)
+		if err != nil {
+			return out, fmt.Errorf("engine: %w", err)
+		}
+		if !more {
+			break
+		}
+	}
+	return out, nil
 }
 
 // cancelledRunGrace is how long after a cancel took a running job the sweep leaves its admission

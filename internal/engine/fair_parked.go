@@ -74,11 +74,11 @@ func (s *Stack) pumpParkedOnce(tc TaskConfig, idle time.Duration) time.Duration 
 func (s *Stack) pumpParkedShard(tc TaskConfig, sh jobstore.FairShard, idle time.Duration) time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), fairWaitTimeout)
 	defer cancel()
-	entries, err := s.store.FairPump(ctx, sh, s.fairPolicy(tc, sh))
+	entries, err := s.pumpThrough(ctx, sh, s.fairPolicy(tc, sh))
+	s.deliverAdmittedAtOnce(ctx, tc, entries)
 	if err != nil {
 		return idle
 	}
-	s.deliverAdmittedAtOnce(ctx, tc, entries)
 	due, parked, err := s.store.FairNextDue(ctx, sh)
 	if err != nil || !parked {
 		return idle

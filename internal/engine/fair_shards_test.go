@@ -350,3 +350,54 @@ func TestFairBlockedJobOfAnOldLayout(t *testing.T) {
 		})
 	}
 }
+
+// An old layout is forgotten only once nothing is left in it: withdrawn entries still in a key's
+// list (cancelled jobs the admission had not passed over yet, at most 1,024 a call) count, and one
+// sweep passes over all of them. The layout was retired once its counts read 0 (a withdrawal
+// lowers them at once), and what its lists still held was never read again, with no expiry.
+func TestAnOldLayoutIsForgottenOnlyOnceEmpty(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	old := New(db.Client, Config{})
+	defer old.Close()
+	oldTC := TaskConfig{Type: "retire-withdrawn", Fair: &Fair{Capacity: 1}}
+	old.Register(oldTC, func(context.Context, *Job) error { return nil })
+	specs := make([]Spec, 3*1024+60)
+	for i := range specs {
+		specs[i] = Spec{Type: oldTC.Type, Tenant: "a"}
+	}
+	items := old.EnqueueMany(bg, specs, false)
+	// No server runs: the first job is admitted (capacity 1), the rest wait; all are cancelled,
+	// the last first, so that the admission after the first's end passes over 1,024 of them only.
+	for i := len(items) - 1; i >= 0; i-- {
+		if items[i].Err != nil {
+			t.Fatal(items[i].Err)
+		}
+		if _, err := old.Cancel(bg, items[i].JobID, CancelRequest{By: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.fairEnds.wg.Wait()
+	k := old.store.FairKeys(jobstore.FairShards(oldTC.Type, 1)[0])
+	if n := db.Client.LLen(bg, k.WaitPrefix+"a").Val(); n == 0 {
+		t.Fatal("the test needs withdrawn entries left in the old layout's list")
+	}
+	tc := TaskConfig{Type: oldTC.Type, Fair: &Fair{Capacity: 3, Shards: 3}}
+	s := New(db.Client, Config{})
+	defer s.Close()
+	s.Register(tc, func(context.Context, *Job) error { return nil })
+	if _, err := s.SweepFair(bg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SweepFair(bg); err != nil {
+		t.Fatal(err)
+	}
+	layouts, err := s.store.FairLayouts(bg, tc.Type)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := db.Client.Exists(bg, k.WaitPrefix+"a", k.Once, k.Withdrawn, k.Ready, k.Backlog, k.Admitted, k.Running).Val()
+	if slices.Contains(layouts, 1) || left != 0 {
+		t.Fatalf("after two sweeps: layouts %v, %d of the old layout's keys left, want layout 1 forgotten and nothing left", layouts, left)
+	}
+}

@@ -241,14 +241,23 @@ func (s *Store) FairUnblock(ctx context.Context, sh FairShard, id string) error 
 }
 
 // FairPump admits what the type's capacity allows.
-func (s *Store) FairPump(ctx context.Context, sh FairShard, p FairPolicy) ([]FairEntry, error) {
+//
+// more is true when the call passed over as many withdrawn entries as one call may (fair_pop in
+// fair_admit.lua) and stopped with entries left: another call goes on.
+func (s *Store) FairPump(ctx context.Context, sh FairShard, p FairPolicy) (admitted []FairEntry, more bool, err error) {
 	k := s.FairKeys(sh)
 	res, err := fairPumpScript.Run(ctx, s.rdb, k.list(), k.args(p, p.capacity(), p.PerKey, p.batch(),
 		ms(s.cfg.Retention))...).Result()
 	if err != nil {
-		return nil, fmt.Errorf("jobstore: fair pump %s: %w", sh.Type, err)
+		return nil, false, fmt.Errorf("jobstore: fair pump %s: %w", sh.Type, err)
 	}
-	return fairEntries("fair_pump", sh, res, 0)
+	list, ok := res.([]any)
+	if !ok || len(list) == 0 {
+		return nil, false, replyError("fair_pump", res)
+	}
+	more = list[0] == int64(1)
+	admitted, err = fairEntries("fair_pump", sh, res, 1)
+	return admitted, more, err
 }
 
 // FairNextDue is when the type's first parked key's next token is due (unix ms in Redis's clock),

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A fair type's shard count may change between deploys. A key's jobs then wait in its shard of
@@ -60,4 +62,27 @@ func (s *Store) FairRetireLayout(ctx context.Context, typ string, n int) error {
 		return fmt.Errorf("jobstore: fair layouts %s: %w", typ, err)
 	}
 	return nil
+}
+
+// FairLayoutEmpty reports whether layout n of type typ holds nothing any more: no job admitted,
+// waiting or blocking, no entry left in a key's list (withdrawn ones included: the once hash holds
+// every listed job), and no key ready or parked. Only such a layout may be forgotten: the sweep
+// visits a recorded layout only, and what a forgotten one held would stay forever.
+func (s *Store) FairLayoutEmpty(ctx context.Context, typ string, n int) (bool, error) {
+	pipe := s.rdb.Pipeline()
+	var counts []*redis.IntCmd
+	for _, sh := range FairShards(typ, n) {
+		k := s.FairKeys(sh)
+		counts = append(counts, pipe.HLen(ctx, k.Admitted), pipe.HLen(ctx, k.Once), pipe.ZCard(ctx, k.Backlog),
+			pipe.ZCard(ctx, k.Running), pipe.ZCard(ctx, k.Ready), pipe.ZCard(ctx, k.Parked), pipe.SCard(ctx, k.Blocked))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, fmt.Errorf("jobstore: fair layout %s/%d: %w", typ, n, err)
+	}
+	for _, c := range counts {
+		if c.Val() != 0 {
+			return false, nil
+		}
+	}
+	return true, nil
 }

@@ -3,6 +3,9 @@
 -- ARGV[1..3] wait-list prefix, rate interval and tolerance ms, ARGV[4] capacity, ARGV[5] per-key
 -- limit, ARGV[6] most admissions,
 -- ARGV[7] virtual time's TTL ms
--- returns {entry, key, ...}: the jobs admitted, in order (see fair_admit)
+-- returns {more, entry, key, ...}: more is 1 when the call's skips of withdrawn entries ran out
+--         (call again: the key kept its turn), then the jobs admitted, in order (see fair_admit)
 local FK = fair_keys(KEYS, ARGV)
-return fair_admit(FK, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7])
+local out = fair_admit(FK, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7])
+table.insert(out, 1, FK.skips >= fair_skips and 1 or 0)
+return out
