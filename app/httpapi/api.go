@@ -157,7 +157,11 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 		res, err := a.stack.Enqueue(c.UserContext(), a.client, spec)
 		trip.identity.enqueued(err)
 		if err != nil {
-			trip.release()
+			if !errors.Is(err, engine.ErrOutcomeUnknown) || trip.kept.cmd == nil {
+				// An unknown outcome whose answer went with its confirmation keeps the claim
+				// (onceFor says why).
+				trip.release()
+			}
 			return a.enqueueError(trip, err)
 		}
 		a.idem.secure(c.UserContext(), trip.kept)

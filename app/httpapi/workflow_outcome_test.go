@@ -14,7 +14,7 @@ import (
 	"github.com/jobguard/jobguard/app/problem"
 )
 
-// replyLost lets the next pipeline that confirms a workflow (the one that indexes it) run on
+// replyLost lets the next pipeline that confirms a workflow run on
 // Redis, then loses its reply, as a connection cut after the write would.
 type replyLost struct{ armed atomic.Bool }
 
@@ -36,9 +36,11 @@ func (h *replyLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
+// confirmsWorkflow tells the pipeline of a workflow's confirmation (wf_confirm: EVAL script 1
+// <the workflow's hash>).
 func (h *replyLost) confirmsWorkflow(cmds []redis.Cmder) bool {
 	for _, c := range cmds {
-		if args := c.Args(); len(args) > 1 && c.Name() == "zadd" && strings.HasSuffix(fmt.Sprint(args[1]), "{workflows}") {
+		if args := c.Args(); len(args) > 3 && c.Name() == "eval" && fmt.Sprint(args[2]) == "1" && strings.HasSuffix(fmt.Sprint(args[3]), "}:wf") {
 			return true
 		}
 	}

@@ -292,11 +292,17 @@ func (a *api) onceFor(c *fiber.Ctx, tenant, fp string, create func(keep answerKe
 	}
 	if err != nil && ans.status == 0 {
 		if cl != nil {
-			if kept.cmd != nil && !errors.Is(err, engine.ErrOutcomeUnknown) {
+			unknown := errors.Is(err, engine.ErrOutcomeUnknown)
+			if kept.cmd != nil && !unknown {
 				// Stored with a confirmation that did not take (expired, gone): nothing stands.
 				a.idem.forget(c.UserContext(), cl)
 			}
-			a.idem.release(c.UserContext(), cl)
+			// An unknown outcome whose answer went with its confirmation keeps the claim: both
+			// may still land (a pipeline sent again after its reply was lost), and a retry let in
+			// now would create again. The claim runs out just past the deadline, when neither can.
+			if kept.cmd == nil || !unknown {
+				a.idem.release(c.UserContext(), cl)
+			}
 		}
 		return err
 	}

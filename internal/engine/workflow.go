@@ -254,7 +254,7 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		hash.Nodes = append(hash.Nodes, jobstore.WorkflowNode{ID: n.ID, JobID: id, Policy: n.Policy, Parents: n.Parents, Children: children[i]})
 	}
 
-	abandon := func() {
+	abandon := func() error {
 		keys, ids := make([]jobstore.Keys, len(nodes)), make([]string, len(nodes))
 		for i, n := range nodes {
 			keys[i], ids[i] = n.keys, n.job.ID
@@ -263,22 +263,30 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		// held a wait per node.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonWait)
 		defer cancel()
-		_ = s.store.AbandonMany(cctx, keys, ids)
+		err := s.store.AbandonMany(cctx, keys, ids)
+		// Left behind (Redis failed now), the entries are the sweep's: it drops them once the
+		// claim is gone.
+		return errors.Join(err, s.store.ForgetWorkflowEntries(cctx, wfID))
 	}
 	_ = s.store.LoadBulkScripts(ctx) // else each create finds it missing and goes alone
 	pipe := s.rdb.Pipeline()
 	s.store.QueueWorkflowCreate(ctx, pipe, hash)
+	entries := s.store.QueueWorkflowEntries(ctx, pipe, wfID, now)
 	for i := range nodes {
 		nodes[i].c = s.store.QueueCreate(ctx, pipe, nodes[i].keys, nodes[i].job)
 	}
 	_, _ = pipe.Exec(ctx)
+	if err := entries.Err(); err != nil {
+		_ = abandon()
+		return WorkflowCreated{}, fmt.Errorf("engine: create workflow: %w", err)
+	}
 	for _, n := range nodes {
 		state, _, err := n.c.Result(ctx, s.store)
 		if err == nil && state != jobstore.Created {
 			err = fmt.Errorf("%w: job %s was %s at its create", ErrNotAccepted, n.job.ID, state)
 		}
 		if err != nil {
-			abandon()
+			_ = abandon()
 			return WorkflowCreated{}, fmt.Errorf("engine: create workflow: %w", err)
 		}
 	}
@@ -311,7 +319,7 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		abandon()
+		_ = abandon()
 		return WorkflowCreated{}, err
 	}
 
@@ -327,9 +335,7 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		s.settleUnknown(ctx, created, w.Tenant, pending, abandon)
 		return WorkflowCreated{}, fmt.Errorf("%w: workflow %s: %w", ErrOutcomeUnknown, wfID, err)
 	case st != "confirmed":
-		abandon()
-		_ = s.store.UnindexWorkflow(context.WithoutCancel(ctx), wfID)
-		_ = s.store.NodesConfirmed(context.WithoutCancel(ctx), wfID) // the decision's pipeline added it
+		_ = abandon()
 		return WorkflowCreated{}, fmt.Errorf("%w: workflow %s was %s at its confirmation", ErrNotAccepted, wfID, st)
 	}
 	s.log.Info().Str("workflow_id", wfID).Int("nodes", len(nodes)).Str("event", "workflow_created").Msg("workflow created")

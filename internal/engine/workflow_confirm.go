@@ -36,7 +36,7 @@ func (s *Stack) confirmWorkflow(ctx context.Context, w WorkflowSpec, created Wor
 	// One node runs the pipeline in order: a Finally command that checks the same deadline runs
 	// only if the confirmation could. In durable mode the pipeline ends with a WAIT.
 	werr = durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
-		wc = s.store.QueueWorkflowConfirm(ctx, pipe, created.ID, s.store.WriteDeadline(ctx), s.now())
+		wc = s.store.QueueWorkflowConfirm(ctx, pipe, created.ID, s.store.WriteDeadline(ctx))
 		if !cluster && w.Finally != nil {
 			decided := created
 			decided.Decision = s.store.WorkflowKey(created.ID)
@@ -189,7 +189,7 @@ const unknownSettleTries = 30
 // waits until ctx's deadline has passed first (without one, until the claim has run out): the
 // caller's Finally in the confirmation's pipeline, an Idempotency-Key's answer, checks the same
 // deadline, and must not land for a workflow that was taken back.
-func (s *Stack) settleUnknown(ctx context.Context, created WorkflowCreated, tenant string, nodes []pendingNode, abandon func()) {
+func (s *Stack) settleUnknown(ctx context.Context, created WorkflowCreated, tenant string, nodes []pendingNode, abandon func() error) {
 	after := time.Now().Add(claimTTL + time.Second)
 	if d, ok := ctx.Deadline(); ok {
 		after = d.Add(time.Second)
@@ -216,7 +216,7 @@ func (s *Stack) settleUnknown(ctx context.Context, created WorkflowCreated, tena
 }
 
 // settleOnce settles workflow id once; false when Redis did not answer (it is tried again).
-func (s *Stack) settleOnce(id, tenant string, nodes []pendingNode, abandon func()) bool {
+func (s *Stack) settleOnce(id, tenant string, nodes []pendingNode, abandon func() error) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	st, err := s.store.SettleWorkflow(ctx, id)
@@ -224,11 +224,9 @@ func (s *Stack) settleOnce(id, tenant string, nodes []pendingNode, abandon func(
 		return false
 	}
 	if st != jobstore.WorkflowSettledConfirmed {
-		abandon()
-		// Its entries, if the refused decision's pipeline made them; left behind (Redis failed
-		// now), the sweep drops them: it finds the hash gone.
-		_ = s.store.NodesConfirmed(ctx, id)
-		_ = s.store.UnindexWorkflow(ctx, id)
+		if err := abandon(); err != nil {
+			return false // tried again: the hash is gone now, and the nodes are abandoned then
+		}
 		s.log.Info().Str("workflow_id", id).Str("event", "workflow_not_created").
 			Msg("a workflow whose confirmation's answer was lost was not confirmed; its nodes are abandoned")
 		return true

@@ -27,9 +27,7 @@ func (h *nodesLost) ProcessHook(next redis.ProcessHook) redis.ProcessHook { retu
 func (h *nodesLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		switch {
-		case h.stage.Load() == 1 && hasCommand(cmds, func(c redis.Cmder) bool {
-			return c.Name() == "zadd" && strings.HasSuffix(fmt.Sprint(c.Args()[1]), "{workflows}")
-		}):
+		case h.stage.Load() == 1 && hasCommand(cmds, confirmsWorkflow):
 			err := next(ctx, cmds)
 			h.stage.Store(2)
 			return err
@@ -42,6 +40,12 @@ func (h *nodesLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// confirmsWorkflow tells a workflow's confirmation (wf_confirm: EVAL script 1 <hash>).
+func confirmsWorkflow(c redis.Cmder) bool {
+	args := c.Args()
+	return c.Name() == "eval" && len(args) > 3 && fmt.Sprint(args[2]) == "1" && strings.HasSuffix(fmt.Sprint(args[3]), "}:wf")
 }
 
 func hasCommand(cmds []redis.Cmder, is func(redis.Cmder) bool) bool {
@@ -122,9 +126,7 @@ func (h *decisionLost) ProcessHook(next redis.ProcessHook) redis.ProcessHook { r
 
 func (h *decisionLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if !hasCommand(cmds, func(c redis.Cmder) bool {
-			return c.Name() == "zadd" && strings.HasSuffix(fmt.Sprint(c.Args()[1]), "{workflows}")
-		}) || !h.armed.CompareAndSwap(true, false) {
+		if !hasCommand(cmds, confirmsWorkflow) || !h.armed.CompareAndSwap(true, false) {
 			return next(ctx, cmds)
 		}
 		if h.send {
@@ -182,7 +184,7 @@ func TestAWorkflowWhoseDecisionWasLostIsSettledAfterItsDeadline(t *testing.T) {
 			// its abandoned nodes.
 			var c jobstore.WorkflowConfirmation
 			if _, err := h.rdb.Pipelined(bg, func(pipe redis.Pipeliner) error {
-				c = h.stack.Store().QueueWorkflowConfirm(bg, pipe, wfID, 0, time.Now())
+				c = h.stack.Store().QueueWorkflowConfirm(bg, pipe, wfID, 0)
 				return nil
 			}); err != nil {
 				t.Fatal(err)
@@ -194,26 +196,22 @@ func TestAWorkflowWhoseDecisionWasLostIsSettledAfterItsDeadline(t *testing.T) {
 	}
 }
 
-// The sweep leaves a claim's entries in the index and in the set of unconfirmed workflows: on a
-// cluster they live on another master than its hash, and can land before its confirmation. It
-// dropped them, reading the claim as gone, and the workflow, once confirmed, was never swept
-// (its nodes left unconfirmed ran out). Once the hash is gone, they go.
+// The sweep leaves a claim's entries in the index and in the set of unconfirmed workflows: they
+// are written with the claim, before its confirmation (on a cluster, on another master than its
+// hash). It dropped them, reading the claim as gone, and the workflow, once confirmed, was never
+// swept (its nodes left unconfirmed ran out). Once the hash is gone, they go.
 func TestTheSweepKeepsAClaimedWorkflowsEntries(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, Config{}, func(*Stack) {})
 	store := h.stack.Store()
 	id := jobstore.NewWorkflowID(time.Now())
-	// The state a cluster can be in: the claim, and the decision's entries, which landed first.
-	// (A confirmation past its deadline writes nothing to the hash, its entries all the same.)
+	// A claim and its entries, written with it, before its confirmation.
 	pipe := h.rdb.Pipeline()
 	store.QueueWorkflowCreate(bg, pipe, jobstore.NewWorkflow{ID: id, Tenant: "t1", Kind: "workflow", Now: time.Now(),
 		ClaimTTL: time.Minute, Nodes: []jobstore.WorkflowNode{{ID: "a", JobID: NewJobID("a", time.Now())}}})
-	c := store.QueueWorkflowConfirm(bg, pipe, id, time.Now().Add(-time.Hour).UnixMilli(), time.Now())
-	if _, err := pipe.Exec(bg); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := c.Result(); err != nil || st != "expired" {
-		t.Fatalf("the staged confirmation: %s %v, want expired", st, err)
+	written := store.QueueWorkflowEntries(bg, pipe, id, time.Now())
+	if _, err := pipe.Exec(bg); err != nil || written.Err() != nil {
+		t.Fatal(err, written.Err())
 	}
 	entries := func() (indexed, unconfirmed bool) {
 		running, err := store.RunningWorkflows(bg, 10)
@@ -238,5 +236,61 @@ func TestTheSweepKeepsAClaimedWorkflowsEntries(t *testing.T) {
 	}
 	if indexed, unconfirmed := entries(); indexed || unconfirmed {
 		t.Fatalf("a gone workflow's entries after a sweep: indexed %v, unconfirmed %v, want both dropped", indexed, unconfirmed)
+	}
+}
+
+// entriesLost fails the next pipeline's writes to the {workflows} slot (its master failed over),
+// the rest of it having run.
+type entriesLost struct{ armed atomic.Bool }
+
+func (h *entriesLost) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *entriesLost) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *entriesLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		inWorkflows := func(c redis.Cmder) bool {
+			args := c.Args()
+			return c.Name() == "zadd" && len(args) > 1 && strings.Contains(fmt.Sprint(args[1]), "{workflows}")
+		}
+		if !hasCommand(cmds, inWorkflows) || !h.armed.CompareAndSwap(true, false) {
+			return err
+		}
+		for _, c := range cmds {
+			if inWorkflows(c) {
+				c.SetErr(errors.New("MOVED 1234 10.0.0.3:6379"))
+			}
+		}
+		return err
+	}
+}
+
+// A workflow whose entries (the index, the set of workflows with unconfirmed nodes) were not
+// written is not created: written after the confirmation, on a cluster's other master, they could
+// be lost while the confirmation took, and nodes a failure then left unconfirmed were confirmed
+// by nothing. Nothing of it is left.
+func TestAWorkflowWhoseEntriesWereNotWrittenIsNotCreated(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	lost := &entriesLost{}
+	worker := redis.NewClient(db.Client.Options())
+	worker.AddHook(lost)
+	t.Cleanup(func() { _ = worker.Close() })
+	h := newHarnessOn(t, db, worker, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "later", Queue: "not-served"}, func(context.Context, *Job) error { return nil })
+	})
+	lost.armed.Store(true)
+	_, err := h.stack.EnqueueWorkflow(bg, WorkflowSpec{Tenant: "t1", Nodes: []WorkflowNode{
+		{ID: "a", Spec: Spec{Type: "later"}}, {ID: "b", Spec: Spec{Type: "later"}, Parents: []string{"a"}}}})
+	if err == nil || lost.armed.Load() {
+		t.Fatalf("a workflow whose entries were lost: %v (hook armed still: %v), want an error", err, lost.armed.Load())
+	}
+	if keys := h.rdb.Keys(bg, "jobguard:*:job:*").Val(); len(keys) != 0 {
+		t.Fatalf("node records left: %v", keys)
+	}
+	running, _ := h.stack.Store().RunningWorkflows(bg, 10)
+	pending, _ := h.stack.Store().WorkflowsUnconfirmed(bg, 10)
+	if len(running)+len(pending) != 0 {
+		t.Fatalf("entries left: index %v, unconfirmed %v", running, pending)
 	}
 }

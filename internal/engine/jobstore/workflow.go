@@ -151,15 +151,51 @@ func (c WorkflowConfirmation) Result() (string, error) {
 }
 
 // QueueWorkflowConfirm adds to pipe the confirmation of workflow id (kept for the retention,
-// status running), its entry in the index of running workflows, and, after them, its entry in the
-// set of workflows whose nodes are not confirmed yet (the sweep reads that one whole, first:
-// WorkflowsUnconfirmed). Eval keeps the pipeline free of NOSCRIPT retries.
-func (s *Store) QueueWorkflowConfirm(ctx context.Context, pipe redis.Pipeliner, id string, deadline int64, now time.Time) WorkflowConfirmation {
-	c := wfConfirmScript.Eval(ctx, pipe, []string{s.WorkflowKey(id)}, deadline, ms(s.cfg.Retention))
-	pipe.ZAdd(ctx, s.WorkflowIndexKey(), redis.Z{Score: float64(now.UnixMilli()), Member: id})
-	pipe.PExpire(ctx, s.WorkflowIndexKey(), s.cfg.Retention)
-	pipe.ZAdd(ctx, s.workflowUnconfirmedKey(), redis.Z{Score: float64(now.UnixMilli()), Member: id})
-	return WorkflowConfirmation{c}
+// status running). Eval keeps the pipeline free of NOSCRIPT retries.
+func (s *Store) QueueWorkflowConfirm(ctx context.Context, pipe redis.Pipeliner, id string, deadline int64) WorkflowConfirmation {
+	return WorkflowConfirmation{wfConfirmScript.Eval(ctx, pipe, []string{s.WorkflowKey(id)}, deadline, ms(s.cfg.Retention))}
+}
+
+// WorkflowEntries are a new workflow's entries queued in a pipeline; Err reads them once it ran.
+type WorkflowEntries struct{ cmds []redis.Cmder }
+
+// Err is the first entry's error, nil when every one was written.
+func (e WorkflowEntries) Err() error {
+	for _, c := range e.cmds {
+		if err := c.Err(); err != nil {
+			return fmt.Errorf("jobstore: index workflow: %w", err)
+		}
+	}
+	return nil
+}
+
+// QueueWorkflowEntries adds to pipe a new workflow's entries, written with its claim, before its
+// confirmation: in the index of running workflows, and in the set of workflows whose nodes are not
+// confirmed yet (the sweep reads that one first: WorkflowsUnconfirmed). On a cluster they live on
+// another master than the hash; written after the confirmation, in its round trip, a failover of
+// that master could lose them while the confirmation took, and nothing would confirm nodes a
+// failure left unconfirmed. The sweep leaves a claim's entries alone and drops them once the hash
+// is gone (its claim ran out, or a settlement took it back); ForgetWorkflowEntries drops them at
+// once.
+func (s *Store) QueueWorkflowEntries(ctx context.Context, pipe redis.Pipeliner, id string, now time.Time) WorkflowEntries {
+	z := redis.Z{Score: float64(now.UnixMilli()), Member: id}
+	return WorkflowEntries{cmds: []redis.Cmder{
+		pipe.ZAdd(ctx, s.WorkflowIndexKey(), z),
+		pipe.PExpire(ctx, s.WorkflowIndexKey(), s.cfg.Retention),
+		pipe.ZAdd(ctx, s.workflowUnconfirmedKey(), z),
+	}}
+}
+
+// ForgetWorkflowEntries takes workflow id out of the index and of the set of workflows whose nodes
+// are not confirmed: it was never created.
+func (s *Store) ForgetWorkflowEntries(ctx context.Context, id string) error {
+	pipe := s.rdb.Pipeline()
+	pipe.ZRem(ctx, s.WorkflowIndexKey(), id)
+	pipe.ZRem(ctx, s.workflowUnconfirmedKey(), id)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("jobstore: workflow %s: %w", id, err)
+	}
+	return nil
 }
 
 // workflowUnconfirmedKey is the set of workflows confirmed (or being confirmed) whose nodes'

@@ -25,7 +25,7 @@ func confirmWorkflow(t *testing.T, s *Store, id string) string {
 	t.Helper()
 	var c WorkflowConfirmation
 	if _, err := s.rdb.Pipelined(bg, func(pipe redis.Pipeliner) error {
-		c = s.QueueWorkflowConfirm(context.Background(), pipe, id, 0, time.Now())
+		c = s.QueueWorkflowConfirm(context.Background(), pipe, id, 0)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
