@@ -19,10 +19,17 @@ func (s *Stack) fairWithdraw(ctx context.Context, tc TaskConfig, id string, from
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fairWaitTimeout)
 	defer cancel()
-	// Where its key's jobs wait now; a node's or a replay's record names no key: every shard.
+	// Where its key's jobs wait now. A node's or a replay's record names no key: the tenant is the
+	// key unless the type has a Key function of its own (which may read the payload), and then
+	// every shard is looked in (a workflow of 1,000 held nodes cancelled over 16 shards was 16,000
+	// round trips).
+	key := info.FairKey
+	if key == "" && tc.Fair.Key == nil {
+		key = tc.Fair.keyOf(Spec{Tenant: info.Tenant})
+	}
 	shards := s.fairShardsOf(tc)
-	if info.FairKey != "" {
-		shards = []jobstore.FairShard{s.fairShardOf(tc, info.FairKey)}
+	if key != "" {
+		shards = []jobstore.FairShard{s.fairShardOf(tc, key)}
 	}
 	if done, failed := s.withdrawFrom(ctx, shards, id); done || failed {
 		return
@@ -36,8 +43,8 @@ func (s *Stack) fairWithdraw(ctx context.Context, tc TaskConfig, id string, from
 	}
 	for _, m := range old {
 		shards = jobstore.FairShards(tc.Type, m)
-		if info.FairKey != "" {
-			shards = []jobstore.FairShard{fairShardIn(tc.Type, info.FairKey, m)}
+		if key != "" {
+			shards = []jobstore.FairShard{fairShardIn(tc.Type, key, m)}
 		}
 		if done, failed := s.withdrawFrom(ctx, shards, id); done || failed {
 			return
