@@ -288,3 +288,28 @@ func TestFairLayoutsSkipsWhatNoProcessRecords(t *testing.T) {
 		t.Fatalf("layouts %v, want [3 1024]", got)
 	}
 }
+
+// A job's wait sent twice (a client that lost the first reply sends it again) puts it in its
+// key's list once, whether it waits or was admitted meanwhile: only a workflow node's wait was
+// done once, and a plain job's second wait was a second entry, delivered and counted again.
+func TestAWaitSentTwiceListsTheJobOnce(t *testing.T) {
+	t.Parallel()
+	b := newFairBundle(t, FairPolicy{Capacity: 1, Batch: 10})
+	if got := ids(b.wait("k", "x", 1)); fmt.Sprint(got) != "[x]" {
+		t.Fatalf("admitted %v, want x", got)
+	}
+	if got := ids(b.wait("k", "x", 1)); len(got) != 0 {
+		t.Fatalf("x's wait again (admitted) admitted %v", got)
+	}
+	b.wait("k", "y", 1)
+	b.wait("k", "y", 1)
+	if n := b.backlog("k"); n != 1 {
+		t.Fatalf("backlog %d after y's wait twice, want 1", n)
+	}
+	if _, next := b.done("x"); fmt.Sprint(ids(next)) != "[y]" {
+		t.Fatalf("x's end admitted %v, want y", ids(next))
+	}
+	if _, next := b.done("y"); len(next) != 0 {
+		t.Fatalf("y's end admitted %v, want nothing (y was listed once)", ids(next))
+	}
+}

@@ -4,18 +4,17 @@
 -- ARGV[1..3] wait-list prefix (the key's list is ARGV[1] .. key), rate interval and tolerance ms,
 -- ARGV[4] key, ARGV[5] entry (job id, \31, delivery data), ARGV[6] key's weight, ARGV[7] capacity, ARGV[8] per-key limit,
 -- ARGV[9] most admissions, ARGV[10] virtual time's TTL ms, ARGV[11] "1": once (a workflow node's
--- wait, which a release decided twice may repeat: a job waiting or admitted already is not put in
--- its list again; the once hash holds every waiting job until it leaves its list)
+-- or a replay's wait; kept for callers, every wait is now done once)
 -- returns {entry, key, ...}: the jobs admitted, in order (see fair_admit)
 local FK = fair_keys(KEYS, ARGV)
 local key = ARGV[4]
 local id = string.match(ARGV[5], '^[^\31]*')
-local once = ARGV[11] == '1'
-local again = once and (redis.call('HEXISTS', FK.admitted, id) == 1 or redis.call('HSETNX', FK.once, id, key) == 0)
+-- A job waiting or admitted already is not put in its list again: a release decided twice, a
+-- replay raced, or a wait sent again by a client whose first reply was lost. Every job in a list
+-- is in the once hash until it leaves the list (its admission, or the admission passing over it
+-- withdrawn): what also tells a withdrawal that it is there.
+local again = redis.call('HEXISTS', FK.admitted, id) == 1 or redis.call('HSETNX', FK.once, id, key) == 0
 if not again then
-  -- Every job in a list is in the once hash until it leaves the list (its admission, or the
-  -- admission passing over it withdrawn): what tells a withdrawal that it is there.
-  if not once then redis.call('HSET', FK.once, id, key) end
   redis.call('RPUSH', FK.wait .. key, ARGV[5])
   redis.call('ZINCRBY', FK.backlog, 1, key)
   if tonumber(ARGV[6]) ~= 1 then redis.call('HSET', FK.weight, key, ARGV[6]) end
