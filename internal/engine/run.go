@@ -115,6 +115,9 @@ func (s *Stack) serve(ctx context.Context, t *asynq.Task, tc TaskConfig, h Handl
 	if st.State == jobstore.Run {
 		s.untaken.Delete(delivery)
 	}
+	if wf := t.Headers()[HeaderWorkflow]; st.State == jobstore.Unconfirmed && wf != "" && s.abandonOrphanNode(ctx, keys, jobID, wf, log) {
+		st.State = jobstore.Gone // acknowledged, its admission freed (workflow_orphans.go)
+	}
 	if st.State == jobstore.Untaken {
 		if s.untakenFor(delivery) < untakenWait {
 			return s.bounce(tc.Type, "untaken", 0, errors.New("the job's record has not taken this delivery yet"))

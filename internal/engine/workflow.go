@@ -265,8 +265,13 @@ func (s *Stack) EnqueueWorkflow(ctx context.Context, w WorkflowSpec) (WorkflowCr
 		defer cancel()
 		err := s.store.AbandonMany(cctx, keys, ids)
 		// Left behind (Redis failed now), the entries are the sweep's: it drops them once the
-		// claim is gone.
-		return errors.Join(err, s.store.ForgetWorkflowEntries(cctx, wfID))
+		// claim is gone; a node's delivery abandons its node then (workflow_orphans.go).
+		err = errors.Join(err, s.store.ForgetWorkflowEntries(cctx, wfID))
+		if err != nil {
+			s.log.Warn().Err(err).Str("workflow_id", wfID).Str("event", "workflow_abandon_failed").
+				Msg("a workflow not created left its nodes; their deliveries abandon them once its claim is gone")
+		}
+		return err
 	}
 	_ = s.store.LoadBulkScripts(ctx) // else each create finds it missing and goes alone
 	pipe := s.rdb.Pipeline()

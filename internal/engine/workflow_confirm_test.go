@@ -294,3 +294,59 @@ func TestAWorkflowWhoseEntriesWereNotWrittenIsNotCreated(t *testing.T) {
 		t.Fatalf("entries left: index %v, unconfirmed %v", running, pending)
 	}
 }
+
+// settleFails fails every settlement of a workflow (wf_settle: a single EVAL/EVALSHA of its hash),
+// as a process that died before it settled would leave it.
+type settleFails struct{}
+
+func (settleFails) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (settleFails) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (settleFails) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.HasPrefix(cmd.Name(), "eval") && confirmsWorkflow(redis.NewCmd(ctx, append([]any{"eval"}, cmd.Args()[1:]...)...)) {
+			cmd.SetErr(errors.New("connection reset"))
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// A node of a workflow that was never created (its decision's answer lost, and its process gone
+// before it settled) is abandoned at its delivery once the workflow's claim is gone, not bounced
+// until its record runs out 2 minutes later: a fair root held its type's capacity that long, and a
+// probe saw the whole type stop after one failed creation.
+func TestAnOrphanNodeIsAbandonedAtItsDelivery(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	lost := &decisionLost{send: false}
+	worker := redis.NewClient(db.Client.Options())
+	worker.AddHook(lost)
+	worker.AddHook(settleFails{})
+	t.Cleanup(func() { _ = worker.Close() })
+	var ran atomic.Int32
+	h := newHarnessOn(t, db, worker, Config{}, func(s *Stack) {
+		s.Register(TaskConfig{Type: "orphan", Fair: &Fair{Capacity: 1}}, func(context.Context, *Job) error {
+			ran.Add(1)
+			return nil
+		})
+	})
+	lost.armed.Store(true)
+	ctx, cancel := context.WithTimeout(bg, time.Second)
+	defer cancel()
+	_, err := h.stack.EnqueueWorkflow(ctx, WorkflowSpec{Tenant: "t1", Nodes: []WorkflowNode{{ID: "a", Spec: Spec{Type: "orphan", Tenant: "t1"}}}})
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("a workflow whose decision was lost: %v, want ErrOutcomeUnknown", err)
+	}
+	// The node holds the type's one place; the next job of the type waits behind it.
+	next := h.enqueue(Spec{Type: "orphan", Tenant: "t2"})
+	h.waitStatus(next, "done", 20*time.Second)
+	if keys := h.rdb.Keys(bg, "jobguard:*:job:*").Val(); len(keys) != 1 {
+		t.Fatalf("records left: %v, want the next job's only", keys)
+	}
+	if n := ran.Load(); n != 1 {
+		t.Fatalf("%d runs, want 1 (the orphan never runs)", n)
+	}
+}

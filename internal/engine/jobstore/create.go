@@ -249,6 +249,16 @@ func (s *Store) Abandon(ctx context.Context, k Keys, id string) error {
 	return nil
 }
 
+// AbandonUnconfirmed is Abandon, telling whether the record was removed (false: it is confirmed,
+// and kept).
+func (s *Store) AbandonUnconfirmed(ctx context.Context, k Keys, id string) (bool, error) {
+	n, err := abandonScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline, k.Marker, k.Pending}, id).Int()
+	if err != nil {
+		return false, fmt.Errorf("jobstore: abandon job %s: %w", id, err)
+	}
+	return n == 1, nil
+}
+
 // AbandonMany is Abandon for each of jobs ids (keys[i] being ids[i]'s), in one pipeline: a
 // workflow's nodes. It returns the first error.
 func (s *Store) AbandonMany(ctx context.Context, keys []Keys, ids []string) error {

@@ -36,3 +36,12 @@ func (s *Store) SettleWorkflow(ctx context.Context, id string) (string, error) {
 	}
 	return "", replyError("wf_settle", st)
 }
+
+// WorkflowExists reports whether workflow id's hash exists (a claim, or a workflow created).
+func (s *Store) WorkflowExists(ctx context.Context, id string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, s.WorkflowKey(id)).Result()
+	if err != nil {
+		return false, fmt.Errorf("jobstore: workflow %s: %w", id, err)
+	}
+	return n == 1, nil
+}
