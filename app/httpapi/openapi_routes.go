@@ -208,10 +208,10 @@ func coreOperations() []apidoc.Operation {
 			Tags:   []string{"workflows"},
 			Params: []apidoc.Param{{Ref: "WorkflowIDPath"}},
 			Responses: withProblems([]apidoc.Response{
-				{Status: http.StatusOK, Description: "Cancelled: the workflow as it is after the cancel.",
+				{Status: http.StatusOK, Description: "Cancelled: the workflow as it is after the cancel (a cancelled workflow's cancel again too).",
 					Headers: rateHeaders,
 					Body:    workflowView{}},
-				{Status: http.StatusConflict, Description: "The workflow has ended. Codes: `workflow_ended`.",
+				{Status: http.StatusConflict, Description: "The workflow has ended other than cancelled. Codes: `workflow_ended`.",
 					Headers: rateHeaders,
 					Codes:   []string{problem.CodeWorkflowEnded}},
 			}, tenantAction...)},

@@ -368,14 +368,22 @@ func (a *api) getWorkflow(c *fiber.Ctx) error {
 }
 
 // cancelWorkflow is POST /workflows/{id}/cancel: no node is released from then on, every node not
-// ended is cancelled; 409 when the workflow had ended.
+// ended is cancelled; 409 when the workflow had ended other than cancelled. A cancel of a cancelled
+// workflow is answered as the first was (200, the workflow): a client whose first cancel got a 503
+// (Redis stalled, the cancel took) retries it, and must learn that it took.
 func (a *api) cancelWorkflow(c *fiber.Ctx) error {
 	v, err := a.loadWorkflow(c, "workflow")
 	if err != nil {
 		return err
 	}
+	if v.Status == "cancelled" {
+		return c.JSON(viewOfWorkflow(v))
+	}
 	err = a.stack.CancelWorkflow(c.UserContext(), v.ID)
 	if errors.Is(err, engine.ErrWorkflowEnded) {
+		if now, lerr := a.loadWorkflow(c, "workflow"); lerr == nil && now.Status == "cancelled" {
+			return c.JSON(viewOfWorkflow(now)) // another cancel won the race
+		}
 		return &problem.HTTPError{Status: http.StatusConflict, Code: problem.CodeWorkflowEnded, Detail: "the workflow has ended (" + problem.Reason(err, engine.ErrWorkflowEnded) + ")"}
 	}
 	if err != nil {

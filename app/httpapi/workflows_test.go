@@ -162,6 +162,11 @@ func TestWorkflowCancelEndpoint(t *testing.T) {
 			t.Fatalf("node after the cancel: %+v", n)
 		}
 	}
+	// Its retry (the first answered 503 in a stall, and took) learns that it took.
+	resp, out = post(t, r, "/workflows/"+created.WorkflowID+"/cancel", "", bearer(tokenA)...)
+	if err := json.Unmarshal([]byte(out), &v); err != nil || resp.StatusCode != 200 || v.Status != "cancelled" {
+		t.Fatalf("the cancel again: %d %s, want 200 cancelled", resp.StatusCode, out)
+	}
 	resp, _ = get(t, r.base+"/workflows/wf-nope", bearer(tokenA)...)
 	if resp.StatusCode != 404 {
 		t.Fatalf("a malformed id: %d", resp.StatusCode)
