@@ -33,8 +33,8 @@ func (s *Stack) confirmWorkflow(ctx context.Context, w WorkflowSpec, created Wor
 	_, cluster := s.rdb.(*redis.ClusterClient)
 	durable := s.store.Durability()
 	var wc jobstore.WorkflowConfirmation
-	// One node runs the pipeline in order: a Finally command that checks the same deadline runs
-	// only if the confirmation could. In durable mode the pipeline ends with a WAIT.
+	// One node runs the pipeline in order: a Finally command conditional on created.Decision runs
+	// only if the confirmation took. In durable mode the pipeline ends with a WAIT.
 	werr = durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
 		wc = s.store.QueueWorkflowConfirm(ctx, pipe, created.ID, s.store.WriteDeadline(ctx))
 		if !cluster && w.Finally != nil {
@@ -113,9 +113,9 @@ func (s *Stack) confirmNodes(ctx context.Context, wfID, tenant string, nodes []p
 		return werr, fmt.Errorf("%w: %s", errNodesRefused, strings.Join(refused, "; "))
 	}
 	if werr != nil {
-		// The replicas did not acknowledge them (durable mode): a failover could lose them. The
-		// workflow stays in the set, and the sweep confirms them again (the same answer, another
-		// WAIT).
+		// The replicas did not acknowledge them (durable mode): reported to the caller. The
+		// workflow stays in the set until a sweep reads its nodes confirmed (or, after a
+		// failover that lost them, confirms them again).
 		return werr, nil
 	}
 	// Only once every confirmation answered (on a cluster the set's slot is on another master, and
@@ -186,9 +186,8 @@ const unknownSettleTries = 30
 // agree with Redis's. Confirmed, its nodes are confirmed; a claim (taken back now) or gone, its
 // nodes are abandoned. Left to run out, they held their deliveries bouncing for 2 minutes, and a
 // fair type's roots their keys' turns (a probe saw one tenant's fair jobs wait that long). It
-// waits until ctx's deadline has passed first (without one, until the claim has run out): the
-// caller's Finally in the confirmation's pipeline, an Idempotency-Key's answer, checks the same
-// deadline, and must not land for a workflow that was taken back.
+// waits until ctx's deadline has passed first (without one, until the claim has run out), so that
+// a confirmation still on its way lands rather than finds its workflow taken back.
 func (s *Stack) settleUnknown(ctx context.Context, created WorkflowCreated, tenant string, nodes []pendingNode, abandon func() error) {
 	after := time.Now().Add(claimTTL + time.Second)
 	if d, ok := ctx.Deadline(); ok {
