@@ -19,10 +19,16 @@ import (
 // nodesLost lets a workflow's confirmation through, then drops the next pipeline of scripts
 // sent on the client (its nodes' confirmation), as a Redis that failed just after the decision,
 // or a process that died then, would.
-type nodesLost struct{ stage atomic.Int32 } // 1: armed by Finally; 2: the workflow's went; 3: dropped
+type nodesLost struct {
+	pipelinesOnly
+	stage atomic.Int32 // 1: armed by Finally; 2: the workflow's went; 3: dropped
+}
 
-func (h *nodesLost) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *nodesLost) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+// pipelinesOnly lets dials and single commands through: a hook embedding it acts on pipelines.
+type pipelinesOnly struct{}
+
+func (pipelinesOnly) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (pipelinesOnly) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
 func (h *nodesLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
@@ -117,12 +123,10 @@ func TestWorkflowNodesLostAfterTheDecisionAreConfirmedByTheSweep(t *testing.T) {
 
 // decisionLost loses the answer of the next workflow confirmation: sent (its reply lost) or not.
 type decisionLost struct {
+	pipelinesOnly
 	armed atomic.Bool
 	send  bool
 }
-
-func (h *decisionLost) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *decisionLost) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
 func (h *decisionLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
@@ -241,10 +245,10 @@ func TestTheSweepKeepsAClaimedWorkflowsEntries(t *testing.T) {
 
 // entriesLost fails the next pipeline's writes to the {workflows} slot (its master failed over),
 // the rest of it having run.
-type entriesLost struct{ armed atomic.Bool }
-
-func (h *entriesLost) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *entriesLost) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+type entriesLost struct {
+	pipelinesOnly
+	armed atomic.Bool
+}
 
 func (h *entriesLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
