@@ -43,16 +43,16 @@ type fairRig struct {
 	srvs   []*asynq.Server
 }
 
-// newFairRig registers tc with h on servers stacks of 4 handlers each (not started).
+// newFairRig registers tc with h on servers stacks (not started; handlers: newFairRigOn).
 func newFairRig(b *testing.B, servers int, tc TaskConfig, h Handler) *fairRig {
 	return newFairRigOn(b, redistest.NewDB(b), servers, tc, h)
 }
 
-// newFairRigOn is newFairRig on db.
+// newFairRigOn is newFairRig on db (JOBGUARD_FAIR_CONC handlers a server, default 4).
 func newFairRigOn(b *testing.B, db redistest.DB, servers int, tc TaskConfig, h Handler) *fairRig {
 	r := &fairRig{b: b, db: db, client: asynq.NewClientFromRedisClient(db.Client)}
 	for i := range servers {
-		s := New(db.Client, Config{Concurrency: 4, WorkerID: fmt.Sprintf("w%d", i), LeaseTTL: 5 * time.Second})
+		s := New(db.Client, Config{Concurrency: envInt("JOBGUARD_FAIR_CONC", 4), WorkerID: fmt.Sprintf("w%d", i), LeaseTTL: 5 * time.Second})
 		s.Register(tc, h)
 		r.stacks = append(r.stacks, s)
 	}
@@ -62,7 +62,7 @@ func newFairRigOn(b *testing.B, db redistest.DB, servers int, tc TaskConfig, h H
 
 func (r *fairRig) start() {
 	for _, s := range r.stacks {
-		cfg := s.ServerConfig(asynq.Config{Concurrency: 4, Queues: map[string]int{"default": 1}, ShutdownTimeout: 2 * time.Second,
+		cfg := s.ServerConfig(asynq.Config{Concurrency: envInt("JOBGUARD_FAIR_CONC", 4), Queues: map[string]int{"default": 1}, ShutdownTimeout: 2 * time.Second,
 			Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel, TaskCheckInterval: 20 * time.Millisecond})
 		srv := asynq.NewServerFromRedisClient(r.db.Client, cfg)
 		if err := srv.Start(s.Mux()); err != nil {
@@ -168,13 +168,14 @@ func BenchmarkFairWeights(b *testing.B) {
 }
 
 // BenchmarkFairManyKeys: JOBGUARD_FAIR_KEYS keys (default 5000) with 2 jobs each are enqueued
-// before the servers start, then drained by 8 no-op handlers, with and without fair dispatch:
+// before the servers start, then drained by 8 no-op handlers (JOBGUARD_FAIR_CONC a server, 2
+// servers; the fair type's Capacity JOBGUARD_FAIR_CAPACITY, default 16), with and without fair dispatch:
 // the drain's throughput, and the Redis bytes per waiting job (used_memory growth over the
 // enqueue; with fair dispatch also the admission keys' own MEMORY USAGE). JOBGUARD_FAIR_ROUNDS
 // rounds (default 1) each run both sides, the order alternating from round to round (this
 // machine's speed drifts by more than the difference measured: a side's ratio is taken against the
 // other side of its own round); the reported ratios are the rounds' medians, the log gives their
-// spread.
+// spread. JOBGUARD_FAIR_SIDE=fair (or plain) runs that side alone, for a profile of it.
 func BenchmarkFairManyKeys(b *testing.B) {
 	keys := envInt("JOBGUARD_FAIR_KEYS", 5000)
 	var specs []Spec
@@ -184,6 +185,13 @@ func BenchmarkFairManyKeys(b *testing.B) {
 		}
 	}
 	rounds := envInt("JOBGUARD_FAIR_ROUNDS", 1)
+	if side := os.Getenv("JOBGUARD_FAIR_SIDE"); side != "" {
+		for round := range rounds {
+			drain, whole := fairManyKeysSide(b, specs, side == "fair", round == 0)
+			fmt.Printf("FairManyKeys round %d, %s alone: %.0f jobs/s drained, %.0f enqueue plus drain\n", round+1, side, drain, whole)
+		}
+		return
+	}
 	var drainRatios, wholeRatios []float64
 	for round := range rounds {
 		rate, whole := map[bool]float64{}, map[bool]float64{}
@@ -249,6 +257,7 @@ func fairManyKeysSide(b *testing.B, specs []Spec, fair, detail bool) (drainRate,
 		}
 	}
 	calls0, usec0 := redisWork(b, r.db.Client)
+	reads0 := redisReads(b, r.db.Client)
 	mix0, usec0s, _ := commandStats(r.db.Client)
 	begin, drainCPU := time.Now(), processCPU()
 	r.start()
@@ -257,6 +266,7 @@ func fairManyKeysSide(b *testing.B, specs []Spec, fair, detail bool) (drainRate,
 	}
 	took, drainCPU := time.Since(begin), processCPU()-drainCPU
 	calls1, usec1 := redisWork(b, r.db.Client)
+	reads1 := redisReads(b, r.db.Client)
 	if scriptTimesOn {
 		logScriptTimes(b, r.db.Client, len(specs))
 	}
@@ -270,8 +280,8 @@ func fairManyKeysSide(b *testing.B, specs []Spec, fair, detail bool) (drainRate,
 	}
 	logCommandMix(b, r.db.Client, mix0, usec0s, len(specs))
 	perJob := func(a, b int64) float64 { return float64(b-a) / float64(len(specs)) }
-	b.Logf("%s drain: %.1f Redis commands and %.0f µs of Redis CPU per job; the Go process's CPU per job %.0f µs in the enqueue, %.0f µs in the drain",
-		name, perJob(calls0, calls1), perJob(usec0, usec1),
+	b.Logf("%s drain: %.1f Redis commands in %.1f reads and %.0f µs of Redis CPU per job; the Go process's CPU per job %.0f µs in the enqueue, %.0f µs in the drain",
+		name, perJob(calls0, calls1), perJob(reads0, reads1), perJob(usec0, usec1),
 		enqueueCPU*1e6/float64(len(specs)), drainCPU*1e6/float64(len(specs)))
 	b.ReportMetric(float64(grown)/float64(len(specs)), name+"-B/waiting-job")
 	if fair {
@@ -341,6 +351,23 @@ func redisWork(b *testing.B, rdb *redis.Client) (calls, usec int64) {
 		calls, usec = calls+int64(c[name]), usec+int64(u[name])
 	}
 	return calls, usec
+}
+
+// redisReads is how many reads of its clients' connections Redis has served (INFO stats
+// total_reads_processed): each is one round trip, whatever number of commands it carried.
+func redisReads(b *testing.B, rdb *redis.Client) int64 {
+	info, err := rdb.Info(bg, "stats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_reads_processed:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	b.Fatal("INFO stats has no total_reads_processed")
+	return 0
 }
 
 // logScriptTimes logs the µs of Redis time per job of each script run since startMeter (SLOWLOG at

@@ -151,7 +151,7 @@ func TestACancelledWaitingJobLeavesItsBacklogAtOnce(t *testing.T) {
 	tc, _ := h.stack.TaskConfig("seq-withdraw")
 	sh := h.stack.fairShardOf(tc, "k")
 	backlog := func() int64 {
-		c, err := h.stack.store.FairKeyCounts(bg, sh, "k")
+		c, err := h.stack.store.FairKeyCounts(bg, "k", sh)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +236,7 @@ func TestACancelledWaitingNodeLeavesItsBacklogAtOnce(t *testing.T) {
 	after := h.enqueue(Spec{Type: "seq-wf-withdraw", Tenant: "t", Payload: []byte("k-after")})
 	backlog := func() int64 {
 		tc, _ := h.stack.TaskConfig("seq-wf-withdraw")
-		n, err := h.stack.store.FairKeyCounts(bg, h.stack.fairShardOf(tc, "k"), "k")
+		n, err := h.stack.store.FairKeyCounts(bg, "k", h.stack.fairShardOf(tc, "k"))
 		if err != nil {
 			t.Fatal(err)
 		}

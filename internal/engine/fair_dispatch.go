@@ -415,7 +415,15 @@ func (s *Stack) FairKeyCounts(ctx context.Context, typ, key string) (jobstore.Fa
 	if !ok || tc.Fair == nil {
 		return jobstore.FairKeyCount{}, fmt.Errorf("%w: %q is not dispatched fairly", ErrUnknownType, typ)
 	}
-	c, err := s.store.FairKeyCounts(ctx, s.fairShardOf(tc, key), key)
+	shards := []jobstore.FairShard{s.fairShardOf(tc, key)}
+	old, err := s.fairOldLayouts(ctx, tc) // after a shard-count change, jobs may wait in the old one
+	if err != nil {
+		return jobstore.FairKeyCount{}, err
+	}
+	for _, m := range old {
+		shards = append(shards, fairShardIn(tc.Type, key, m))
+	}
+	c, err := s.store.FairKeyCounts(ctx, key, shards...)
 	if err != nil {
 		return c, fmt.Errorf("engine: %w", err)
 	}

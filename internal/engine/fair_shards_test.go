@@ -204,6 +204,10 @@ func TestFairShardsChangedWhileJobsWait(t *testing.T) {
 	if c, err := viewer.FairCounts(bg, tc.Type, 10); err != nil || c.Admitted+sumBacklog(c) != int64(len(ids)) || len(c.TopKeys) != 2 {
 		t.Fatalf("counts of the new layout's process: %+v %v, want the old layout's %d jobs and keys a and b", c, err, len(ids))
 	}
+	// And so is one key's, a tenant's own view.
+	if k, err := viewer.FairKeyCounts(bg, tc.Type, "a"); err != nil || k.Backlog+k.Running != int64(len(ids)/2) {
+		t.Fatalf("key a's counts in the new layout's process: %+v %v, want its %d jobs of the old layout", k, err, len(ids)/2)
+	}
 	h := newHarnessOn(t, db, db.Client, Config{}, func(s *Stack) { s.Register(tc, rec.handle) })
 	eventually(t, 30*time.Second, "the old layout's jobs done", func() bool {
 		if _, err := h.stack.SweepFair(bg); err != nil {

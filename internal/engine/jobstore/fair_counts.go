@@ -167,14 +167,23 @@ func (s *Store) fairShardCounts(ctx context.Context, sh FairShard, top int) (Fai
 }
 
 // FairKeyCounts reads one key's waiting and admitted-not-ended jobs (zero for a key unknown or
-// idle), in one round trip: what a tenant may see of a type shared with other tenants.
-func (s *Store) FairKeyCounts(ctx context.Context, sh FairShard, key string) (FairKeyCount, error) {
-	k := s.FairKeys(sh)
+// idle), summed over the shards named (the key's shard in each layout the type has), in one
+// round trip: what a tenant may see of a type shared with other tenants.
+func (s *Store) FairKeyCounts(ctx context.Context, key string, shards ...FairShard) (FairKeyCount, error) {
 	pipe := s.rdb.Pipeline()
-	backlog := pipe.ZScore(ctx, k.Backlog, key)
-	running := pipe.ZScore(ctx, k.Running, key)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return FairKeyCount{}, fmt.Errorf("jobstore: fair counts %s: %w", sh.Type, err)
+	var backlogs, runnings []*redis.FloatCmd
+	for _, sh := range shards {
+		k := s.FairKeys(sh)
+		backlogs = append(backlogs, pipe.ZScore(ctx, k.Backlog, key))
+		runnings = append(runnings, pipe.ZScore(ctx, k.Running, key))
 	}
-	return FairKeyCount{Key: key, Backlog: int64(backlog.Val()), Running: int64(running.Val())}, nil
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return FairKeyCount{}, fmt.Errorf("jobstore: fair counts of a key: %w", err)
+	}
+	c := FairKeyCount{Key: key}
+	for i := range shards {
+		c.Backlog += int64(backlogs[i].Val())
+		c.Running += int64(runnings[i].Val())
+	}
+	return c, nil
 }

@@ -224,7 +224,7 @@ func TestFairWaitOnce(t *testing.T) {
 	once("n1") // admitted already: nothing
 	once("n2")
 	once("n2") // waiting already: nothing
-	if c, _ := b.s.FairKeyCounts(bg, b.shard(), "k"); c.Backlog != 1 || c.Running != 1 {
+	if c, _ := b.s.FairKeyCounts(bg, "k", b.shard()); c.Backlog != 1 || c.Running != 1 {
 		t.Fatalf("key counts %+v, want 1 waiting (n2 once), 1 running (n1 once)", c)
 	}
 	if _, next := b.done("n1"); fmt.Sprint(ids(next)) != "[n2]" {

@@ -17,7 +17,7 @@ func (b fairBundle) withdraw(id string) bool {
 
 func (b fairBundle) backlog(key string) int64 {
 	b.t.Helper()
-	c, err := b.s.FairKeyCounts(bg, b.shard(), key)
+	c, err := b.s.FairKeyCounts(bg, key, b.shard())
 	if err != nil {
 		b.t.Fatal(err)
 	}
