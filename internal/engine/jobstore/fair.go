@@ -101,6 +101,15 @@ func (sh FairShard) tag() string {
 
 // FairKeys returns the admission keys of one shard of a task type.
 func (s *Store) FairKeys(sh FairShard) FairKeys {
+	if k, ok := s.fairKeys.Load(sh); ok {
+		return k.(FairKeys)
+	}
+	k := s.buildFairKeys(sh)
+	s.fairKeys.Store(sh, k)
+	return k
+}
+
+func (s *Store) buildFairKeys(sh FairShard) FairKeys {
 	tag := sh.tag()
 	k := func(name string) string { return s.locks.Key(tag, "fair:"+name) }
 	return FairKeys{Ready: k("ready"), Backlog: k("backlog"), Running: k("running"), Admitted: k("admitted"),

@@ -3,6 +3,7 @@ package jobstore
 import (
 	"embed"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -103,6 +104,10 @@ type Store struct {
 	bulkLoaded atomic.Bool
 	// stripes is how many stripes the indexes have (stripes.go).
 	stripes int
+	// fairKeys caches FairKeys by FairShard: every fair wait, end and admission names fifteen keys,
+	// and building them was 2% of a fair drain's CPU. A process knows a few types of at most 64
+	// shards each (and their old layouts), so the map stays small.
+	fairKeys sync.Map
 }
 
 // New returns a store on rdb whose keys are locks' (same prefix and hash tags).
