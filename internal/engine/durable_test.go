@@ -3,12 +3,16 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/redistest"
 )
 
@@ -124,4 +128,73 @@ func (h *harness) view(id string) View {
 		h.t.Fatal(err)
 	}
 	return v
+}
+
+// In durable mode a sweep's confirmations of a workflow's nodes count only once the replicas hold
+// them: a sweep whose WAIT was refused keeps the workflow in the set of unconfirmed ones, and so
+// does every sweep after it (the nodes, confirmed on the master, are confirmed again for the WAIT)
+// until the replica acknowledges. Before, the second sweep found the nodes confirmed and dropped
+// the workflow with the replica still paused: a failover then lost the confirmations for good.
+func TestDurableSweepKeepsTheNodesUntilTheReplicaHoldsThem(t *testing.T) {
+	t.Parallel()
+	master, replica := replicated(t)
+	db := redistest.DB{Server: master, Client: master.Client(t, 0)}
+	lost := &nodesLost{}
+	worker := redis.NewClient(db.Client.Options())
+	worker.AddHook(lost)
+	t.Cleanup(func() { _ = worker.Close() })
+	h := newHarnessOn(t, db, worker, Config{DurableReplicas: 1, DurableTimeout: 300 * time.Millisecond}, func(s *Stack) {
+		// Its queue is not served: the test reads the records, nothing runs.
+		s.Register(TaskConfig{Type: "later", Queue: "not-served"}, func(context.Context, *Job) error { return nil })
+	})
+	c, err := h.stack.EnqueueWorkflow(bg, WorkflowSpec{Tenant: "t1", Nodes: []WorkflowNode{{ID: "a", Spec: Spec{Type: "later"}}},
+		Finally: func(context.Context, redis.Pipeliner, WorkflowCreated) { lost.stage.Store(1) }})
+	// Created and said so, with its nodes' WAIT (lost with their confirmation) not acknowledged.
+	if !errors.Is(err, ErrNotDurable) || c.ID == "" || lost.stage.Load() != 3 {
+		t.Fatalf("a workflow whose nodes' confirmation was lost: %+v %v (hook stage %d)", c, err, lost.stage.Load())
+	}
+	k, _ := h.stack.Store().Keys(c.Jobs["a"], "")
+	unconfirmed := func() bool {
+		ids, err := h.stack.Store().WorkflowsUnconfirmed(bg, 10)
+		return err == nil && slices.Contains(ids, c.ID)
+	}
+
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = replica.Resume()
+		}
+	}()
+	for sweep := 1; sweep <= 2; sweep++ {
+		if _, err := h.stack.SweepWorkflows(bg); !errors.Is(err, ErrNotDurable) {
+			t.Fatalf("sweep %d with the replica paused: %v, want its WAIT refused", sweep, err)
+		}
+		if got := db.Client.HGet(bg, k.Record, jobstore.FieldConfirmed).Val(); got != "1" || !unconfirmed() {
+			t.Fatalf("after sweep %d with the replica paused: confirmed %q on the master, in the set %v; want 1, true",
+				sweep, got, unconfirmed())
+		}
+	}
+
+	if err := replica.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	rc := replica.Client(t, 0)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := h.stack.SweepWorkflows(bg)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sweep with the replica back: %v", err)
+		}
+	}
+	if unconfirmed() || rc.HGet(bg, k.Record, jobstore.FieldConfirmed).Val() != "1" {
+		t.Fatalf("with the replica back: in the set %v, the replica's confirmed %q; want false, 1",
+			unconfirmed(), rc.HGet(bg, k.Record, jobstore.FieldConfirmed).Val())
+	}
 }

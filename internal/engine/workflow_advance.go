@@ -198,7 +198,7 @@ func (s *Stack) SweepWorkflows(ctx context.Context) (int, error) {
 	}
 	var errs []error
 	for _, id := range pending {
-		err := s.repairWorkflow(ctx, id)
+		err := s.repairWorkflow(ctx, id, true)
 		if errors.Is(err, errWorkflowClaimed) {
 			continue // its confirmation may not have landed yet (a cluster): looked at again later
 		}
@@ -217,7 +217,7 @@ func (s *Stack) SweepWorkflows(ctx context.Context) (int, error) {
 		if slices.Contains(pending, id) {
 			continue
 		}
-		if err := s.repairWorkflow(ctx, id); err != nil && !errors.Is(err, errWorkflowClaimed) {
+		if err := s.repairWorkflow(ctx, id, false); err != nil && !errors.Is(err, errWorkflowClaimed) {
 			errs = append(errs, err)
 		}
 	}
@@ -231,8 +231,9 @@ func (s *Stack) SweepWorkflows(ctx context.Context) (int, error) {
 var errWorkflowClaimed = errors.New("engine: workflow not confirmed yet")
 
 // repairWorkflow brings workflow id's hash in line with its nodes' records; errWorkflowClaimed
-// when it is a claim.
-func (s *Stack) repairWorkflow(ctx context.Context, id string) error {
+// when it is a claim. unconfirmed: id came from the set of workflows whose nodes may not all be
+// confirmed (confirmPending).
+func (s *Stack) repairWorkflow(ctx context.Context, id string, unconfirmed bool) error {
 	w, err := s.store.LoadWorkflow(ctx, id)
 	if errors.Is(err, jobstore.ErrWorkflowClaimed) {
 		return errWorkflowClaimed
@@ -257,7 +258,7 @@ func (s *Stack) repairWorkflow(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	if err := s.confirmPending(ctx, w, open, states); err != nil {
+	if err := s.confirmPending(ctx, w, open, states, unconfirmed); err != nil {
 		return err
 	}
 	for i, n := range open {
@@ -319,7 +320,7 @@ func (s *Stack) CancelWorkflow(ctx context.Context, id string) error {
 	case state == "ended":
 		return fmt.Errorf("%w: it is %s", ErrWorkflowEnded, strings.Join(rest, ""))
 	}
-	return s.repairWorkflow(ctx, id)
+	return s.repairWorkflow(ctx, id, false)
 }
 
 // WorkflowView is a workflow and the status of each node's job.

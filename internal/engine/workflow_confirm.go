@@ -58,11 +58,13 @@ func (s *Stack) confirmWorkflow(ctx context.Context, w WorkflowSpec, created Wor
 // are gone: the sweep counts those nodes expired). Trying again changes nothing.
 var errNodesRefused = errors.New("engine: workflow nodes' records refused their confirmation")
 
-// pendingNode is a node of a confirmed workflow whose record is not confirmed yet.
+// pendingNode is a node of a confirmed workflow whose record is not confirmed yet, or (again) one
+// whose confirmation is sent again for its WAIT only: it is not indexed again.
 type pendingNode struct {
-	keys jobstore.Keys
-	id   string
-	tags []string
+	keys  jobstore.Keys
+	id    string
+	tags  []string
+	again bool
 }
 
 // confirmNodes confirms the records of nodes, of a workflow of tenant that is confirmed, in one
@@ -92,8 +94,10 @@ func (s *Stack) confirmNodes(ctx context.Context, wfID, tenant string, nodes []p
 	werr = durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
 		for i, n := range nodes {
 			confirms[i] = queueConfirm(ctx, pipe, n.keys, n.id, 0, 0)
-			s.store.QueueIndex(ctx, pipe, tenant, n.id, n.tags, now)
-			s.store.QueueExpiry(ctx, pipe, n.id, s.store.ExpiryDue(now, time.Time{}))
+			if !n.again {
+				s.store.QueueIndex(ctx, pipe, tenant, n.id, n.tags, now)
+				s.store.QueueExpiry(ctx, pipe, n.id, s.store.ExpiryDue(now, time.Time{}))
+			}
 		}
 	})
 	var failed, refused []string
@@ -114,8 +118,8 @@ func (s *Stack) confirmNodes(ctx context.Context, wfID, tenant string, nodes []p
 	}
 	if werr != nil {
 		// The replicas did not acknowledge them (durable mode): reported to the caller. The
-		// workflow stays in the set until a sweep reads its nodes confirmed (or, after a
-		// failover that lost them, confirms them again).
+		// workflow stays in the set until a sweep's confirmations of its nodes are acknowledged
+		// (confirmPending sends them again, or confirms them anew after a failover that lost them).
 		return werr, nil
 	}
 	// Only once every confirmation answered (on a cluster the set's slot is on another master, and
@@ -126,11 +130,20 @@ func (s *Stack) confirmNodes(ctx context.Context, wfID, tenant string, nodes []p
 // confirmPending confirms the records of workflow w's open nodes (states being theirs) that are
 // not confirmed yet: the workflow is, and the process that confirmed it died before its nodes (or
 // Redis failed then). A node whose record is gone is left to the sweep's expiry of it.
-func (s *Stack) confirmPending(ctx context.Context, w jobstore.WorkflowRecord, open []jobstore.WorkflowNodeState, states []jobstore.NodeRecord) error {
+func (s *Stack) confirmPending(ctx context.Context, w jobstore.WorkflowRecord, open []jobstore.WorkflowNodeState, states []jobstore.NodeRecord, unconfirmed bool) error {
+	// In durable mode a workflow of the set of unconfirmed ones may have had its nodes confirmed
+	// by a sweep whose WAIT the replicas refused: found confirmed on the master, they are not yet
+	// known to be on a replica. Their confirmations go again (the script writes the same values),
+	// so that this sweep's WAIT covers them before the workflow leaves the set.
+	again := unconfirmed && s.store.Durability().On()
 	var pending []pendingNode
 	for i, n := range open {
-		if states[i].Status != "" && !states[i].Confirmed {
-			pending = append(pending, pendingNode{keys: keysOr(s, n.JobID), id: n.JobID, tags: states[i].Tags})
+		st := states[i]
+		switch {
+		case st.Status != "" && !st.Confirmed:
+			pending = append(pending, pendingNode{keys: keysOr(s, n.JobID), id: n.JobID, tags: st.Tags})
+		case again && st.Status != "" && !st.Status.Terminal():
+			pending = append(pending, pendingNode{keys: keysOr(s, n.JobID), id: n.JobID, again: true})
 		}
 	}
 	werr, err := s.confirmNodes(ctx, w.ID, w.Tenant, pending)
@@ -140,11 +153,22 @@ func (s *Stack) confirmPending(ctx context.Context, w jobstore.WorkflowRecord, o
 	if werr != nil {
 		return fmt.Errorf("engine: workflow %s: its nodes' confirmations: %w", w.ID, werr)
 	}
-	if len(pending) > 0 {
-		s.log.Info().Str("workflow_id", w.ID).Int("nodes", len(pending)).Str("event", "workflow_nodes_confirmed").
+	if n := len(pending) - countAgain(pending); n > 0 {
+		s.log.Info().Str("workflow_id", w.ID).Int("nodes", n).Str("event", "workflow_nodes_confirmed").
 			Msg("the sweep confirmed a confirmed workflow's nodes")
 	}
 	return nil
+}
+
+// countAgain is how many of nodes were confirmed already (their confirmations sent again).
+func countAgain(nodes []pendingNode) int {
+	n := 0
+	for _, p := range nodes {
+		if p.again {
+			n++
+		}
+	}
+	return n
 }
 
 // unknownWorkflows are the settlements of workflows whose decision's answer was lost, running in
