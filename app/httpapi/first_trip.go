@@ -106,11 +106,12 @@ func (t *firstTrip) judgeClaim(stored *answer, err error) error {
 }
 
 // finally stores the answer of a request that holds its key, in the round trip of the new job's
-// confirmation or of the duplicate's timeline event (engine Spec.Finally).
+// confirmation or of the duplicate's timeline event (engine Spec.Finally): with the confirmation on
+// one Redis node, if and only if the job was confirmed (res.Decision).
 func (t *firstTrip) finally(ctx context.Context, pipe redis.Pipeliner, res engine.Enqueued) {
 	if t.claim != nil {
 		ans := answerFor(res)
-		t.kept = keptAnswer{c: t.claim, ans: ans, cmd: t.a.idem.complete(ctx, pipe, t.claim, ans, "")}
+		t.kept = keptAnswer{c: t.claim, ans: ans, cmd: t.a.idem.complete(ctx, pipe, t.claim, ans, res.Decision)}
 	}
 }
 

@@ -221,8 +221,9 @@ func (q queuedClaim) result(ctx context.Context) (*claim, *answer, error) {
 // a retry of the request is answered by the job's dedup instead).
 //
 // decided, when not empty, is the key of the hash that the decision just before it in pipe (on one
-// Redis node) confirms: the answer is stored only if that decision took, and checks no deadline
-// itself (the decision did). The returned command answers 1 when the answer was stored.
+// Redis node) confirms, a workflow's or a job's record: the answer is stored only if that decision
+// took, and checks no deadline itself (the decision did). The returned command answers 1 when the
+// answer was stored.
 func (s idempotency) complete(ctx context.Context, pipe redis.Pipeliner, c *claim, a answer, decided string) *redis.Cmd {
 	if decided != "" {
 		return idemCompleteDecided.Eval(ctx, pipe, []string{c.key, decided}, c.token, a.status, string(a.body), a.location, s.retention.Milliseconds())

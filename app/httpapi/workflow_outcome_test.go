@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -133,43 +135,64 @@ func TestWorkflowAnswerFollowsItsConfirmationNotTheClock(t *testing.T) {
 	}
 }
 
-// lateJobAnswer moves the deadline of the next answer stored with a job's confirmation to the
-// past (the request's deadline passed between the two adjacent commands); the reply comes back.
-type lateJobAnswer struct{ armed atomic.Bool }
+// splitJobAnswer runs the next pipeline that stores an Idempotency-Key's answer with a job's
+// confirmation as a Redis stalled between the two would: the confirmation, then the answer once the
+// request's deadline has passed (an answer that checks that deadline is given one long past), and
+// its reply is lost.
+type splitJobAnswer struct{ armed atomic.Bool }
 
-func (h *lateJobAnswer) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *lateJobAnswer) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *splitJobAnswer) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *splitJobAnswer) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
-func (h *lateJobAnswer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *splitJobAnswer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			args := c.Args()
-			if len(args) == 10 && c.Name() == "eval" && fmt.Sprint(args[2]) == "1" && strings.Contains(fmt.Sprint(args[3]), "{idem:") &&
-				h.armed.CompareAndSwap(true, false) {
-				args[9] = int64(1) // long past
-			}
+		answer := slices.IndexFunc(cmds, storesAnAnswer)
+		if answer < 0 || !h.armed.CompareAndSwap(true, false) {
+			return next(ctx, cmds)
 		}
-		return next(ctx, cmds)
+		if args := cmds[answer].Args(); fmt.Sprint(args[2]) == "1" && len(args) == 10 {
+			args[9] = int64(1) // idem_complete: EVAL script 1 key token status body location retention deadline
+		}
+		_ = next(ctx, cmds)
+		for _, c := range cmds {
+			c.SetErr(errReplyLost)
+		}
+		return errReplyLost
 	}
 }
 
-// A job created whose answer, queued after its confirmation, missed the request's deadline by the
-// time between the two commands, is answered 202 and its answer stored all the same: a retry with
-// the key meets it. Before, the key stayed claimed without an answer, and the retry was 409.
-func TestAJobsAnswerThatMissedTheDeadlineIsStoredAgain(t *testing.T) {
+// storesAnAnswer tells the command that stores an Idempotency-Key's answer (EVAL with its record
+// first among the keys).
+func storesAnAnswer(c redis.Cmder) bool {
+	args := c.Args()
+	return c.Name() == "eval" && len(args) > 3 && strings.Contains(fmt.Sprint(args[3]), "{idem:")
+}
+
+// A job whose confirmation took while the answer stored after it missed the request's deadline (a
+// Redis stalled between the two commands), the reply lost, is answered 503 outcome_unknown; a retry
+// with the key, once the claim has run out, gets that job replayed. Before, the answer was refused
+// by its own deadline check, and the retry created and ran a second job (a stall probe: 4 in 4).
+func TestAJobsAnswerFollowsItsConfirmationNotTheClock(t *testing.T) {
 	t.Parallel()
-	late := &lateJobAnswer{}
-	r := startAppWith(t, RoleAPI, twoTenants, func(a Process) { a.Redis().AddHook(late) })
-	h := append(bearer(tokenA), "Idempotency-Key", `"late-job-answer"`)
-	body := `{"tenant_id":"t1","resource_id":"late"}`
-	late.armed.Store(true)
-	resp, first := post(t, r, "/jobs/rebuild-cache", body, h...)
-	if resp.StatusCode != 202 || late.armed.Load() {
-		t.Fatalf("enqueue: %d %s (hook armed still: %v)", resp.StatusCode, first, late.armed.Load())
+	split := &splitJobAnswer{}
+	r := startAppWith(t, RoleAPI, map[string]string{"API_TOKENS": twoTenants["API_TOKENS"], "REQUEST_TIMEOUT": "1s"}, func(a Process) { a.Redis().AddHook(split) })
+	h := append(bearer(tokenA), "Idempotency-Key", `"split-job-answer"`)
+	body := `{"tenant_id":"t1","resource_id":"split"}`
+	split.armed.Store(true)
+	resp, out := post(t, r, "/jobs/rebuild-cache", body, h...)
+	if p := decodeProblem(t, resp, out); p.Status != 503 || p.Code != problem.CodeOutcomeUnknown || split.armed.Load() {
+		t.Fatalf("a job with its confirmation's reply lost: %+v (hook armed still: %v)", p, split.armed.Load())
 	}
-	resp, again := post(t, r, "/jobs/rebuild-cache", body, h...)
-	if resp.StatusCode != 202 || resp.Header.Get("Idempotent-Replayed") != "true" || again != first {
-		t.Fatalf("retried with the same key: %d %s (replayed %q), want %s replayed", resp.StatusCode, again,
-			resp.Header.Get("Idempotent-Replayed"), first)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, out = post(t, r, "/jobs/rebuild-cache", body, h...)
+		if resp.StatusCode != 409 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if resp.StatusCode != 202 || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retried with the same key: %d %s (replayed %q), want the first job replayed", resp.StatusCode, out,
+			resp.Header.Get("Idempotent-Replayed"))
 	}
 }

@@ -105,6 +105,13 @@ type Enqueued struct {
 	// Waiting: the new job is of a fairly dispatched type and waits in the admission layer for
 	// its key's turn (its status is waiting until its admitted delivery starts), not in asynq.
 	Waiting bool
+	// Decision is set for Spec.Finally when it runs in the round trip of the new job's
+	// confirmation on one Redis node (not on a cluster, not for a duplicate): the key of the job's
+	// record, whose field "confirmed" the confirmation just before the caller's commands sets from
+	// "0" to "1". A command that checks it there is stored if and only if the job was confirmed,
+	// whatever the time: two commands that each checked the request's deadline could be split
+	// by it (a Redis stalled between them), leaving a job without its answer.
+	Decision string
 }
 
 // Enqueue creates the job record, then its first delivery, then confirms the record. Until the
@@ -311,7 +318,9 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, res Enqueued, q
 		s.store.QueueIndex(ctx, pipe, spec.Tenant, id, spec.Tags, s.now()) // the tenant's list (GET /jobs) and its tags'
 		s.store.QueueExpiry(ctx, pipe, id, s.store.ExpiryDue(s.now(), spec.StartBy))
 		if !cluster && spec.Finally != nil {
-			spec.Finally(ctx, pipe, res)
+			decided := res
+			decided.Decision = keys.Record
+			spec.Finally(ctx, pipe, decided)
 		}
 		if cluster && durable.On() {
 			// asynq's enqueue of the delivery wrote in the queue's slot, on a master of its own
