@@ -62,6 +62,11 @@ func (r Role) serves(part Role) bool { return r == RoleAll || r == part }
 // httpShutdownTimeout bounds how long open HTTP requests may take once a stop was asked for.
 const httpShutdownTimeout = 5 * time.Second
 
+// settleWait bounds how long a stop waits for the Idempotency-Key settlements of enqueues answered
+// outcome_unknown (each ends a second past its request's deadline; one left is a key that runs out
+// unanswered, as before settlements).
+const settleWait = 3 * time.Second
+
 // App is one jobguard process.
 type App struct {
 	cfg      config.Config
@@ -365,6 +370,12 @@ func (a *App) Run(ctx context.Context) error {
 		if err := a.admin.ShutdownWithTimeout(httpShutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			a.log.Warn().Err(err).Msg("admin http shutdown")
 		}
+	}
+	if a.api != nil {
+		// An enqueue answered outcome_unknown settles its Idempotency-Key just past its deadline.
+		ctx, cancel := context.WithTimeout(context.Background(), settleWait)
+		a.api.Settle(ctx)
+		cancel()
 	}
 	wg.Wait()
 	stopHistory()

@@ -157,7 +157,11 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 		res, err := a.stack.Enqueue(c.UserContext(), a.client, spec)
 		trip.identity.enqueued(err)
 		if err != nil {
-			if !errors.Is(err, engine.ErrOutcomeUnknown) || trip.kept.cmd == nil {
+			if unknown, ok := engine.UnknownJob(err); ok && trip.claim != nil {
+				// Its confirmation's reply was lost: the key stays claimed until the job is
+				// known to stand or not (idempotency_settle.go).
+				a.idem.settleUnknown(c.UserContext(), a.stack, trip.claim, answerFor(unknown), unknown.JobID)
+			} else if !errors.Is(err, engine.ErrOutcomeUnknown) || trip.kept.cmd == nil {
 				// An unknown outcome whose answer went with its confirmation keeps the claim
 				// (onceFor says why).
 				trip.release()

@@ -38,9 +38,10 @@ type Deps struct {
 
 // API is the HTTP API a process serves.
 type API struct {
-	deps  Deps
-	http  *fiber.App
-	feeds *feeds // the event streams' shared pollers and caps
+	deps     Deps
+	http     *fiber.App
+	feeds    *feeds // the event streams' shared pollers and caps	// settling: the Idempotency-Key settlements running (idempotency_settle.go).
+	settling *settlements
 }
 
 // Metrics is the HTTP server's request, idempotency and stream counters.
@@ -71,13 +72,15 @@ func Mount(f *fiber.App, d Deps) (*API, error) {
 		return nil, fmt.Errorf("app: the API's description: %w", err) // a bad `openapi` tag on a task's type
 	}
 	openAPIRoute(f, doc) // no token: the description is public
-	a := &API{deps: d, http: f, feeds: newFeeds(d.Streams, d.Stack.Store(), eventsPoll, cfg.RequestTimeout, cfg.EventStreamsPerTenant, cfg.EventStreamsMax)}
+	a := &API{deps: d, http: f, feeds: newFeeds(d.Streams, d.Stack.Store(), eventsPoll, cfg.RequestTimeout, cfg.EventStreamsPerTenant, cfg.EventStreamsMax),
+		settling: &settlements{}}
 	(&api{
 		stack: d.Stack, client: d.Client, tokens: auth.NewTokens(cfg.APITokens), operators: auth.NewTokens(cfg.OperatorTokens), tasks: cfg.Tasks, metrics: d.Metrics.hm, sql: d.SQL,
 		streams: d.Streams,
 		limiter: limiter,
 		feeds:   a.feeds,
-		idem:    idempotency{rdb: d.Redis, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention, deadline: d.Stack.WriteDeadline},
+		idem: idempotency{rdb: d.Redis, prefix: cfg.KeyPrefix, retention: cfg.IdempotencyRetention, deadline: d.Stack.WriteDeadline,
+			settling: a.settling},
 	}).routes(f)
 	operatorRoutes(f, d.Sched, auth.NewTokens(cfg.OperatorTokens), auth.NewTokens(cfg.APITokens), limiter.handler())
 	return a, nil

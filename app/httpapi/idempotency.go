@@ -125,6 +125,8 @@ type idempotency struct {
 	// deadline is the request's deadline in Redis's clock (Stack.WriteDeadline): a claim or an
 	// answer that reaches a stalled Redis after the request gave up writes nothing.
 	deadline func(context.Context) int64
+	// settling counts the settlements of unknown outcomes running (idempotency_settle.go).
+	settling *settlements
 }
 
 func (s idempotency) deadlineOf(ctx context.Context) int64 {

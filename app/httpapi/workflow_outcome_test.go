@@ -196,3 +196,67 @@ func TestAJobsAnswerFollowsItsConfirmationNotTheClock(t *testing.T) {
 			resp.Header.Get("Idempotent-Replayed"))
 	}
 }
+
+// cutJobPipeline cuts the connection inside the next pipeline that stores an Idempotency-Key's
+// answer with a job's confirmation: the commands before the answer run (all, or none when
+// before is set), the answer never reaches Redis, and the reply is lost.
+type cutJobPipeline struct {
+	armed  atomic.Bool
+	before bool
+}
+
+func (h *cutJobPipeline) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *cutJobPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *cutJobPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		answer := slices.IndexFunc(cmds, storesAnAnswer)
+		if answer < 0 || !h.armed.CompareAndSwap(true, false) {
+			return next(ctx, cmds)
+		}
+		if !h.before {
+			_ = next(ctx, cmds[:answer])
+		}
+		for _, c := range cmds {
+			c.SetErr(errReplyLost)
+		}
+		return errReplyLost
+	}
+}
+
+// A job's outcome_unknown is settled once its request's deadline has passed: a job whose
+// confirmation took without its answer (the connection cut inside the pipeline) gets its answer
+// stored, and a retry with the key replays it; one whose confirmation never ran has its key
+// released, and a retry creates the job. Before, the key ran out unanswered, and a retry created
+// a second job (here the resource's dedup caught it: answered as a duplicate, not replayed).
+func TestAJobsUnknownOutcomeIsSettledAfterItsDeadline(t *testing.T) {
+	t.Parallel()
+	cut := &cutJobPipeline{}
+	r := startAppWith(t, RoleAPI, map[string]string{"API_TOKENS": twoTenants["API_TOKENS"], "REQUEST_TIMEOUT": "1s"},
+		func(a Process) { a.Redis().AddHook(cut) })
+	for _, c := range []struct {
+		before   bool
+		replayed string
+	}{{false, "true"}, {true, ""}} {
+		h := append(bearer(tokenA), "Idempotency-Key", fmt.Sprintf(`"cut-%v"`, c.before))
+		body := fmt.Sprintf(`{"tenant_id":"t1","resource_id":"cut-%v"}`, c.before)
+		cut.before = c.before
+		cut.armed.Store(true)
+		resp, out := post(t, r, "/jobs/rebuild-cache", body, h...)
+		if p := decodeProblem(t, resp, out); p.Status != 503 || p.Code != problem.CodeOutcomeUnknown || cut.armed.Load() {
+			t.Fatalf("cut before the confirmation %v: %+v (hook armed still: %v)", c.before, p, cut.armed.Load())
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp, out = post(t, r, "/jobs/rebuild-cache", body, h...)
+			if resp.StatusCode != 409 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if resp.StatusCode != 202 || resp.Header.Get("Idempotent-Replayed") != c.replayed {
+			t.Fatalf("cut before the confirmation %v, retried with the key: %d %s (replayed %q), want 202 replayed %q",
+				c.before, resp.StatusCode, out, resp.Header.Get("Idempotent-Replayed"), c.replayed)
+		}
+	}
+}

@@ -332,7 +332,7 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, res Enqueued, q
 	state, err := c.Result()
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: job %s: %w", ErrOutcomeUnknown, id, err)
+		return &unknownOutcome{res: res, err: err}
 	case state != jobstore.Confirmed:
 		return fmt.Errorf("%w: job %s was %s at its confirmation", ErrNotAccepted, id, state)
 	}

@@ -330,3 +330,13 @@ func (s *Store) Replace(ctx context.Context, id string, payload []byte, notBefor
 	}
 	return n == 1, nil
 }
+
+// Confirmed says whether the record of k is confirmed: it exists and its field confirmed is not
+// "0" (create writes "0", the confirmation "1"; a final record's is derived, so absent).
+func (s *Store) Confirmed(ctx context.Context, k Keys) (bool, error) {
+	v, err := s.rdb.HMGet(ctx, k.Record, FieldStatus, FieldConfirmed).Result()
+	if err != nil {
+		return false, fmt.Errorf("jobstore: read job confirmation: %w", err)
+	}
+	return v[0] != nil && v[1] != "0", nil
+}

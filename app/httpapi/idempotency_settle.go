@@ -1,0 +1,97 @@
+package httpapi
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/engine"
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
+)
+
+// A job whose confirmation's reply was lost (engine.UnknownJob) keeps its Idempotency-Key claimed:
+// the confirmation, and the answer sent with it, may still land. On one Redis node the answer is
+// conditional on the confirmation (idem_complete_decided.lua), but a connection cut inside the
+// pipeline can run the one without the other; on a cluster the answer goes only after the
+// confirmation's reply, so it was never sent. Once the request's deadline has passed on Redis's
+// clock no confirmation of it can take any more, and the job is confirmed or never will be: the
+// settlement then stores the answer (a retry with the key replays it) or releases the key (a retry
+// creates anew), before the claim runs out (ClaimSlack past the deadline). A Redis unreachable all
+// that time leaves the key to run out, as before.
+
+// settlements are the settlements running, which a process's shutdown waits for (API.Settle).
+type settlements struct{ wg sync.WaitGroup }
+
+// Settle waits until the settlements running are over, or ctx ends: a process that stops leaves
+// none half done unless it cannot wait (each ends at most ClaimSlack past its request's deadline).
+func (a *API) Settle(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		a.settling.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// settleMargin is how long past the request's deadline the settlement reads the job: the deadline
+// is checked on Redis's clock, estimated to within a few milliseconds (jobstore.SyncClock).
+const settleMargin = 200 * time.Millisecond
+
+// settleTry bounds one attempt of the settlement; settleEvery spaces the attempts.
+const (
+	settleTry   = 300 * time.Millisecond
+	settleEvery = 100 * time.Millisecond
+)
+
+// settleUnknown settles, off the request, the answer ans of job id under claim c; ctx is the
+// request's (a request without a deadline leaves its claim to run out: its confirmation could
+// land as long as the job's claim lives; so does an idempotency built without its settlements).
+func (s idempotency) settleUnknown(ctx context.Context, stack *engine.Stack, c *claim, ans answer, id string) {
+	deadline, ok := ctx.Deadline()
+	if !ok || s.settling == nil {
+		return
+	}
+	s.settling.wg.Go(func() {
+		time.Sleep(time.Until(deadline.Add(settleMargin)))
+		for end := deadline.Add(jobstore.ClaimSlack); time.Now().Before(end); time.Sleep(settleEvery) {
+			if s.settleOnce(stack, c, ans, id) == nil {
+				return
+			}
+		}
+	})
+}
+
+// settleOnce stores ans if job id is confirmed, or releases c if it is not.
+func (s idempotency) settleOnce(stack *engine.Stack, c *claim, ans answer, id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTry)
+	defer cancel()
+	keys, err := stack.Store().Keys(id, "")
+	if err != nil {
+		return err
+	}
+	var stored int
+	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
+		// One script reads the record and stores the answer: nothing can come between them.
+		stored, err = idemCompleteDecided.Run(ctx, s.rdb, []string{c.key, keys.Record},
+			c.token, ans.status, string(ans.body), ans.location, s.retention.Milliseconds()).Int()
+	} else {
+		// The record and the key live on different masters; a confirmed record stays confirmed.
+		var confirmed bool
+		if confirmed, err = stack.JobConfirmed(ctx, id); err == nil && confirmed {
+			stored, err = idemComplete.Run(ctx, s.rdb, []string{c.key},
+				c.token, ans.status, string(ans.body), ans.location, s.retention.Milliseconds(), 0).Int()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if stored == 0 {
+		return idemRelease.Run(ctx, s.rdb, []string{c.key}, c.token).Err()
+	}
+	return nil
+}
