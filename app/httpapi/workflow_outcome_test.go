@@ -16,14 +16,20 @@ import (
 	"github.com/jobguard/jobguard/app/problem"
 )
 
+// pipelinesOnly lets dials and single commands through: a hook embedding it acts on pipelines.
+type pipelinesOnly struct{}
+
+func (pipelinesOnly) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (pipelinesOnly) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
 // replyLost lets the next pipeline that confirms a workflow run on
 // Redis, then loses its reply, as a connection cut after the write would.
-type replyLost struct{ armed atomic.Bool }
+type replyLost struct {
+	pipelinesOnly
+	armed atomic.Bool
+}
 
 var errReplyLost = errors.New("read tcp: i/o timeout")
-
-func (h *replyLost) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *replyLost) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
 func (h *replyLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
@@ -139,10 +145,10 @@ func TestWorkflowAnswerFollowsItsConfirmationNotTheClock(t *testing.T) {
 // confirmation as a Redis stalled between the two would: the confirmation, then the answer once the
 // request's deadline has passed (an answer that checks that deadline is given one long past), and
 // its reply is lost.
-type splitJobAnswer struct{ armed atomic.Bool }
-
-func (h *splitJobAnswer) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *splitJobAnswer) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+type splitJobAnswer struct {
+	pipelinesOnly
+	armed atomic.Bool
+}
 
 func (h *splitJobAnswer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
@@ -201,12 +207,10 @@ func TestAJobsAnswerFollowsItsConfirmationNotTheClock(t *testing.T) {
 // answer with a job's confirmation: the commands before the answer run (all, or none when
 // before is set), the answer never reaches Redis, and the reply is lost.
 type cutJobPipeline struct {
+	pipelinesOnly
 	armed  atomic.Bool
 	before bool
 }
-
-func (h *cutJobPipeline) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *cutJobPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
 func (h *cutJobPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
