@@ -21,19 +21,48 @@ import (
 // creates anew), before the claim runs out (ClaimSlack past the deadline). A Redis unreachable all
 // that time leaves the key to run out, as before.
 
-// settlements are the settlements running, which a process's shutdown waits for (API.Settle).
-type settlements struct{ wg sync.WaitGroup }
+// settlements count the settlements running, which a process's shutdown waits for (API.Settle).
+// Not a WaitGroup: a request still in flight when the shutdown waits may start one then.
+type settlements struct {
+	mu      sync.Mutex
+	running int
+	idle    chan struct{} // closed once running is back to 0
+}
+
+func (s *settlements) start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running == 0 {
+		s.idle = make(chan struct{})
+	}
+	s.running++
+}
+
+func (s *settlements) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running--; s.running == 0 {
+		close(s.idle)
+	}
+}
+
+// done is closed once no settlement runs.
+func (s *settlements) done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running == 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return s.idle
+}
 
 // Settle waits until the settlements running are over, or ctx ends: a process that stops leaves
 // none half done unless it cannot wait (each ends at most ClaimSlack past its request's deadline).
 func (a *API) Settle(ctx context.Context) {
-	done := make(chan struct{})
-	go func() {
-		a.settling.wg.Wait()
-		close(done)
-	}()
 	select {
-	case <-done:
+	case <-a.settling.done():
 	case <-ctx.Done():
 	}
 }
@@ -56,14 +85,16 @@ func (s idempotency) settleUnknown(ctx context.Context, stack *engine.Stack, c *
 	if !ok || s.settling == nil {
 		return
 	}
-	s.settling.wg.Go(func() {
+	s.settling.start()
+	go func() {
+		defer s.settling.end()
 		time.Sleep(time.Until(deadline.Add(settleMargin)))
 		for end := deadline.Add(jobstore.ClaimSlack); time.Now().Before(end); time.Sleep(settleEvery) {
 			if s.settleOnce(stack, c, ans, id) == nil {
 				return
 			}
 		}
-	})
+	}()
 }
 
 // settleOnce stores ans if job id is confirmed, or releases c if it is not.
