@@ -257,5 +257,10 @@ func (s *Stack) settleOnce(id, tenant string, nodes []pendingNode, abandon func(
 	_, err = s.confirmNodes(ctx, id, tenant, nodes)
 	// A record that refused its confirmation is gone: the sweep counts its node expired. Only an
 	// answer that did not come is worth another try.
-	return err == nil || errors.Is(err, errNodesRefused)
+	if err != nil && !errors.Is(err, errNodesRefused) {
+		return false
+	}
+	s.log.Info().Str("workflow_id", id).Str("event", "workflow_created_settled").
+		Msg("a workflow whose confirmation's answer was lost was confirmed; its nodes are confirmed")
+	return true
 }
