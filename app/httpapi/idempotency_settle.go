@@ -105,24 +105,29 @@ func (s idempotency) settleOnce(stack *engine.Stack, c *claim, ans answer, id st
 	if err != nil {
 		return err
 	}
-	var stored int
-	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
-		// One script reads the record and stores the answer: nothing can come between them.
-		stored, err = idemCompleteDecided.Run(ctx, s.rdb, []string{c.key, keys.Record},
-			c.token, ans.status, string(ans.body), ans.location, s.retention.Milliseconds()).Int()
-	} else {
+	// On one node one script reads the record and stores the answer: nothing comes between them.
+	decided := keys.Record
+	if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
 		// The record and the key live on different masters; a confirmed record stays confirmed.
-		var confirmed bool
-		if confirmed, err = stack.JobConfirmed(ctx, id); err == nil && confirmed {
-			stored, err = idemComplete.Run(ctx, s.rdb, []string{c.key},
-				c.token, ans.status, string(ans.body), ans.location, s.retention.Milliseconds(), 0).Int()
+		confirmed, err := stack.JobConfirmed(ctx, id)
+		if err != nil {
+			return err
 		}
+		if !confirmed {
+			s.release(ctx, c)
+			return nil
+		}
+		decided = ""
 	}
+	pipe := s.rdb.Pipeline()
+	stored := s.complete(ctx, pipe, c, ans, decided)
+	_, _ = pipe.Exec(ctx)
+	n, err := stored.Int()
 	if err != nil {
 		return err
 	}
-	if stored == 0 {
-		return idemRelease.Run(ctx, s.rdb, []string{c.key}, c.token).Err()
+	if n == 0 {
+		s.release(ctx, c) // not confirmed (or the claim was lost: the release then does nothing)
 	}
 	return nil
 }

@@ -14,18 +14,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobguard/jobguard/app/problem"
+	"github.com/jobguard/jobguard/internal/testsupport"
 )
-
-// pipelinesOnly lets dials and single commands through: a hook embedding it acts on pipelines.
-type pipelinesOnly struct{}
-
-func (pipelinesOnly) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (pipelinesOnly) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
 // replyLost lets the next pipeline that confirms a workflow run on
 // Redis, then loses its reply, as a connection cut after the write would.
 type replyLost struct {
-	pipelinesOnly
+	testsupport.PipelinesOnly
 	armed atomic.Bool
 }
 
@@ -141,31 +136,45 @@ func TestWorkflowAnswerFollowsItsConfirmationNotTheClock(t *testing.T) {
 	}
 }
 
-// splitJobAnswer runs the next pipeline that stores an Idempotency-Key's answer with a job's
-// confirmation as a Redis stalled between the two would: the confirmation, then the answer once the
-// request's deadline has passed (an answer that checks that deadline is given one long past), and
-// its reply is lost.
-type splitJobAnswer struct {
-	pipelinesOnly
+// jobAnswerLost loses the reply of the next pipeline that stores an Idempotency-Key's answer with
+// a job's confirmation, having sent what send picks of its commands (answer: the answer's index).
+type jobAnswerLost struct {
+	testsupport.PipelinesOnly
 	armed atomic.Bool
+	send  func(cmds []redis.Cmder, answer int) []redis.Cmder
 }
 
-func (h *splitJobAnswer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *jobAnswerLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		answer := slices.IndexFunc(cmds, storesAnAnswer)
 		if answer < 0 || !h.armed.CompareAndSwap(true, false) {
 			return next(ctx, cmds)
 		}
-		if args := cmds[answer].Args(); fmt.Sprint(args[2]) == "1" && len(args) == 10 {
-			args[9] = int64(1) // idem_complete: EVAL script 1 key token status body location retention deadline
+		if sent := h.send(cmds, answer); len(sent) > 0 {
+			_ = next(ctx, sent)
 		}
-		_ = next(ctx, cmds)
 		for _, c := range cmds {
 			c.SetErr(errReplyLost)
 		}
 		return errReplyLost
 	}
 }
+
+// stalledBeforeTheAnswer sends the whole pipeline as a Redis stalled between the confirmation and
+// the answer would run it: the answer once the request's deadline has passed (an answer that
+// checks that deadline is given one long past).
+func stalledBeforeTheAnswer(cmds []redis.Cmder, answer int) []redis.Cmder {
+	if args := cmds[answer].Args(); fmt.Sprint(args[2]) == "1" && len(args) == 10 {
+		args[9] = int64(1) // idem_complete: EVAL script 1 key token status body location retention deadline
+	}
+	return cmds
+}
+
+// cutBeforeTheAnswer sends the commands before the answer: the connection is cut inside the pipeline.
+func cutBeforeTheAnswer(cmds []redis.Cmder, answer int) []redis.Cmder { return cmds[:answer] }
+
+// cutAtOnce sends nothing: the connection is cut before the pipeline reached Redis.
+func cutAtOnce([]redis.Cmder, int) []redis.Cmder { return nil }
 
 // storesAnAnswer tells the command that stores an Idempotency-Key's answer (EVAL with its record
 // first among the keys).
@@ -180,7 +189,7 @@ func storesAnAnswer(c redis.Cmder) bool {
 // by its own deadline check, and the retry created and ran a second job (a stall probe: 4 in 4).
 func TestAJobsAnswerFollowsItsConfirmationNotTheClock(t *testing.T) {
 	t.Parallel()
-	split := &splitJobAnswer{}
+	split := &jobAnswerLost{send: stalledBeforeTheAnswer}
 	r := startAppWith(t, RoleAPI, map[string]string{"API_TOKENS": twoTenants["API_TOKENS"], "REQUEST_TIMEOUT": "1s"}, func(a Process) { a.Redis().AddHook(split) })
 	h := append(bearer(tokenA), "Idempotency-Key", `"split-job-answer"`)
 	body := `{"tenant_id":"t1","resource_id":"split"}`
@@ -203,31 +212,6 @@ func TestAJobsAnswerFollowsItsConfirmationNotTheClock(t *testing.T) {
 	}
 }
 
-// cutJobPipeline cuts the connection inside the next pipeline that stores an Idempotency-Key's
-// answer with a job's confirmation: the commands before the answer run (all, or none when
-// before is set), the answer never reaches Redis, and the reply is lost.
-type cutJobPipeline struct {
-	pipelinesOnly
-	armed  atomic.Bool
-	before bool
-}
-
-func (h *cutJobPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		answer := slices.IndexFunc(cmds, storesAnAnswer)
-		if answer < 0 || !h.armed.CompareAndSwap(true, false) {
-			return next(ctx, cmds)
-		}
-		if !h.before {
-			_ = next(ctx, cmds[:answer])
-		}
-		for _, c := range cmds {
-			c.SetErr(errReplyLost)
-		}
-		return errReplyLost
-	}
-}
-
 // A job's outcome_unknown is settled once its request's deadline has passed: a job whose
 // confirmation took without its answer (the connection cut inside the pipeline) gets its answer
 // stored, and a retry with the key replays it; one whose confirmation never ran has its key
@@ -235,7 +219,7 @@ func (h *cutJobPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // a second job (here the resource's dedup caught it: answered as a duplicate, not replayed).
 func TestAJobsUnknownOutcomeIsSettledAfterItsDeadline(t *testing.T) {
 	t.Parallel()
-	cut := &cutJobPipeline{}
+	cut := &jobAnswerLost{}
 	r := startAppWith(t, RoleAPI, map[string]string{"API_TOKENS": twoTenants["API_TOKENS"], "REQUEST_TIMEOUT": "1s"},
 		func(a Process) { a.Redis().AddHook(cut) })
 	for _, c := range []struct {
@@ -244,7 +228,10 @@ func TestAJobsUnknownOutcomeIsSettledAfterItsDeadline(t *testing.T) {
 	}{{false, "true"}, {true, ""}} {
 		h := append(bearer(tokenA), "Idempotency-Key", fmt.Sprintf(`"cut-%v"`, c.before))
 		body := fmt.Sprintf(`{"tenant_id":"t1","resource_id":"cut-%v"}`, c.before)
-		cut.before = c.before
+		cut.send = cutBeforeTheAnswer
+		if c.before {
+			cut.send = cutAtOnce
+		}
 		cut.armed.Store(true)
 		resp, out := post(t, r, "/jobs/rebuild-cache", body, h...)
 		if p := decodeProblem(t, resp, out); p.Status != 503 || p.Code != problem.CodeOutcomeUnknown || cut.armed.Load() {

@@ -14,21 +14,16 @@ import (
 
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
 )
 
 // nodesLost lets a workflow's confirmation through, then drops the next pipeline of scripts
 // sent on the client (its nodes' confirmation), as a Redis that failed just after the decision,
 // or a process that died then, would.
 type nodesLost struct {
-	pipelinesOnly
+	testsupport.PipelinesOnly
 	stage atomic.Int32 // 1: armed by Finally; 2: the workflow's went; 3: dropped
 }
-
-// pipelinesOnly lets dials and single commands through: a hook embedding it acts on pipelines.
-type pipelinesOnly struct{}
-
-func (pipelinesOnly) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (pipelinesOnly) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
 func (h *nodesLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
@@ -123,7 +118,7 @@ func TestWorkflowNodesLostAfterTheDecisionAreConfirmedByTheSweep(t *testing.T) {
 
 // decisionLost loses the answer of the next workflow confirmation: sent (its reply lost) or not.
 type decisionLost struct {
-	pipelinesOnly
+	testsupport.PipelinesOnly
 	armed atomic.Bool
 	send  bool
 }
@@ -246,7 +241,7 @@ func TestTheSweepKeepsAClaimedWorkflowsEntries(t *testing.T) {
 // entriesLost fails the next pipeline's writes to the {workflows} slot (its master failed over),
 // the rest of it having run.
 type entriesLost struct {
-	pipelinesOnly
+	testsupport.PipelinesOnly
 	armed atomic.Bool
 }
 

@@ -45,3 +45,13 @@ func setUp(cmd redis.Cmder) bool {
 	}
 	return false
 }
+
+// PipelinesOnly lets dials and single commands through: a go-redis hook that embeds it acts on
+// pipelines only (its own ProcessPipelineHook).
+type PipelinesOnly struct{}
+
+// DialHook passes dials through.
+func (PipelinesOnly) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook passes single commands through.
+func (PipelinesOnly) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }

@@ -243,10 +243,8 @@ func (s *Store) QueueConfirmSha(ctx context.Context, pipe redis.Pipeliner, k Key
 
 // Abandon removes the record, timeline and dedup marker of job id, which asynq did not take.
 func (s *Store) Abandon(ctx context.Context, k Keys, id string) error {
-	if err := abandonScript.Run(ctx, s.rdb, []string{k.Record, k.Timeline, k.Marker, k.Pending}, id).Err(); err != nil {
-		return fmt.Errorf("jobstore: abandon job %s: %w", id, err)
-	}
-	return nil
+	_, err := s.AbandonUnconfirmed(ctx, k, id)
+	return err
 }
 
 // AbandonUnconfirmed is Abandon, telling whether the record was removed (false: it is confirmed,
