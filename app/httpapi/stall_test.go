@@ -79,17 +79,7 @@ func TestRedisStall(t *testing.T) {
 	id := ans.JobID
 	waitJob(t, r, id, "done")
 
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			_ = srv.Resume()
-		}
-	}
-	t.Cleanup(resume)
+	resume := srv.Stall(t)
 	stalledAt := time.Now()
 
 	type call struct{ method, path, body, key string }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -233,21 +234,30 @@ func TestAJobsUnknownOutcomeIsSettledAfterItsDeadline(t *testing.T) {
 			cut.send = cutAtOnce
 		}
 		cut.armed.Store(true)
-		resp, out := post(t, r, "/jobs/rebuild-cache", body, h...)
-		if p := decodeProblem(t, resp, out); p.Status != 503 || p.Code != problem.CodeOutcomeUnknown || cut.armed.Load() {
-			t.Fatalf("cut before the confirmation %v: %+v (hook armed still: %v)", c.before, p, cut.armed.Load())
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			resp, out = post(t, r, "/jobs/rebuild-cache", body, h...)
-			if resp.StatusCode != 409 || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		resp, out := unknownThenSettled(t, r, body, h, &cut.armed, fmt.Sprintf("cut before the confirmation %v", c.before))
 		if resp.StatusCode != 202 || resp.Header.Get("Idempotent-Replayed") != c.replayed {
 			t.Fatalf("cut before the confirmation %v, retried with the key: %d %s (replayed %q), want 202 replayed %q",
 				c.before, resp.StatusCode, out, resp.Header.Get("Idempotent-Replayed"), c.replayed)
 		}
+	}
+}
+
+// unknownThenSettled posts job body with headers h while a hook armed by armed loses its answer:
+// the request must be answered 503 outcome_unknown, with the hook spent. It then retries the
+// request (the same Idempotency-Key) while the key is held (409), for up to 10 s, and returns the
+// first other answer.
+func unknownThenSettled(t *testing.T, r *running, body string, h []string, armed *atomic.Bool, what string) (*http.Response, string) {
+	t.Helper()
+	resp, out := post(t, r, "/jobs/rebuild-cache", body, h...)
+	if p := decodeProblem(t, resp, out); p.Status != 503 || p.Code != problem.CodeOutcomeUnknown || armed.Load() {
+		t.Fatalf("%s: %+v (hook armed still: %v)", what, p, armed.Load())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, out = post(t, r, "/jobs/rebuild-cache", body, h...)
+		if resp.StatusCode != 409 || time.Now().After(deadline) {
+			return resp, out
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -27,28 +27,6 @@ func replicated(t *testing.T) (master, replica *redistest.Server) {
 	return master, replica
 }
 
-// pauseReplica stops replica (SIGSTOP) and returns what resumes it; the test's end resumes it
-// if the test did not.
-func pauseReplica(t *testing.T, replica *redistest.Server) (resume func()) {
-	t.Helper()
-	if err := replica.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	t.Cleanup(func() {
-		if !resumed {
-			_ = replica.Resume()
-		}
-	})
-	return func() {
-		t.Helper()
-		resumed = true
-		if err := replica.Resume(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // With the replica up, a durable enqueue returns once the replica holds the job; with it paused
 // (SIGSTOP) the enqueue fails with ErrNotDurable (the WAIT's verdict, not the caller's deadline), its delivery's start does
 // not run the handler (the start is undone: queued, attempt given back), and once the replica
@@ -80,7 +58,7 @@ func TestDurableModeWaitsForTheReplica(t *testing.T) {
 	}
 	h.waitStatus(id, "done", time.Minute)
 
-	resume := pauseReplica(t, replica)
+	resume := replica.Stall(t)
 	ctx, cancel := context.WithTimeout(bg, time.Minute)
 	defer cancel()
 	paused := NewJobID("t1:paused", time.Now())
@@ -170,7 +148,7 @@ func TestDurableSweepKeepsTheNodesUntilTheReplicaHoldsThem(t *testing.T) {
 		return err == nil && slices.Contains(ids, c.ID)
 	}
 
-	resume := pauseReplica(t, replica)
+	resume := replica.Stall(t)
 	for sweep := 1; sweep <= 2; sweep++ {
 		if _, err := h.stack.SweepWorkflows(bg); !errors.Is(err, ErrNotDurable) {
 			t.Fatalf("sweep %d with the replica paused: %v, want its WAIT refused", sweep, err)

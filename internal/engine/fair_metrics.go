@@ -7,12 +7,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// fairScrapeTimeout bounds the Redis reads of one scrape; fairScrapePing the check that Redis
-// answers at all, so that a scrape with Redis stalled answers within it, not within the reads'.
-const (
-	fairScrapeTimeout = 2 * time.Second
-	fairScrapePing    = 500 * time.Millisecond
-)
+// fairScrapeTimeout bounds the Redis reads of one scrape, so that a scrape with Redis stalled
+// answers within it. The reads are a few bounded ones per type (top keys, not every key), a
+// millisecond or two on a Redis that answers: no ping goes before them, which would be a
+// round trip more per scrape (the template's own collector pings once already).
+const fairScrapeTimeout = 500 * time.Millisecond
 
 // fairCollector reads the admission layer's counts at each scrape (they live in Redis, shared by
 // every process: any process's /metrics shows the same).
@@ -49,12 +48,6 @@ func (c *fairCollector) Collect(ch chan<- prometheus.Metric) {
 	if len(types) == 0 {
 		return
 	}
-	pctx, pcancel := context.WithTimeout(context.Background(), fairScrapePing)
-	err := c.s.rdb.Ping(pctx).Err()
-	pcancel()
-	if err != nil {
-		return // the app's jobguard_redis_up says why
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), fairScrapeTimeout)
 	defer cancel()
 	for _, tc := range types {
@@ -62,6 +55,9 @@ func (c *fairCollector) Collect(ch chan<- prometheus.Metric) {
 		// (Config.FairMetricKeys), bounded whatever the number of keys.
 		counts, err := c.s.fairCountsOf(ctx, tc, c.s.cfg.FairMetricKeys)
 		if err != nil {
+			if ctx.Err() != nil {
+				return // Redis did not answer in time: the other types' reads would not either
+			}
 			continue // a scrape shows what it could read
 		}
 		ch <- prometheus.MustNewConstMetric(c.admitted, prometheus.GaugeValue, float64(counts.Admitted), tc.Type)

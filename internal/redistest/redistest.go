@@ -213,6 +213,25 @@ func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
 // Resume lets a paused server run again (SIGCONT).
 func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
 
+// Stall pauses the server for a test and returns what resumes it (once, however often it is
+// called); the test's end resumes it if the test did not.
+func (s *Server) Stall(tb testing.TB) (resume func()) {
+	tb.Helper()
+	if err := s.Pause(); err != nil {
+		tb.Fatal(err)
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			if err := s.Resume(); err != nil {
+				tb.Error(err)
+			}
+		})
+	}
+	tb.Cleanup(resume)
+	return resume
+}
+
 func (s *Server) signal(sig syscall.Signal) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
