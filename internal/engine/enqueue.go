@@ -151,6 +151,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 	if stored.Payload, err = s.sealValue(tc, id, jobstore.FieldPayload, spec.Payload); err != nil {
 		return Enqueued{}, err
 	}
+	var waited *fairWaited // a fair job's wait sent with its create (createWaiting)
 	for try := 0; ; try++ {
 		j := s.newRecord(ctx, id, tc, stored, dedup, now)
 		// A fair type's job waits for its key's admission.
@@ -159,6 +160,8 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		var existing string
 		if try == 0 && spec.Alongside != nil {
 			state, existing, err = s.createGated(ctx, keys, j, spec.Alongside)
+		} else if try == 0 && s.waitsWithCreate(tc, spec, dedup) {
+			state, existing, waited, err = s.createWaiting(ctx, keys, j, tc, dedup, spec)
 		} else {
 			state, existing, err = s.create(ctx, keys, j)
 		}
@@ -203,7 +206,7 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 		break
 	}
 	if tc.Fair != nil {
-		return s.enqueueFair(ctx, client, tc, keys, id, dedup, spec)
+		return s.enqueueFair(ctx, client, tc, keys, id, dedup, spec, waited)
 	}
 	if err := s.deliver(ctx, client, tc, id, DeliveryID(id, 1), spec.OpKey, dedup, limitHeaders(tc, spec), firstDelay(spec)); err != nil {
 		s.abandon(ctx, keys, id)
@@ -220,11 +223,17 @@ func (s *Stack) Enqueue(ctx context.Context, client *asynq.Client, spec Spec) (E
 // instead of asynq's queue, then is confirmed with a waiting event, then what the wait admitted
 // (this job, when its key's turn and the capacity allow, or others) is delivered into asynq. A job
 // abandoned after its wait is gone at its delivery's start, and frees its admission then.
-func (s *Stack) enqueueFair(ctx context.Context, client *asynq.Client, tc TaskConfig, keys jobstore.Keys, id, dedup string, spec Spec) (Enqueued, error) {
-	admitted, err := s.fairWait(ctx, tc, id, dedup, spec, "")
-	if err != nil {
-		s.abandon(ctx, keys, id)
-		return Enqueued{}, err
+// waited is the wait sent with the create (nil: none, or it did not run): the job waits already.
+func (s *Stack) enqueueFair(ctx context.Context, client *asynq.Client, tc TaskConfig, keys jobstore.Keys, id, dedup string, spec Spec, waited *fairWaited) (Enqueued, error) {
+	var admitted []jobstore.FairEntry
+	if waited != nil {
+		admitted = waited.admitted
+	} else {
+		var err error
+		if admitted, err = s.fairWait(ctx, tc, id, dedup, spec, ""); err != nil {
+			s.abandon(ctx, keys, id)
+			return Enqueued{}, err
+		}
 	}
 	defer s.deliverAdmitted(ctx, client, tc, admitted)
 	// The record stands for the waiting event (waitsForKey).

@@ -30,7 +30,12 @@ const fairWaitTimeout = 5 * time.Second
 // workflow is a node's "<workflow id>:<node id>" ("" none): its delivery carries it, and its wait
 // is done once (a release decided twice waits once).
 func (s *Stack) fairWait(ctx context.Context, tc TaskConfig, id, dedup string, spec Spec, workflow string) ([]jobstore.FairEntry, error) {
-	key := tc.Fair.keyOf(spec)
+	key, d := s.firstFairDelivery(tc, dedup, spec, workflow)
+	return s.waitDelivery(ctx, tc, key, id, d, workflow != "")
+}
+
+// firstFairDelivery is a new job's fair key and what its entry carries to its first delivery.
+func (s *Stack) firstFairDelivery(tc TaskConfig, dedup string, spec Spec, workflow string) (string, fairDelivery) {
 	d := fairDelivery{OpKey: spec.OpKey, Dedup: dedup, Headers: limitHeaders(tc, spec)}
 	if workflow != "" {
 		d.Headers = withHeader(d.Headers, HeaderWorkflow, workflow) // a copy: limitHeaders may be spec.Headers itself
@@ -38,7 +43,7 @@ func (s *Stack) fairWait(ctx context.Context, tc TaskConfig, id, dedup string, s
 	if delay := firstDelay(spec); delay > 0 {
 		d.Due = s.now().Add(delay).UnixMilli()
 	}
-	return s.waitDelivery(ctx, tc, key, id, d, workflow != "")
+	return tc.Fair.keyOf(spec), d
 }
 
 // waitDelivery puts job id in key's list with d, once if asked (see jobstore.Store.FairWait).

@@ -200,6 +200,52 @@ func (s *Store) FairWait(ctx context.Context, sh FairShard, key, id, data string
 	return fairEntries("fair_wait", sh, res, 0)
 }
 
+// FairWaitCall is a FairWait sent in its job's create pipeline (CreateAndWait): the job waits in
+// Shard's list of Key with Data, at Weight, admitted under Policy.
+type FairWaitCall struct {
+	Shard     FairShard
+	Key, Data string
+	Weight    int
+	Policy    FairPolicy
+}
+
+// CreateAndWait is Create of j followed by its FairWait in the same pipeline: one round trip
+// for both, on one Redis node only (the caller's check: on a cluster the two reach different
+// masters in no order). The wait runs only if it finds j's record: a create that did not run
+// before it (its script was missing, sent again after) leaves waited false, and so does a create
+// that refused; the caller then waits on its own if the job was created. A wait that runs while
+// the create answered something else than Created (Expired) leaves an entry whose admission finds
+// no record to start, which frees it, as for a job abandoned after its wait.
+func (s *Store) CreateAndWait(ctx context.Context, k Keys, j NewJob, w FairWaitCall) (state CreateState, existing string, admitted []FairEntry, waited bool, err error) {
+	ckeys, cargs := s.createCall(k, j)
+	fk := s.FairKeys(w.Shard)
+	entry := j.ID
+	if w.Data != "" {
+		entry += entrySep + w.Data
+	}
+	wkeys := append(fk.list(), k.Record)
+	wargs := fk.args(w.Policy, w.Key, entry, max(w.Weight, 1), w.Policy.capacity(), w.Policy.PerKey, w.Policy.batch(), ms(s.cfg.Retention), boolArg(false))
+	cmds := s.creates.run(ctx, []scriptCall{
+		{createScript, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
+			return createScript.EvalSha(ctx, c, ckeys, cargs...)
+		}},
+		{fairWaitScript, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
+			return fairWaitScript.EvalSha(ctx, c, wkeys, wargs...)
+		}},
+	})
+	state, existing, err = parseCreate(cmds[0].Result())
+	res, werr := cmds[1].Result()
+	if n, ok := res.(int64); werr != nil || (ok && n == -1) {
+		return state, existing, nil, false, err // not waited: the caller waits on its own
+	}
+	admitted, aerr := fairEntries("fair_wait", w.Shard, res, 0)
+	if err == nil {
+		err = aerr
+	}
+	// Waited even when the create's answer was lost: what the wait admitted is the caller's to deliver.
+	return state, existing, admitted, aerr == nil, err
+}
+
 // FairDone frees the admissions of the ended jobs ids in one call (each once: it reports how
 // many this call freed), and admits what the freed capacity allows.
 func (s *Store) FairDone(ctx context.Context, sh FairShard, ids []string, p FairPolicy) (int, []FairEntry, error) {
