@@ -44,14 +44,20 @@ func (s *Stack) createWaiting(ctx context.Context, keys jobstore.Keys, j jobstor
 	w := jobstore.FairWaitCall{Shard: sh, Key: key, Data: encodeFairDelivery(d), Weight: tc.Fair.weightOf(key), Policy: s.fairPolicy(tc, sh)}
 	state, existing, admitted, ok, err := s.store.CreateAndWait(ctx, keys, j, w)
 	state, existing, err = createAnswer(j.ID, state, existing, err)
-	switch {
-	case !ok:
+	if err != nil || state != jobstore.Created {
+		// The job goes no further, yet its create may have run: a reply lost (the caller's deadline,
+		// a cut connection), or one the client's retry of the whole pipeline answered Exists (a
+		// generated id meets only its own create). Its record goes now, unconfirmed, so an entry
+		// its wait left is freed at its admission's start, not after the claim runs out. What a
+		// wait whose reply came admitted is delivered; one whose reply was lost is the sweep's.
+		s.abandon(ctx, keys, j.ID)
+		if ok {
+			s.deliverAdmittedAtOnce(ctx, tc, admitted)
+		}
 		return state, existing, nil, err
-	case err != nil || state != jobstore.Created:
-		// The wait ran but the job goes no further: what it admitted (others' jobs, or this one,
-		// whose start will find no confirmed record and free its place) is delivered now.
-		s.deliverAdmittedAtOnce(ctx, tc, admitted)
-		return state, existing, nil, err
+	}
+	if !ok {
+		return state, existing, nil, nil // created, not waited: the enqueue waits on its own
 	}
 	return state, existing, &fairWaited{admitted: admitted}, nil
 }

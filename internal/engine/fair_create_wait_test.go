@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hibiken/asynq"
@@ -44,5 +47,65 @@ func TestAFairEnqueueWaitsInItsCreatesRoundTrip(t *testing.T) {
 	}
 	if c, err := s.FairCounts(bg, "waits", 0); err != nil || c.Admitted != 1 || c.WaitingKeys != 2 {
 		t.Errorf("counts %+v (%v): want 1 admitted, 2 keys waiting", c, err)
+	}
+}
+
+// A fair enqueue whose create and wait ran, then ran again because the client sent the pipeline
+// again (go-redis retries one after a lost reply; the app allows one retry): the create answers
+// exists and the enqueue fails. The job's record goes at once, so the admission its wait took is
+// freed by the next sweep, not delivered again and again until the record's claim runs out.
+func TestAFairEnqueueSentTwiceLeavesNoAdmissionBehind(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	twice := &pipelineSentTwice{}
+	rdb := redis.NewClient(&redis.Options{Addr: db.Server.Addr, DB: db.N})
+	rdb.AddHook(twice)
+	t.Cleanup(func() { _ = rdb.Close() })
+	s := New(rdb, Config{Concurrency: 2, WorkerID: "w"})
+	s.Register(TaskConfig{Type: "twice", Fair: &Fair{Capacity: 2}}, func(ctx context.Context, j *Job) error { return nil })
+	t.Cleanup(s.Close)
+	client := asynq.NewClientFromRedisClient(db.Client)
+	first, err := s.Enqueue(bg, client, Spec{Type: "twice", Tenant: "t0"}) // loads the scripts: no NOSCRIPT below
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice.armed.Store(true)
+	res, err := s.Enqueue(bg, client, Spec{Type: "twice", Tenant: "t1", Resource: "sent-twice"})
+	if err == nil || twice.armed.Load() {
+		t.Fatalf("an enqueue whose create ran twice: %+v, %v (hook armed still: %v)", res, err, twice.armed.Load())
+	}
+	admitted, err := s.store.FairAdmittedJobs(bg, jobstore.FairShard{Type: "twice"})
+	if err != nil || len(admitted) != 2 {
+		t.Fatalf("admitted before the sweep: %+v (%v), want the two jobs", admitted, err)
+	}
+	for _, e := range admitted {
+		if n := db.Client.Exists(bg, keysOr(s, e.JobID).Record).Val(); e.JobID != first.JobID && n != 0 {
+			t.Errorf("the refused job %s's record is left", e.JobID)
+		}
+	}
+	if _, err := s.SweepFair(bg); err != nil {
+		t.Fatal(err)
+	}
+	// The first job's admission stays (it waits for a handler); the refused one's is freed.
+	if c, err := s.FairCounts(bg, "twice", 0); err != nil || c.Admitted != 1 {
+		t.Errorf("after a sweep: %+v (%v), want the first job alone admitted (%s)", c, err, first.JobID)
+	}
+}
+
+// pipelineSentTwice runs, once armed, the first create-and-wait pipeline (two calls, the second
+// naming a fair admission key) twice, as go-redis does when a pipeline's reply is lost and it
+// retries.
+type pipelineSentTwice struct {
+	testsupport.PipelinesOnly
+	armed atomic.Bool
+}
+
+func (h *pipelineSentTwice) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) != 2 || !strings.Contains(fmt.Sprint(cmds[1].Args()), "fair:ready") || !h.armed.CompareAndSwap(true, false) {
+			return next(ctx, cmds)
+		}
+		_ = next(ctx, cmds)
+		return next(ctx, cmds)
 	}
 }

@@ -212,10 +212,10 @@ type FairWaitCall struct {
 // CreateAndWait is Create of j followed by its FairWait in the same pipeline: one round trip
 // for both, on one Redis node only (the caller's check: on a cluster the two reach different
 // masters in no order). The wait runs only if it finds j's record: a create that did not run
-// before it (its script was missing, sent again after) leaves waited false, and so does a create
-// that refused; the caller then waits on its own if the job was created. A wait that runs while
-// the create answered something else than Created (Expired) leaves an entry whose admission finds
-// no record to start, which frees it, as for a job abandoned after its wait.
+// before it (its script was missing, sent again after) leaves waited false, and the caller waits
+// on its own if the job was created. A create that ran but is not answered Created (a client's
+// retry of the pipeline after a lost reply answers Exists) leaves an entry of the wait's: the
+// caller abandons the record, and the entry's admission then finds nothing to start and frees it.
 func (s *Store) CreateAndWait(ctx context.Context, k Keys, j NewJob, w FairWaitCall) (state CreateState, existing string, admitted []FairEntry, waited bool, err error) {
 	ckeys, cargs := s.createCall(k, j)
 	fk := s.FairKeys(w.Shard)
