@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"time"
 )
@@ -19,7 +18,6 @@ var ErrInvalidJobID = errors.New("jobstore: invalid job id")
 // resource, so every key of the job (its record, timeline, the resource's lease, fence and state)
 // can be computed from the id alone and shares the hash tag {tag}; the rest is 12 hex digits of
 // milliseconds since the epoch and 16 random hex digits. 45 characters of [0-9a-f-].
-var jobIDRe = regexp.MustCompile(JobIDPattern)
 
 // JobIDPattern is the regular expression every job id matches (the API's description says it).
 const JobIDPattern = `^[0-9a-f]{16}-[0-9a-f]{28}$`
@@ -50,14 +48,32 @@ func DerivedJobID(resource string, at time.Time, salt string) string {
 
 // TagOf returns the resource tag a job id carries.
 func TagOf(jobID string) (string, error) {
-	if !jobIDRe.MatchString(jobID) {
+	if !ValidJobID(jobID) {
 		return "", fmt.Errorf("%w: %q", ErrInvalidJobID, jobID)
 	}
 	return jobID[:16], nil
 }
 
-// ValidJobID reports whether id has the form of a job id.
-func ValidJobID(id string) bool { return jobIDRe.MatchString(id) }
+// jobIDLen and jobIDDash are a job id's length and the place of its one dash.
+const (
+	jobIDLen  = 45
+	jobIDDash = 16
+)
+
+// ValidJobID reports whether id has the form of a job id (JobIDPattern). A loop over its bytes,
+// not the pattern's regular expression: a job's keys are derived from its id several times a run,
+// and the matching was 1.8% of a no-op drain's CPU.
+func ValidJobID(id string) bool {
+	if len(id) != jobIDLen || id[jobIDDash] != '-' {
+		return false
+	}
+	for i := range len(id) {
+		if c := id[i]; i != jobIDDash && (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // DeliveryID is the asynq task id of the n-th delivery of a job. Deriving it from the job lets
 // several rescuers, or a replay racing a rescue, enqueue the same delivery at most once.
