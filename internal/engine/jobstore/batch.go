@@ -53,7 +53,8 @@ type batchCall struct {
 }
 
 // run sends calls in one pipeline with whatever else is queued, and returns their commands (as
-// runPipelined does). A caller whose ctx ends first gets its error; its calls may still run.
+// runPipelined does). A caller whose ctx ends first gets its error; its calls are not sent if
+// their batch has not left yet (dropAbandoned), and may still run if it has.
 func (b *batcher) run(ctx context.Context, calls []scriptCall) []*redis.Cmd {
 	cmds, _ := b.send1(ctx, calls, false)
 	return cmds
@@ -120,6 +121,13 @@ func (b *batcher) enqueue(c *batchCall) (lead bool) {
 	return lead
 }
 
+// queued is how many callers wait for the next batch (tests).
+func (b *batcher) queued() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
 // durability is what a batch waits for: durable mode's setting when it holds a durable call.
 func (b *batcher) durability(durable bool) Durability {
 	if durable {
@@ -174,7 +182,7 @@ func (b *batcher) more() bool {
 // the latest deadline among the callers' and outlives their cancellation: one caller giving up
 // does not fail the others.
 func (b *batcher) send(batch []*batchCall) {
-	if len(batch) == 0 {
+	if batch = dropAbandoned(batch); len(batch) == 0 {
 		return
 	}
 	var all []scriptCall
@@ -203,6 +211,25 @@ func (b *batcher) send(batch []*batchCall) {
 			c.then(c.cmds)
 		}
 	}
+}
+
+// dropAbandoned answers, without sending them, the calls of waiting callers that gave up while
+// their batch queued (they were answered with their context's error), and returns the others.
+// Sent late, such a call runs for nobody: a create would stand unconfirmed until its claim runs
+// out, and a fair wait sent with it would hold a place of its type's capacity all that time, its
+// caller's abandon having reached Redis before it. A posted call (then set) is sent regardless:
+// its poster went on by design.
+func dropAbandoned(batch []*batchCall) []*batchCall {
+	live := batch[:0:0]
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil && c.then == nil {
+			c.cmds = failedCmds(c.ctx, c.calls, err)
+			close(c.done)
+			continue
+		}
+		live = append(live, c)
+	}
+	return live
 }
 
 // failedCmds are the commands of calls that were not sent, each failed with err.

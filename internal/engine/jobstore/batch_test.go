@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -76,5 +77,65 @@ func TestBatcherSharesPipelines(t *testing.T) {
 	}
 	if db.Client.Exists(bg, "late").Val() != 0 {
 		t.Fatal("a cancelled caller's script ran")
+	}
+}
+
+// A caller that gives up while its calls queue behind a pipeline on the wire is answered with its
+// context's error, and its calls are never sent: run late, they would run for nobody (a create
+// left unconfirmed, a fair wait holding a place of its type's capacity). The callers beside it
+// are sent as before.
+func TestBatcherDropsTheCallsOfACallerThatGaveUp(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	slow := &slowFirstPipeline{holding: make(chan struct{}), release: make(chan struct{})}
+	rdb := redis.NewClient(&redis.Options{Addr: db.Server.Addr, DB: db.N})
+	rdb.AddHook(slow)
+	t.Cleanup(func() { rdb.Close() })
+	if err := echoScript.Load(bg, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBatcher(rdb, Durability{})
+	first := make(chan error, 1)
+	go func() { first <- b.run(bg, []scriptCall{echoCall("first", "1")})[0].Err() }()
+	<-slow.holding // the first pipeline is on the wire: the next callers queue
+	ctx, cancel := context.WithCancel(bg)
+	gaveUp, kept := make(chan error, 1), make(chan error, 1)
+	go func() { gaveUp <- b.run(ctx, []scriptCall{echoCall("gave-up", "2")})[0].Err() }()
+	go func() { kept <- b.run(bg, []scriptCall{echoCall("kept", "3")})[0].Err() }()
+	for b.queued() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that gave up: %v, want its context's error", err)
+	}
+	close(slow.release)
+	if err, err2 := <-first, <-kept; err != nil || err2 != nil {
+		t.Fatalf("the other callers: %v, %v", err, err2)
+	}
+	if n := db.Client.Exists(bg, "gave-up").Val(); n != 0 || db.Client.Exists(bg, "kept").Val() != 1 {
+		t.Fatalf("the call of the caller that gave up ran (%d), or the one beside it did not", n)
+	}
+}
+
+// slowFirstPipeline holds the first pipeline of scripts it sees until release is closed, saying so on holding.
+type slowFirstPipeline struct {
+	testsupport.PipelinesOnly
+	once    sync.Once
+	holding chan struct{}
+	release chan struct{}
+}
+
+func (h *slowFirstPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		first := false
+		if cmds[0].Name() == "evalsha" { // not a connection's set-up
+			h.once.Do(func() { first = true })
+		}
+		if first {
+			close(h.holding)
+			<-h.release
+		}
+		return next(ctx, cmds)
 	}
 }
