@@ -15,23 +15,33 @@ import (
 	"github.com/jobguard/jobguard/internal/testsupport"
 )
 
-// A fair job enqueued without a dedup, a gate or an id of the caller's waits in its create's
-// round trip: two round trips (create and wait, confirm) for a job that waits, as many as a job
-// without fair dispatch before its delivery. Before, the wait was a round trip of its own.
-func TestAFairEnqueueWaitsInItsCreatesRoundTrip(t *testing.T) {
-	t.Parallel()
+// warmFairStack is a stack whose client carries hook, with fair type typ of capacity, and one job
+// of tenant "warm" enqueued: the scripts are loaded (no NOSCRIPT in what follows) and the job holds
+// one place of the capacity.
+func warmFairStack(t *testing.T, hook redis.Hook, typ string, capacity int) (*Stack, *asynq.Client, redistest.DB, Enqueued) {
+	t.Helper()
 	db := redistest.NewDB(t)
-	trips := &testsupport.RoundTrips{}
 	rdb := redis.NewClient(&redis.Options{Addr: db.Server.Addr, DB: db.N})
-	rdb.AddHook(trips)
+	rdb.AddHook(hook)
 	t.Cleanup(func() { _ = rdb.Close() })
 	s := New(rdb, Config{Concurrency: 2, WorkerID: "w"})
-	s.Register(TaskConfig{Type: "waits", Fair: &Fair{Capacity: 1}}, func(ctx context.Context, j *Job) error { return nil })
+	s.Register(TaskConfig{Type: typ, Fair: &Fair{Capacity: capacity}}, func(ctx context.Context, j *Job) error { return nil })
 	t.Cleanup(s.Close)
 	client := asynq.NewClientFromRedisClient(db.Client)
-	if _, err := s.Enqueue(bg, client, Spec{Type: "waits", Tenant: "warm"}); err != nil { // loads the scripts, takes the capacity
+	warm, err := s.Enqueue(bg, client, Spec{Type: typ, Tenant: "warm"})
+	if err != nil {
 		t.Fatal(err)
 	}
+	return s, client, db, warm
+}
+
+// A fair job enqueued without a dedup, a gate or an id of the caller's waits in its create's
+// round trip: two round trips (create and wait, confirm) for a job that waits, where the wait was
+// a round trip of its own before.
+func TestAFairEnqueueWaitsInItsCreatesRoundTrip(t *testing.T) {
+	t.Parallel()
+	trips := &testsupport.RoundTrips{}
+	s, client, _, _ := warmFairStack(t, trips, "waits", 1) // the warm job takes the capacity
 	for _, tenant := range []string{"a", "b"} {
 		before := trips.N()
 		res, err := s.Enqueue(bg, client, Spec{Type: "waits", Tenant: tenant})
@@ -56,19 +66,8 @@ func TestAFairEnqueueWaitsInItsCreatesRoundTrip(t *testing.T) {
 // freed by the next sweep, not delivered again and again until the record's claim runs out.
 func TestAFairEnqueueSentTwiceLeavesNoAdmissionBehind(t *testing.T) {
 	t.Parallel()
-	db := redistest.NewDB(t)
 	twice := &pipelineSentTwice{}
-	rdb := redis.NewClient(&redis.Options{Addr: db.Server.Addr, DB: db.N})
-	rdb.AddHook(twice)
-	t.Cleanup(func() { _ = rdb.Close() })
-	s := New(rdb, Config{Concurrency: 2, WorkerID: "w"})
-	s.Register(TaskConfig{Type: "twice", Fair: &Fair{Capacity: 2}}, func(ctx context.Context, j *Job) error { return nil })
-	t.Cleanup(s.Close)
-	client := asynq.NewClientFromRedisClient(db.Client)
-	first, err := s.Enqueue(bg, client, Spec{Type: "twice", Tenant: "t0"}) // loads the scripts: no NOSCRIPT below
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, client, db, first := warmFairStack(t, twice, "twice", 2)
 	twice.armed.Store(true)
 	res, err := s.Enqueue(bg, client, Spec{Type: "twice", Tenant: "t1", Resource: "sent-twice"})
 	if err == nil || twice.armed.Load() {
