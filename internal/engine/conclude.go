@@ -129,10 +129,13 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 	// A handler's error text may carry a tenant's input: stored escaped, as results are.
 	o.Error, o.Detail = freetext.Escape(o.Error), freetext.Escape(o.Detail)
 	f := job.lease.Fence()
+	fairDone := s.fairDoneWithFinish(job, o.Status)
 	res, err := s.store.Finish(ctx, job.keys, jobstore.FinishArgs{
 		Delivery: job.Delivery, Token: f.Token, Owner: f.Owner, Now: s.now(), HasOpKey: job.OpKey != "",
 		AppliedTTL: job.tc.AppliedTTL, ClearOnEnd: job.keys.Clear == "done", Outcome: o, Release: s.finishRelease(job.slot),
+		FairDone: fairDone, JobID: job.ID,
 	})
+	fairFreed := s.fairFinished(ctx, job, fairDone, res.FairDone)
 	if job.slot != nil && (err == nil || isNotDurable(err)) && res.Released == nil {
 		job.slot.released = true // else the delivery's own release tries again
 	}
@@ -151,7 +154,9 @@ func (s *Stack) finish(ctx context.Context, job *Job, o jobstore.Outcome, log ze
 	case jobstore.Finished:
 		if o.Status.Terminal() {
 			s.endedIn(job.ID, job.Headers[HeaderWorkflow])
-			awaitFairFlush(s.fairEnded(ctx, job.tc, job.ID, o.Status, job.Headers))
+			if !fairFreed {
+				awaitFairFlush(s.fairEnded(ctx, job.tc, job.ID, o.Status, job.Headers))
+			}
 		}
 		if o.Status == jobstore.StatusDone || o.Status == jobstore.StatusRevoked {
 			s.unindex.add(job.ID)

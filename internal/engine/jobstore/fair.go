@@ -262,6 +262,11 @@ func (s *Store) FairDone(ctx context.Context, sh FairShard, ids []string, p Fair
 	if err != nil {
 		return 0, nil, fmt.Errorf("jobstore: fair done %s (%d jobs): %w", sh.Type, len(ids), err)
 	}
+	return parseFairDone(sh, res)
+}
+
+// parseFairDone reads a fair_done reply of shard sh: how many it freed, and what it admitted.
+func parseFairDone(sh FairShard, res any) (int, []FairEntry, error) {
 	list, ok := res.([]any)
 	if !ok || len(list) == 0 {
 		return 0, nil, replyError("fair_done", res)
@@ -272,6 +277,45 @@ func (s *Store) FairDone(ctx context.Context, sh FairShard, ids []string, p Fair
 	}
 	entries, err := fairEntries("fair_done", sh, list, 1)
 	return int(freed), entries, err
+}
+
+// FairDoneCall is the FairDone of a finishing job sent in its finish's pipeline (Finish): its
+// admission in Shard is freed, and what that allows admitted under Policy, if its record then
+// holds Status, the one the finish writes. On one Redis node only (the caller's check: the script
+// reads the record, in another slot than the admission keys).
+type FairDoneCall struct {
+	Shard  FairShard
+	Policy FairPolicy
+	Status Status
+}
+
+// FairDoneAnswer is what a FairDoneCall did: Freed is 0 when the job held no admission or its
+// record did not hold the status (a finish refused or not run before it), Err set when the call
+// failed; either way the caller frees the admission on its other path.
+type FairDoneAnswer struct {
+	Freed    int
+	Admitted []FairEntry
+	Err      error
+}
+
+// call is c as one script call of job id's pipeline, whose record is record.
+func (c FairDoneCall) call(s *Store, record, id string) scriptCall {
+	k := s.FairKeys(c.Shard)
+	keys := append(k.list(), record)
+	args := k.args(c.Policy, c.Policy.capacity(), c.Policy.PerKey, c.Policy.batch(), ms(s.cfg.Retention), string(c.Status), id)
+	return scriptCall{fairDoneScript, func(ctx context.Context, r redis.Scripter) *redis.Cmd {
+		return fairDoneScript.EvalSha(ctx, r, keys, args...)
+	}}
+}
+
+// answer reads cmd, the reply of c's call.
+func (c FairDoneCall) answer(cmd *redis.Cmd) FairDoneAnswer {
+	res, err := cmd.Result()
+	if err != nil {
+		return FairDoneAnswer{Err: fmt.Errorf("jobstore: fair done %s: %w", c.Shard.Type, err)}
+	}
+	freed, admitted, err := parseFairDone(c.Shard, res)
+	return FairDoneAnswer{Freed: freed, Admitted: admitted, Err: err}
 }
 
 // FairBlock marks admitted job id as blocking its sequence: it keeps its key, gives its place of

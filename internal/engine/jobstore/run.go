@@ -180,6 +180,11 @@ type FinishArgs struct {
 	// Release, when set, gives the run's limit slot back in the same round trip (a pipeline: the
 	// limit's keys are in another slot).
 	Release *LimitRelease
+	// FairDone, when set, frees the job's fair admission in the same round trip (after the
+	// finish, in the pipeline; one Redis node only) and answers in Finishing.FairDone.
+	FairDone *FairDoneCall
+	// JobID is the finishing job's id, for FairDone.
+	JobID string
 }
 
 // FinishState is what the finish script found.
@@ -203,10 +208,13 @@ type Finishing struct {
 	Status  string
 	// Released is the limit release's error (nil when it was sent and answered, or not asked).
 	Released error
+	// FairDone is what FinishArgs.FairDone did (zero when not asked).
+	FairDone FairDoneAnswer
 }
 
 // Finish ends one run of a job in one round trip: fenced final status, the operation recorded as
-// applied (done, with an operation key), lease release, and (Release) the limit slot's release.
+// applied (done, with an operation key), lease release, (Release) the limit slot's release and
+// (FairDone) its fair admission's.
 // In durable mode a finish that wrote but was not acknowledged by the replicas returns its answer
 // with an error wrapping ErrNotDurable.
 func (s *Store) Finish(ctx context.Context, k Keys, a FinishArgs) (Finishing, error) {
@@ -216,25 +224,35 @@ func (s *Store) Finish(ctx context.Context, k Keys, a FinishArgs) (Finishing, er
 			a.Token, a.Owner, string(o.Status), a.Now.UnixMilli(), o.Error, o.Result, ms(s.cfg.Retention), s.cfg.TimelineCap,
 			bit(a.HasOpKey), ms(a.AppliedTTL), a.Delivery, o.Detail, s.cfg.WorkerID, o.Event, bit(o.Refund), bit(a.ClearOnEnd))
 	}}}
+	release, done := -1, -1
 	if a.Release != nil {
+		release = len(calls)
 		calls = append(calls, scriptCall{limitReleaseScript, a.Release.eval})
+	}
+	if a.FairDone != nil {
+		done = len(calls)
+		calls = append(calls, a.FairDone.call(s, k.Record, a.JobID))
 	}
 	cmds, werr := s.batch.runDurable(ctx, calls)
 	var released error
-	if a.Release != nil {
-		if released = cmds[1].Err(); released != nil {
+	if release >= 0 {
+		if released = cmds[release].Err(); released != nil {
 			released = fmt.Errorf("jobstore: limit release: %w", released)
 		}
 	}
+	var fair FairDoneAnswer
+	if done >= 0 {
+		fair = a.FairDone.answer(cmds[done]) // what it admitted is delivered whatever the finish answered
+	}
 	res, err := cmds[0].Result()
 	if err != nil {
-		return Finishing{Released: released}, fmt.Errorf("jobstore: finish: %w", err)
+		return Finishing{Released: released, FairDone: fair}, fmt.Errorf("jobstore: finish: %w", err)
 	}
 	state, rest, err := replyList("finish", res)
 	if err != nil {
-		return Finishing{}, err
+		return Finishing{FairDone: fair}, err
 	}
-	f := Finishing{State: FinishState(state), Released: released}
+	f := Finishing{State: FinishState(state), Released: released, FairDone: fair}
 	if werr != nil && f.State == Finished {
 		// Written on the master, maybe not on a replica: the caller keeps the delivery.
 		return f, fmt.Errorf("jobstore: finish: %w", werr)
@@ -249,5 +267,5 @@ func (s *Store) Finish(ctx context.Context, k Keys, a FinishArgs) (Finishing, er
 		f.Status, err = stringAt("finish", rest, 0)
 		return f, err
 	}
-	return Finishing{}, replyError("finish", res)
+	return Finishing{FairDone: fair}, replyError("finish", res)
 }

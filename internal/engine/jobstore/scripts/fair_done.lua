@@ -6,12 +6,22 @@
 -- ARGV[1..3] wait-list prefix, rate interval and tolerance ms, ARGV[4] capacity, ARGV[5] per-key
 -- limit, ARGV[6] most admissions,
 -- ARGV[7] virtual time's TTL ms, ARGV[8..] the ended jobs' ids
+-- KEYS[14] (optional) the one ended job's record, sent by a done that rides in its finish's
+-- pipeline on one Redis node (FinishArgs.FairDone): ARGV[8] is then the status that finish writes
+-- and ARGV[9] the job's id. It frees nothing unless the record holds that status: a finish refused
+-- (a newer run owns the job, which frees its admission at its own end) or not run yet (its script
+-- was missing, sent again after this) leaves it to the caller's other path.
 -- returns {freed, entry, key, ...}: how many of the ids this call freed, then the jobs admitted,
 -- in order (see fair_admit)
+local first = 8
+if KEYS[14] then
+  if redis.call('HGET', KEYS[14], 'status') ~= ARGV[8] then return {0} end
+  first = 9
+end
 local FK = fair_keys(KEYS, ARGV)
 local limit = tonumber(ARGV[5])
 local freed = 0
-for i = 8, #ARGV do
+for i = first, #ARGV do
   local held = redis.call('HGET', FK.admitted, ARGV[i])
   if held then
     local key = string.match(held, '^[^\31]*')

@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobguard/jobguard/internal/redistest"
+	"github.com/jobguard/jobguard/internal/testsupport"
+)
+
+// loneFairTrips counts the round trips that reach a type's admission keys without any job's
+// record: a done (or pump) of its own, not one riding in a finish's or a create's pipeline.
+type loneFairTrips struct {
+	testsupport.PipelinesOnly
+	n atomic.Int64
+}
+
+func (h *loneFairTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var fair, record bool
+		for _, c := range cmds {
+			args := fmt.Sprint(c.Args())
+			fair = fair || strings.Contains(args, "fair:admitted")
+			record = record || strings.Contains(args, ":job:")
+		}
+		if fair && !record {
+			h.n.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A fair job that ends frees its admission in its finish's round trip: a backlog of one key
+// after another drains, one at a time, without a done of its own per job (one each before).
+func TestAFairJobsEndFreesItsAdmissionInItsFinish(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	lone := &loneFairTrips{}
+	rdb := redis.NewClient(&redis.Options{Addr: db.Server.Addr, DB: db.N})
+	rdb.AddHook(lone)
+	t.Cleanup(func() { _ = rdb.Close() })
+	tc := TaskConfig{Type: "ends", Fair: &Fair{Capacity: 1}}
+	s := New(rdb, Config{Concurrency: 1, LeaseTTL: 5 * time.Second})
+	var ran atomic.Int64
+	s.Register(tc, func(ctx context.Context, j *Job) error { ran.Add(1); return nil })
+	const jobs = 8
+	client := asynq.NewClientFromRedisClient(db.Client)
+	for i := range jobs {
+		if _, err := s.Enqueue(bg, client, Spec{Type: tc.Type, Tenant: fmt.Sprintf("k%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := lone.n.Load()
+	srv := asynq.NewServerFromRedisClient(db.Client, s.ServerConfig(asynq.Config{Concurrency: 1,
+		Queues: map[string]int{"default": 1}, ShutdownTimeout: 2 * time.Second, LogLevel: asynq.ErrorLevel}))
+	if err := srv.Start(s.Mux()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.BeginShutdown(); srv.Shutdown(); s.Close() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for ran.Load() < jobs && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := ran.Load(); got != jobs {
+		t.Fatalf("%d of %d jobs ran", got, jobs)
+	}
+	if n := lone.n.Load() - before; n != 0 {
+		t.Fatalf("%d round trips of the admission layer's own while %d jobs ended, want none: each end frees in its finish's", n, jobs)
+	}
+	if c, err := s.FairCounts(bg, tc.Type, 0); err != nil || c.Admitted != 0 || c.WaitingKeys != 0 {
+		t.Fatalf("after the drain: %+v (%v), want nothing admitted or waiting", c, err)
+	}
+}
