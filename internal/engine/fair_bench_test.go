@@ -41,6 +41,9 @@ type fairRig struct {
 	stacks []*Stack
 	client *asynq.Client
 	srvs   []*asynq.Server
+	// empty counts asynq's processors finding the queues empty (JOBGUARD_FAIR_EMPTY=1: asynq's
+	// debug log read for it, which costs both sides a little CPU).
+	empty emptyFinds
 }
 
 // newFairRig registers tc with h on servers stacks (not started; handlers: newFairRigOn).
@@ -64,6 +67,9 @@ func (r *fairRig) start() {
 	for _, s := range r.stacks {
 		cfg := s.ServerConfig(asynq.Config{Concurrency: envInt("JOBGUARD_FAIR_CONC", 4), Queues: map[string]int{"default": 1}, ShutdownTimeout: 2 * time.Second,
 			Logger: testsupport.QuietAsynq{}, LogLevel: asynq.FatalLevel, TaskCheckInterval: 20 * time.Millisecond})
+		if os.Getenv("JOBGUARD_FAIR_EMPTY") == "1" {
+			cfg.Logger, cfg.LogLevel = &r.empty, asynq.DebugLevel
+		}
 		srv := asynq.NewServerFromRedisClient(r.db.Client, cfg)
 		if err := srv.Start(s.Mux()); err != nil {
 			r.b.Fatal(err)
@@ -288,6 +294,9 @@ func fairManyKeysSide(b *testing.B, specs []Spec, fair, detail bool) (drainRate,
 	b.ReportMetric(float64(grown)/float64(len(specs)), name+"-B/waiting-job")
 	if fair {
 		b.ReportMetric(float64(admission)/float64(len(specs)), "admission-B/waiting-job")
+	}
+	if os.Getenv("JOBGUARD_FAIR_EMPTY") == "1" {
+		b.Logf("%s: asynq's processors found the queue empty %d times in the drain", name, r.empty.n.Load())
 	}
 	b.Logf("%s: %d jobs drained in %s (%.0f jobs/s); used_memory grew %d B per waiting job%s", name, len(specs),
 		took.Round(time.Millisecond), drainRate, grown/int64(len(specs)),
