@@ -9,13 +9,14 @@ import (
 	"github.com/jobguard/jobguard/internal/engine/jobstore"
 )
 
-// The ends of fairly dispatched jobs free their admissions in batches, off the handlers'
-// goroutines: a handler's end queues its job id and returns to asynq at once (its round trips are
-// those of a job without fair dispatch), and one flush per process frees every end queued
-// meanwhile in one done script, then delivers what it admitted, a few enqueues at once on the
-// bulk client (shared pipelines). While a flush runs its round trips the next ends pile up, so
-// under load one script frees many ends; alone, an end is flushed at once. A process that dies
-// with ends queued leaves them to the sweep, like a process that died before its done.
+// The ends of fairly dispatched jobs that do not free their admissions in their finish's round
+// trip (fair_finish.go: on a cluster, in durable mode, and every end that is not a finish) free
+// them in batches, off the handlers' goroutines: an end queues its job id, and one flush per
+// process frees every end queued meanwhile in one done script, then delivers what it admitted, a
+// few enqueues at once on the bulk client (shared pipelines). The handler gives its slot back once
+// its flush has delivered (awaitFairFlush). While a flush runs its round trips the next ends pile
+// up, so under load one script frees many ends; alone, an end is flushed at once. A process that
+// dies with ends queued leaves them to the sweep, like a process that died before its done.
 
 // fairEndsMax bounds the ids of one done script (a short script, whatever piled up).
 const fairEndsMax = 256

@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobguard/jobguard/internal/engine/jobstore"
 	"github.com/jobguard/jobguard/internal/redistest"
 	"github.com/jobguard/jobguard/internal/testsupport"
 )
@@ -76,5 +77,35 @@ func TestAFairJobsEndFreesItsAdmissionInItsFinish(t *testing.T) {
 	}
 	if c, err := s.FairCounts(bg, tc.Type, 0); err != nil || c.Admitted != 0 || c.WaitingKeys != 0 {
 		t.Fatalf("after the drain: %+v (%v), want nothing admitted or waiting", c, err)
+	}
+}
+
+// The done rides in the finish only where the finish counts once it is written: not in durable
+// mode, whose finish counts once the replicas have it (a WAIT after the pipeline), lest a
+// sequence's next job be admitted on a finish a failover may lose; nor for an end that blocks its
+// sequence, nor for one that is not an end.
+func TestTheFinishCarriesTheDoneOnlyWhereItMay(t *testing.T) {
+	t.Parallel()
+	db := redistest.NewDB(t)
+	seq := TaskConfig{Type: "seq", Fair: &Fair{Sequence: true, BlockOnFailure: true}}
+	for _, c := range []struct {
+		name   string
+		cfg    Config
+		tc     TaskConfig
+		status jobstore.Status
+		want   bool
+	}{
+		{"done", Config{}, seq, jobstore.StatusDone, true},
+		{"done, durable", Config{DurableReplicas: 1}, seq, jobstore.StatusDone, false},
+		{"failed, blocking its sequence", Config{}, seq, jobstore.StatusFailed, false},
+		{"retrying", Config{}, seq, jobstore.StatusRetrying, false},
+		{"not fair", Config{}, TaskConfig{Type: "plain"}, jobstore.StatusDone, false},
+	} {
+		s := New(db.Client, c.cfg)
+		s.Register(c.tc, func(ctx context.Context, j *Job) error { return nil })
+		if got := s.fairDoneWithFinish(&Job{tc: c.tc}, c.status) != nil; got != c.want {
+			t.Errorf("%s: done in the finish %v, want %v", c.name, got, c.want)
+		}
+		s.Close()
 	}
 }

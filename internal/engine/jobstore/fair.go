@@ -21,7 +21,8 @@ import (
 // capacity, on different masters of a cluster; a fair key lives in one shard.
 
 // The scripts compose fair_admit.lua (the stride scheduler) with their own body. They need none
-// of the job prelude: they touch no job record. A wait and a done, on every fair job's path, go
+// of the job prelude: they write no job record (a wait and a done sent in a create's or a finish's
+// pipeline read one field or two of it). A wait and a done, on every fair job's path, go
 // through the store's batcher (RunScript), in the pipelines of the runs' own scripts.
 var (
 	fairAdmit       = scripts.Read("fair_admit.lua")
@@ -281,12 +282,14 @@ func parseFairDone(sh FairShard, res any) (int, []FairEntry, error) {
 
 // FairDoneCall is the FairDone of a finishing job sent in its finish's pipeline (Finish): its
 // admission in Shard is freed, and what that allows admitted under Policy, if its record then
-// holds Status, the one the finish writes. On one Redis node only (the caller's check: the script
-// reads the record, in another slot than the admission keys).
+// holds Status and the finish's Now as finished_at, which that finish writes. On one Redis node
+// only (the caller's check: the script reads the record, in another slot than the admission keys).
 type FairDoneCall struct {
 	Shard  FairShard
 	Policy FairPolicy
 	Status Status
+	// Now is the finish's (FinishArgs.Now), filled in by Finish.
+	Now time.Time
 }
 
 // FairDoneAnswer is what a FairDoneCall did: Freed is 0 when the job held no admission or its
@@ -302,7 +305,7 @@ type FairDoneAnswer struct {
 func (c FairDoneCall) call(s *Store, record, id string) scriptCall {
 	k := s.FairKeys(c.Shard)
 	keys := append(k.list(), record)
-	args := k.args(c.Policy, c.Policy.capacity(), c.Policy.PerKey, c.Policy.batch(), ms(s.cfg.Retention), string(c.Status), id)
+	args := k.args(c.Policy, c.Policy.capacity(), c.Policy.PerKey, c.Policy.batch(), ms(s.cfg.Retention), string(c.Status), c.Now.UnixMilli(), id)
 	return scriptCall{fairDoneScript, func(ctx context.Context, r redis.Scripter) *redis.Cmd {
 		return fairDoneScript.EvalSha(ctx, r, keys, args...)
 	}}

@@ -231,7 +231,9 @@ func (s *Store) Finish(ctx context.Context, k Keys, a FinishArgs) (Finishing, er
 	}
 	if a.FairDone != nil {
 		done = len(calls)
-		calls = append(calls, a.FairDone.call(s, k.Record, a.JobID))
+		fd := *a.FairDone
+		fd.Now = a.Now
+		calls = append(calls, fd.call(s, k.Record, a.JobID))
 	}
 	cmds, werr := s.batch.runDurable(ctx, calls)
 	var released error

@@ -7,16 +7,18 @@
 -- limit, ARGV[6] most admissions,
 -- ARGV[7] virtual time's TTL ms, ARGV[8..] the ended jobs' ids
 -- KEYS[14] (optional) the one ended job's record, sent by a done that rides in its finish's
--- pipeline on one Redis node (FinishArgs.FairDone): ARGV[8] is then the status that finish writes
--- and ARGV[9] the job's id. It frees nothing unless the record holds that status: a finish refused
--- (a newer run owns the job, which frees its admission at its own end) or not run yet (its script
--- was missing, sent again after this) leaves it to the caller's other path.
+-- pipeline on one Redis node (FinishArgs.FairDone): ARGV[8] and ARGV[9] are then the status and
+-- finished_at (unix ms) that finish writes, and ARGV[10] the job's id. It frees nothing unless the
+-- record holds both, which that finish alone writes: a finish refused (a newer run owns the job,
+-- which frees its admission at its own end; a replay of the failed job holds a new admission) or
+-- not run yet (its script was missing, sent again after this) leaves it to the caller's other path.
 -- returns {freed, entry, key, ...}: how many of the ids this call freed, then the jobs admitted,
 -- in order (see fair_admit)
 local first = 8
 if KEYS[14] then
-  if redis.call('HGET', KEYS[14], 'status') ~= ARGV[8] then return {0} end
-  first = 9
+  local rec = redis.call('HMGET', KEYS[14], 'status', 'finished_at')
+  if rec[1] ~= ARGV[8] or rec[2] ~= ARGV[9] then return {0} end
+  first = 10
 end
 local FK = fair_keys(KEYS, ARGV)
 local limit = tonumber(ARGV[5])
