@@ -9,8 +9,8 @@ import (
 	"github.com/jobguard/jobguard/internal/testsupport"
 )
 
-// A separate module, a plain asynq application (testdata/adopt/before), adds jobguard through a
-// replace directive to this repository without touching its producers, handlers or retry policy
+// A separate module, a plain asynq application (testdata/adopt/before), adds jobguard (this
+// repository, through a go.work) without touching its producers, handlers or retry policy
 // (testdata/adopt/after): it builds, and the change is at most a dozen lines. The documentation's
 // snippets are built the same way by docs/snippets_test.go.
 func TestASeparateModuleAdoptsTheGuard(t *testing.T) {
