@@ -34,34 +34,45 @@ func (e *emptyFinds) Fatal(...any) {}
 func TestFairEndDeliversTheNextBeforeTheSlotIsFree(t *testing.T) {
 	t.Parallel()
 	db := redistest.NewDB(t)
-	tc := TaskConfig{Type: "flush", Fair: &Fair{Capacity: 1}}
 	s := New(db.Client, Config{Concurrency: 1, LeaseTTL: 5 * time.Second})
+	finds := &emptyFinds{}
+	const jobs = 8
+	drainOneKeyEach(t, db, s, TaskConfig{Type: "flush", Fair: &Fair{Capacity: 1}}, jobs,
+		asynq.Config{Logger: finds, LogLevel: asynq.DebugLevel}, nil)
+	// The last end finds the queue empty (nothing is left to admit); each of the others found
+	// it empty before the fix.
+	if n := finds.n.Load(); n > 1 {
+		t.Fatalf("asynq's processor found the queue empty %d times while %d jobs of a backlog drained one at a time, want at most 1", n, jobs)
+	}
+}
+
+// drainOneKeyEach registers tc on s with a handler that counts its runs, enqueues jobs of a key
+// each, then runs them on one asynq server of one handler (logging as cfg says) until all ran,
+// or fails the test after 30 s. beforeStart (nil: none) runs between the enqueues and the start.
+func drainOneKeyEach(t *testing.T, db redistest.DB, s *Stack, tc TaskConfig, jobs int, cfg asynq.Config, beforeStart func()) {
+	t.Helper()
 	var ran atomic.Int64
 	s.Register(tc, func(ctx context.Context, j *Job) error { ran.Add(1); return nil })
-	const jobs = 8
 	client := asynq.NewClientFromRedisClient(db.Client)
 	for i := range jobs {
 		if _, err := s.Enqueue(bg, client, Spec{Type: tc.Type, Tenant: fmt.Sprintf("k%d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	finds := &emptyFinds{}
-	srv := asynq.NewServerFromRedisClient(db.Client, s.ServerConfig(asynq.Config{Concurrency: 1,
-		Queues: map[string]int{"default": 1}, ShutdownTimeout: 2 * time.Second, Logger: finds, LogLevel: asynq.DebugLevel}))
+	if beforeStart != nil {
+		beforeStart()
+	}
+	cfg.Concurrency, cfg.Queues, cfg.ShutdownTimeout = 1, map[string]int{"default": 1}, 2*time.Second
+	srv := asynq.NewServerFromRedisClient(db.Client, s.ServerConfig(cfg))
 	if err := srv.Start(s.Mux()); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { s.BeginShutdown(); srv.Shutdown(); s.Close() }()
 	deadline := time.Now().Add(30 * time.Second)
-	for ran.Load() < jobs && time.Now().Before(deadline) {
+	for ran.Load() < int64(jobs) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := ran.Load(); got != jobs {
+	if got := ran.Load(); got != int64(jobs) {
 		t.Fatalf("%d of %d jobs ran", got, jobs)
-	}
-	// The last end finds the queue empty (nothing is left to admit); each of the others found
-	// it empty before the fix.
-	if n := finds.n.Load(); n > 1 {
-		t.Fatalf("asynq's processor found the queue empty %d times while %d jobs of a backlog drained one at a time, want at most 1", n, jobs)
 	}
 }

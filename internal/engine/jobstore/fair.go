@@ -282,14 +282,12 @@ func parseFairDone(sh FairShard, res any) (int, []FairEntry, error) {
 
 // FairDoneCall is the FairDone of a finishing job sent in its finish's pipeline (Finish): its
 // admission in Shard is freed, and what that allows admitted under Policy, if its record then
-// holds Status and the finish's Now as finished_at, which that finish writes. On one Redis node
+// holds Status and the finish's time as finished_at, which that finish writes. On one Redis node
 // only (the caller's check: the script reads the record, in another slot than the admission keys).
 type FairDoneCall struct {
 	Shard  FairShard
 	Policy FairPolicy
 	Status Status
-	// Now is the finish's (FinishArgs.Now), filled in by Finish.
-	Now time.Time
 }
 
 // FairDoneAnswer is what a FairDoneCall did: Freed is 0 when the job held no admission or its
@@ -301,11 +299,11 @@ type FairDoneAnswer struct {
 	Err      error
 }
 
-// call is c as one script call of job id's pipeline, whose record is record.
-func (c FairDoneCall) call(s *Store, record, id string) scriptCall {
+// call is c as one script call of the pipeline of job id (whose record is record) finishing at now.
+func (c FairDoneCall) call(s *Store, record, id string, now time.Time) scriptCall {
 	k := s.FairKeys(c.Shard)
 	keys := append(k.list(), record)
-	args := k.args(c.Policy, c.Policy.capacity(), c.Policy.PerKey, c.Policy.batch(), ms(s.cfg.Retention), string(c.Status), c.Now.UnixMilli(), id)
+	args := k.args(c.Policy, c.Policy.capacity(), c.Policy.PerKey, c.Policy.batch(), ms(s.cfg.Retention), string(c.Status), now.UnixMilli(), id)
 	return scriptCall{fairDoneScript, func(ctx context.Context, r redis.Scripter) *redis.Cmd {
 		return fairDoneScript.EvalSha(ctx, r, keys, args...)
 	}}

@@ -85,8 +85,8 @@ func TestFinishFreesTheFairAdmissionOnlyWhenItEnded(t *testing.T) {
 
 	// b's record says done, as a finish of another run ending it done would write: a done sent with
 	// that finish but not its time frees nothing (a stale run's finish whose status matches).
-	fd := FairDoneCall{Shard: sh, Policy: p, Status: StatusDone, Now: time.Now().Add(-time.Hour)}
-	if a := fd.answer(fd.call(s, kb.Record, b).eval(bg, rdb)); a.Freed != 0 || a.Err != nil {
+	fd := FairDoneCall{Shard: sh, Policy: p, Status: StatusDone}
+	if a := fd.answer(fd.call(s, kb.Record, b, time.Now().Add(-time.Hour)).eval(bg, rdb)); a.Freed != 0 || a.Err != nil {
 		t.Fatalf("a done with another finish's time: %+v, want nothing freed", a)
 	}
 	if got := admitted(); len(got) != 1 || got[0] != b {

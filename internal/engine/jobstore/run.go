@@ -231,9 +231,7 @@ func (s *Store) Finish(ctx context.Context, k Keys, a FinishArgs) (Finishing, er
 	}
 	if a.FairDone != nil {
 		done = len(calls)
-		fd := *a.FairDone
-		fd.Now = a.Now
-		calls = append(calls, fd.call(s, k.Record, a.JobID))
+		calls = append(calls, a.FairDone.call(s, k.Record, a.JobID, a.Now))
 	}
 	cmds, werr := s.batch.runDurable(ctx, calls)
 	var released error
