@@ -230,7 +230,19 @@ func (s idempotency) complete(ctx context.Context, pipe redis.Pipeliner, c *clai
 	if decided != "" {
 		return idemCompleteDecided.Eval(ctx, pipe, []string{c.key, decided}, c.token, a.status, string(a.body), a.location, s.retention.Milliseconds())
 	}
-	return idemComplete.Eval(ctx, pipe, []string{c.key}, c.token, a.status, string(a.body), a.location, s.retention.Milliseconds(), s.deadlineOf(ctx))
+	return s.store(ctx, pipe, c, a, s.deadlineOf(ctx))
+}
+
+// keep stores the answer through pipe whatever the time: for a caller that knows its decision
+// took. A deadline here would be the keeper's own short one, which a slow Redis can pass, and the
+// answer of a job that stands would then be lost (and its key released for a second create).
+func (s idempotency) keep(ctx context.Context, pipe redis.Pipeliner, c *claim, a answer) *redis.Cmd {
+	return s.store(ctx, pipe, c, a, 0)
+}
+
+// store stores the answer under c's claim unless Redis's clock is past deadline (unix ms; 0 none).
+func (s idempotency) store(ctx context.Context, pipe redis.Pipeliner, c *claim, a answer, deadline int64) *redis.Cmd {
+	return idemComplete.Eval(ctx, pipe, []string{c.key}, c.token, a.status, string(a.body), a.location, s.retention.Milliseconds(), deadline)
 }
 
 // keptAnswer is an answer queued with the confirmation it answers (cmd nil: none).
@@ -253,10 +265,17 @@ func (s idempotency) secure(ctx context.Context, k keptAnswer) {
 	if n, err := k.cmd.Int(); err == nil && n == 1 {
 		return
 	}
+	s.keepNow(ctx, k.c, k.ans)
+}
+
+// keepNow stores a decided answer in a round trip of its own, on a context that outlives the
+// request (the request's may have ended: its answer still goes out, and a retry must meet it).
+// Bounded like release.
+func (s idempotency) keepNow(ctx context.Context, c *claim, a answer) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
 	defer cancel()
 	pipe := s.rdb.Pipeline()
-	s.complete(cctx, pipe, k.c, k.ans, "")
+	s.keep(cctx, pipe, c, a)
 	_, _ = pipe.Exec(cctx)
 }
 

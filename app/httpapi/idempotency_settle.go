@@ -105,8 +105,9 @@ func (s idempotency) settleOnce(stack *engine.Stack, c *claim, ans answer, id st
 	if err != nil {
 		return err
 	}
+	pipe := s.rdb.Pipeline()
 	// On one node one script reads the record and stores the answer: nothing comes between them.
-	decided := keys.Record
+	var stored *redis.Cmd
 	if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
 		// The record and the key live on different masters; a confirmed record stays confirmed.
 		confirmed, err := stack.JobConfirmed(ctx, id)
@@ -117,10 +118,10 @@ func (s idempotency) settleOnce(stack *engine.Stack, c *claim, ans answer, id st
 			s.release(ctx, c)
 			return nil
 		}
-		decided = ""
+		stored = s.keep(ctx, pipe, c, ans)
+	} else {
+		stored = s.complete(ctx, pipe, c, ans, keys.Record)
 	}
-	pipe := s.rdb.Pipeline()
-	stored := s.complete(ctx, pipe, c, ans, decided)
 	_, _ = pipe.Exec(ctx)
 	n, err := stored.Int()
 	if err != nil {

@@ -309,9 +309,7 @@ func (a *api) onceFor(c *fiber.Ctx, tenant, fp string, create func(keep answerKe
 	// An answer with an error (created, but its replicas did not acknowledge it in time) is
 	// stored too: a retry with the key gets the same workflow, never a second one.
 	if cl != nil && kept.cmd == nil {
-		pipe := a.stack.Store().Redis().Pipeline()
-		a.idem.complete(c.UserContext(), pipe, cl, ans, "")
-		_, _ = pipe.Exec(c.UserContext())
+		a.idem.keepNow(c.UserContext(), cl, ans)
 	}
 	a.idem.secure(c.UserContext(), kept)
 	if err != nil {
