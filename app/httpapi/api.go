@@ -149,8 +149,11 @@ func (a *api) enqueue(t tasks.Task) fiber.Handler {
 		}
 		spec.Tags = append(spec.Tags, jf.Tags...) // the task's own, if any, and the body's
 		// The answer is stored in the same round trip as the new job's dedup confirmation, or as
-		// the duplicate's timeline event.
-		spec.Finally = trip.finally
+		// the duplicate's timeline event. Without a key there is none to store, and no Finally
+		// lets a fair job's confirmation ride in its create's round trip.
+		if trip.idemKey != "" {
+			spec.Finally = trip.finally
+		}
 		trip.identity = a.prepareIdentity(req, &spec)
 		defer trip.identity.settle(c.UserContext())
 		spec.Alongside = trip.alongside()

@@ -238,6 +238,9 @@ func (s *Stack) enqueueFair(ctx context.Context, client *asynq.Client, tc TaskCo
 	defer s.deliverAdmitted(ctx, client, tc, admitted)
 	// The record stands for the waiting event (waitsForKey).
 	res := Enqueued{JobID: id, Waiting: true}
+	if waited != nil && waited.confirmed {
+		return res, nil
+	}
 	if err := s.confirm(ctx, keys, res, s.queueOf(tc.Queue, id), spec); err != nil {
 		s.abandon(ctx, keys, id)
 		return Enqueued{}, err
@@ -324,8 +327,7 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, res Enqueued, q
 	}
 	werr := durable.Exec(ctx, s.rdb, func(pipe redis.Pipeliner) {
 		c = queueConfirm(ctx, pipe, keys, id, ttl, s.store.WriteDeadline(ctx))
-		s.store.QueueIndex(ctx, pipe, spec.Tenant, id, spec.Tags, s.now()) // the tenant's list (GET /jobs) and its tags'
-		s.store.QueueExpiry(ctx, pipe, id, s.store.ExpiryDue(s.now(), spec.StartBy))
+		s.indexConfirmed(ctx, pipe, id, spec)
 		if !cluster && spec.Finally != nil {
 			decided := res
 			decided.Decision = keys.Record
@@ -354,6 +356,14 @@ func (s *Stack) confirm(ctx context.Context, keys jobstore.Keys, res Enqueued, q
 		return &notDurable{err: fmt.Errorf("job %s: %w", id, werr)}
 	}
 	return nil
+}
+
+// indexConfirmed queues, after job id's confirmation, its place in the tenant's list (GET /jobs)
+// and its tags', and in the expiry index.
+func (s *Stack) indexConfirmed(ctx context.Context, pipe redis.Pipeliner, id string, spec Spec) {
+	now := s.now()
+	s.store.QueueIndex(ctx, pipe, spec.Tenant, id, spec.Tags, now)
+	s.store.QueueExpiry(ctx, pipe, id, s.store.ExpiryDue(now, spec.StartBy))
 }
 
 // finally adds the caller's Finally commands to pipe and sends it, if it holds anything.

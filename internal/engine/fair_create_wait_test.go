@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -35,64 +36,86 @@ func warmFairStack(t *testing.T, hook redis.Hook, typ string, capacity int) (*St
 	return s, client, db, warm
 }
 
-// A fair job enqueued without a dedup, a gate or an id of the caller's waits in its create's
-// round trip: two round trips (create and wait, confirm) for a job that waits, where the wait was
-// a round trip of its own before.
-func TestAFairEnqueueWaitsInItsCreatesRoundTrip(t *testing.T) {
+// A fair job enqueued without a dedup, a gate or an id of the caller's waits and is confirmed in
+// its create's round trip: one round trip for a job that waits, where the confirmation was a round
+// trip of its own before (and the wait one more before that). A caller's Finally, which must see
+// the confirmation in a pipeline of its own round trip, keeps that round trip.
+func TestAFairEnqueueWaitsAndIsConfirmedInItsCreatesRoundTrip(t *testing.T) {
 	t.Parallel()
 	trips := &testsupport.RoundTrips{}
 	s, client, _, _ := warmFairStack(t, trips, "waits", 1) // the warm job takes the capacity
-	for _, tenant := range []string{"a", "b"} {
+	finally := func(context.Context, redis.Pipeliner, Enqueued) {}
+	for _, c := range []struct {
+		tenant  string
+		finally func(context.Context, redis.Pipeliner, Enqueued)
+		trips   int64
+	}{{"a", nil, 1}, {"b", nil, 1}, {"c", finally, 2}} {
 		before := trips.N()
-		res, err := s.Enqueue(bg, client, Spec{Type: "waits", Tenant: tenant})
+		res, err := s.Enqueue(bg, client, Spec{Type: "waits", Tenant: c.tenant, Finally: c.finally})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := trips.N() - before; n != 2 || !res.Waiting {
-			t.Errorf("a fair enqueue of %s: %d round trips (waiting %v), want 2", tenant, n, res.Waiting)
+		if n := trips.N() - before; n != c.trips || !res.Waiting {
+			t.Errorf("a fair enqueue of %s: %d round trips (waiting %v), want %d", c.tenant, n, res.Waiting, c.trips)
 		}
 		if v, err := s.Get(bg, res.JobID); err != nil || v.Record.Status != jobstore.StatusWaiting {
-			t.Errorf("job of %s: %s (%v), want waiting", tenant, v.Record.Status, err)
+			t.Errorf("job of %s: %s (%v), want waiting", c.tenant, v.Record.Status, err)
+		}
+		if ok, err := s.JobConfirmed(bg, res.JobID); !ok || err != nil {
+			t.Errorf("job of %s confirmed: %v (%v)", c.tenant, ok, err)
+		}
+		if page, err := s.List(bg, ListQuery{Tenant: c.tenant}); err != nil || len(page.Jobs) != 1 || page.Jobs[0].JobID != res.JobID {
+			t.Errorf("the tenant's list of %s: %+v (%v), want its job", c.tenant, page.Jobs, err)
 		}
 	}
-	if c, err := s.FairCounts(bg, "waits", 0); err != nil || c.Admitted != 1 || c.WaitingKeys != 2 {
-		t.Errorf("counts %+v (%v): want 1 admitted, 2 keys waiting", c, err)
+	if c, err := s.FairCounts(bg, "waits", 0); err != nil || c.Admitted != 1 || c.WaitingKeys != 3 {
+		t.Errorf("counts %+v (%v): want 1 admitted, 3 keys waiting", c, err)
 	}
 }
 
-// A fair enqueue whose create and wait ran, then ran again because the client sent the pipeline
-// again (go-redis retries one after a lost reply; the app allows one retry): the create answers
-// exists and the enqueue fails. The job's record goes at once, so the admission its wait took is
-// freed by the next sweep, not delivered again and again until the record's claim runs out.
+// A fair enqueue whose create, wait and confirmation ran, then ran again because the client sent
+// the pipeline again (go-redis retries one after a lost reply; the app allows one retry): the
+// create answers exists, the confirmation confirmed. The job stands, and the enqueue says so. With
+// a caller's Finally the confirmation is not in that pipeline: the enqueue fails, and the job's
+// record goes at once, so the admission its wait took is freed by the next sweep, not delivered
+// again and again until the record's claim runs out.
 func TestAFairEnqueueSentTwiceLeavesNoAdmissionBehind(t *testing.T) {
 	t.Parallel()
 	twice := &pipelineSentTwice{}
-	s, client, db, first := warmFairStack(t, twice, "twice", 2)
+	s, client, db, first := warmFairStack(t, twice, "twice", 3)
 	twice.armed.Store(true)
-	res, err := s.Enqueue(bg, client, Spec{Type: "twice", Tenant: "t1", Resource: "sent-twice"})
+	stands, err := s.Enqueue(bg, client, Spec{Type: "twice", Tenant: "t1", Resource: "sent-twice"})
+	if err != nil || twice.armed.Load() {
+		t.Fatalf("an enqueue whose create and confirmation ran twice: %+v, %v (hook armed still: %v)", stands, err, twice.armed.Load())
+	}
+	if ok, err := s.JobConfirmed(bg, stands.JobID); !ok || err != nil {
+		t.Fatalf("the job whose pipeline ran twice is confirmed: %v (%v)", ok, err)
+	}
+	twice.armed.Store(true)
+	res, err := s.Enqueue(bg, client, Spec{Type: "twice", Tenant: "t1", Resource: "sent-twice-finally", Finally: func(context.Context, redis.Pipeliner, Enqueued) {}})
 	if err == nil || twice.armed.Load() {
 		t.Fatalf("an enqueue whose create ran twice: %+v, %v (hook armed still: %v)", res, err, twice.armed.Load())
 	}
 	admitted, err := s.store.FairAdmittedJobs(bg, jobstore.FairShard{Type: "twice"})
-	if err != nil || len(admitted) != 2 {
-		t.Fatalf("admitted before the sweep: %+v (%v), want the two jobs", admitted, err)
+	if err != nil || len(admitted) != 3 {
+		t.Fatalf("admitted before the sweep: %+v (%v), want the three jobs", admitted, err)
 	}
 	for _, e := range admitted {
-		if n := db.Client.Exists(bg, keysOr(s, e.JobID).Record).Val(); e.JobID != first.JobID && n != 0 {
+		if n := db.Client.Exists(bg, keysOr(s, e.JobID).Record).Val(); e.JobID != first.JobID && e.JobID != stands.JobID && n != 0 {
 			t.Errorf("the refused job %s's record is left", e.JobID)
 		}
 	}
 	if _, err := s.SweepFair(bg); err != nil {
 		t.Fatal(err)
 	}
-	// The first job's admission stays (it waits for a handler); the refused one's is freed.
-	if c, err := s.FairCounts(bg, "twice", 0); err != nil || c.Admitted != 1 {
-		t.Errorf("after a sweep: %+v (%v), want the first job alone admitted (%s)", c, err, first.JobID)
+	// The first two jobs' admissions stay (they wait for a handler); the refused one's is freed.
+	if c, err := s.FairCounts(bg, "twice", 0); err != nil || c.Admitted != 2 {
+		t.Errorf("after a sweep: %+v (%v), want the two jobs that stand admitted (%s, %s)", c, err, first.JobID, stands.JobID)
 	}
 }
 
-// pipelineSentTwice runs, once armed, the first create-and-wait pipeline (two calls, the second
-// naming a fair admission key) twice, as go-redis does when a pipeline's reply is lost and it
+// pipelineSentTwice runs, once armed, the first create-and-wait pipeline (its second call names a
+// fair admission key) twice, as go-redis does when a pipeline's reply is lost and it
 // retries.
 type pipelineSentTwice struct {
 	testsupport.PipelinesOnly
@@ -101,10 +124,51 @@ type pipelineSentTwice struct {
 
 func (h *pipelineSentTwice) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) != 2 || !strings.Contains(fmt.Sprint(cmds[1].Args()), "fair:ready") || !h.armed.CompareAndSwap(true, false) {
+		if len(cmds) < 2 || !strings.Contains(fmt.Sprint(cmds[1].Args()), "fair:ready") || !h.armed.CompareAndSwap(true, false) {
 			return next(ctx, cmds)
 		}
 		_ = next(ctx, cmds)
 		return next(ctx, cmds)
+	}
+}
+
+// A fair enqueue whose create, wait and confirmation ran and whose reply was lost is answered
+// ErrOutcomeUnknown with the job's id: the confirmation may have taken (here it did), so the
+// enqueue neither fails it nor takes its record back.
+func TestAFairEnqueueWhoseReplyWasLostIsUnknown(t *testing.T) {
+	t.Parallel()
+	lost := &createReplyLost{}
+	s, client, _, _ := warmFairStack(t, lost, "lost", 1)
+	lost.armed.Store(true)
+	_, err := s.Enqueue(bg, client, Spec{Type: "lost", Tenant: "t1"})
+	job, unknown := UnknownJob(err)
+	if !unknown || !errors.Is(err, ErrOutcomeUnknown) || lost.armed.Load() {
+		t.Fatalf("an enqueue whose reply was lost: %v (hook armed still: %v)", err, lost.armed.Load())
+	}
+	if ok, err := s.JobConfirmed(bg, job.JobID); !ok || err != nil {
+		t.Fatalf("the job whose confirmation ran stands: %v (%v)", ok, err)
+	}
+	if v, err := s.Get(bg, job.JobID); err != nil || v.Record.Status != jobstore.StatusWaiting {
+		t.Fatalf("the job whose reply was lost: %s (%v), want waiting", v.Record.Status, err)
+	}
+}
+
+// createReplyLost runs, once armed, the first create-and-wait pipeline and loses its reply.
+type createReplyLost struct {
+	testsupport.PipelinesOnly
+	armed atomic.Bool
+}
+
+func (h *createReplyLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) < 2 || !strings.Contains(fmt.Sprint(cmds[1].Args()), "fair:ready") || !h.armed.CompareAndSwap(true, false) {
+			return next(ctx, cmds)
+		}
+		_ = next(ctx, cmds)
+		lost := errors.New("read tcp: i/o timeout")
+		for _, c := range cmds {
+			c.SetErr(lost)
+		}
+		return lost
 	}
 }

@@ -210,14 +210,38 @@ type FairWaitCall struct {
 	Policy    FairPolicy
 }
 
-// CreateAndWait is Create of j followed by its FairWait in the same pipeline: one round trip
-// for both, on one Redis node only (the caller's check: on a cluster the two reach different
-// masters in no order). The wait runs only if it finds j's record: a create that did not run
-// before it (its script was missing, sent again after) leaves waited false, and the caller waits
-// on its own if the job was created. A create that ran but is not answered Created (a client's
-// retry of the pipeline after a lost reply answers Exists) leaves an entry of the wait's: the
-// caller abandons the record, and the entry's admission then finds nothing to start and frees it.
-func (s *Store) CreateAndWait(ctx context.Context, k Keys, j NewJob, w FairWaitCall) (state CreateState, existing string, admitted []FairEntry, waited bool, err error) {
+// ConfirmWith is a confirmation sent in CreateAndWait's pipeline after the wait, where nothing can
+// refuse the job between its create and its confirmation (no asynq enqueue comes between: the
+// admission delivers the job later). Deadline is the caller's, in Redis's clock (WriteDeadline);
+// Also queues what the confirmation's pipeline carries after it (the tenant's list, the expiry
+// index): plain commands, queued again if the confirmation is sent again.
+type ConfirmWith struct {
+	MarkerTTL time.Duration
+	Deadline  int64
+	Also      func(ctx context.Context, pipe redis.Pipeliner)
+}
+
+// CreatedWaiting is CreateAndWait's answer: the create's (State, Existing), what the wait
+// admitted (the caller's to deliver when Waited: the wait ran) and the confirmation sent with
+// them (Confirmed nil: none was).
+type CreatedWaiting struct {
+	State     CreateState
+	Existing  string
+	Admitted  []FairEntry
+	Waited    bool
+	Confirmed *Confirmation
+}
+
+// CreateAndWait is Create of j followed by its FairWait in the same pipeline, and by its
+// confirmation when c is not nil: one round trip for all, on one Redis node only (the caller's
+// check: on a cluster they reach different masters in no order). The wait runs only if it finds
+// j's record: a create that did not run before it (its script was missing, sent again after)
+// leaves Waited false, and the caller waits on its own if the job was created; its confirmation
+// then answers gone, and the caller confirms on its own too. A create that ran but is not
+// answered Created (a client's retry of the pipeline after a lost reply answers Exists) leaves an
+// entry of the wait's: the caller abandons the record unless the confirmation took, and the
+// entry's admission then finds nothing to start and frees it.
+func (s *Store) CreateAndWait(ctx context.Context, k Keys, j NewJob, w FairWaitCall, c *ConfirmWith) (CreatedWaiting, error) {
 	ckeys, cargs := s.createCall(k, j)
 	fk := s.FairKeys(w.Shard)
 	entry := j.ID
@@ -226,25 +250,48 @@ func (s *Store) CreateAndWait(ctx context.Context, k Keys, j NewJob, w FairWaitC
 	}
 	wkeys := append(fk.list(), k.Record)
 	wargs := fk.args(w.Policy, w.Key, entry, max(w.Weight, 1), w.Policy.capacity(), w.Policy.PerKey, w.Policy.batch(), ms(s.cfg.Retention), boolArg(false))
-	cmds := s.creates.run(ctx, []scriptCall{
+	calls := []scriptCall{
 		{createScript, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
 			return createScript.EvalSha(ctx, c, ckeys, cargs...)
 		}},
 		{fairWaitScript, func(ctx context.Context, c redis.Scripter) *redis.Cmd {
 			return fairWaitScript.EvalSha(ctx, c, wkeys, wargs...)
 		}},
-	})
-	state, existing, err = parseCreate(cmds[0].Result())
+	}
+	if c != nil {
+		calls = append(calls, s.confirmCall(k, j.ID, *c))
+	}
+	cmds := s.creates.run(ctx, calls)
+	var out CreatedWaiting
+	var err error
+	out.State, out.Existing, err = parseCreate(cmds[0].Result())
+	if c != nil {
+		out.Confirmed = &Confirmation{cmd: cmds[2]}
+	}
 	res, werr := cmds[1].Result()
 	if n, ok := res.(int64); werr != nil || (ok && n == -1) {
-		return state, existing, nil, false, err // not waited: the caller waits on its own
+		return out, err // not waited: the caller waits on its own
 	}
 	admitted, aerr := fairEntries("fair_wait", w.Shard, res, 0)
 	if err == nil {
 		err = aerr
 	}
 	// Waited even when the create's answer was lost: what the wait admitted is the caller's to deliver.
-	return state, existing, admitted, aerr == nil, err
+	out.Admitted, out.Waited = admitted, aerr == nil
+	return out, err
+}
+
+// confirmCall is c's confirmation of job id as a call of a batch, with what c.Also queues after it.
+func (s *Store) confirmCall(k Keys, id string, c ConfirmWith) scriptCall {
+	keys := []string{k.Marker, k.Pending, k.Record, k.Timeline}
+	args := []any{id, ms(c.MarkerTTL), c.Deadline, ms(s.cfg.Retention)}
+	return scriptCall{confirmScript, func(ctx context.Context, sc redis.Scripter) *redis.Cmd {
+		cmd := confirmScript.EvalSha(ctx, sc, keys, args...)
+		if pipe, ok := sc.(redis.Pipeliner); ok && c.Also != nil {
+			c.Also(ctx, pipe)
+		}
+		return cmd
+	}}
 }
 
 // FairDone frees the admissions of the ended jobs ids in one call (each once: it reports how
