@@ -81,7 +81,7 @@ func TestAFairEnqueueWaitsAndIsConfirmedInItsCreatesRoundTrip(t *testing.T) {
 // again and again until the record's claim runs out.
 func TestAFairEnqueueSentTwiceLeavesNoAdmissionBehind(t *testing.T) {
 	t.Parallel()
-	twice := &pipelineSentTwice{}
+	twice := &createPipelineFault{}
 	s, client, db, first := warmFairStack(t, twice, "twice", 3)
 	twice.armed.Store(true)
 	stands, err := s.Enqueue(bg, client, Spec{Type: "twice", Tenant: "t1", Resource: "sent-twice"})
@@ -114,21 +114,29 @@ func TestAFairEnqueueSentTwiceLeavesNoAdmissionBehind(t *testing.T) {
 	}
 }
 
-// pipelineSentTwice runs, once armed, the first create-and-wait pipeline (its second call names a
-// fair admission key) twice, as go-redis does when a pipeline's reply is lost and it
-// retries.
-type pipelineSentTwice struct {
+// createPipelineFault, once armed, runs the first create-and-wait pipeline (its second call names a
+// fair admission key) and then, when lose is set, loses its reply; otherwise it runs it again, as
+// go-redis does when a pipeline's reply is lost and it retries.
+type createPipelineFault struct {
 	testsupport.PipelinesOnly
 	armed atomic.Bool
+	lose  bool
 }
 
-func (h *pipelineSentTwice) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *createPipelineFault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if len(cmds) < 2 || !strings.Contains(fmt.Sprint(cmds[1].Args()), "fair:ready") || !h.armed.CompareAndSwap(true, false) {
 			return next(ctx, cmds)
 		}
 		_ = next(ctx, cmds)
-		return next(ctx, cmds)
+		if !h.lose {
+			return next(ctx, cmds)
+		}
+		lost := errors.New("read tcp: i/o timeout")
+		for _, c := range cmds {
+			c.SetErr(lost)
+		}
+		return lost
 	}
 }
 
@@ -137,7 +145,7 @@ func (h *pipelineSentTwice) ProcessPipelineHook(next redis.ProcessPipelineHook) 
 // enqueue neither fails it nor takes its record back.
 func TestAFairEnqueueWhoseReplyWasLostIsUnknown(t *testing.T) {
 	t.Parallel()
-	lost := &createReplyLost{}
+	lost := &createPipelineFault{lose: true}
 	s, client, _, _ := warmFairStack(t, lost, "lost", 1)
 	lost.armed.Store(true)
 	_, err := s.Enqueue(bg, client, Spec{Type: "lost", Tenant: "t1"})
@@ -150,25 +158,5 @@ func TestAFairEnqueueWhoseReplyWasLostIsUnknown(t *testing.T) {
 	}
 	if v, err := s.Get(bg, job.JobID); err != nil || v.Record.Status != jobstore.StatusWaiting {
 		t.Fatalf("the job whose reply was lost: %s (%v), want waiting", v.Record.Status, err)
-	}
-}
-
-// createReplyLost runs, once armed, the first create-and-wait pipeline and loses its reply.
-type createReplyLost struct {
-	testsupport.PipelinesOnly
-	armed atomic.Bool
-}
-
-func (h *createReplyLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) < 2 || !strings.Contains(fmt.Sprint(cmds[1].Args()), "fair:ready") || !h.armed.CompareAndSwap(true, false) {
-			return next(ctx, cmds)
-		}
-		_ = next(ctx, cmds)
-		lost := errors.New("read tcp: i/o timeout")
-		for _, c := range cmds {
-			c.SetErr(lost)
-		}
-		return lost
 	}
 }
