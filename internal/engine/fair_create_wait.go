@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 
@@ -55,26 +56,12 @@ func (s *Stack) createWaiting(ctx context.Context, keys jobstore.Keys, j jobstor
 	key, d := s.firstFairDelivery(tc, dedup, spec, "")
 	sh := s.fairShardOf(tc, key)
 	w := jobstore.FairWaitCall{Shard: sh, Key: key, Data: encodeFairDelivery(d), Weight: tc.Fair.weightOf(key), Policy: s.fairPolicy(tc, sh)}
-	var confirm *jobstore.ConfirmWith
-	if s.confirmsWithCreate(spec) {
-		confirm = &jobstore.ConfirmWith{Deadline: s.store.WriteDeadline(ctx), Also: func(ctx context.Context, pipe redis.Pipeliner) {
-			s.indexConfirmed(ctx, pipe, j.ID, spec)
-		}}
-	}
+	confirm := s.confirmWithCreate(ctx, j.ID, spec)
 	cw, err := s.store.CreateAndWait(ctx, keys, j, w, confirm)
 	if cw.Waited && confirmedWithCreate(cw.Confirmed) {
 		// The job stands, confirmed: a create answered Exists (a client's retry of the pipeline
 		// after a lost reply) had run first, and a generated id meets only its own create.
 		return jobstore.Created, "", &fairWaited{admitted: cw.Admitted, confirmed: true}, nil
-	}
-	if cerr := confirmUnanswered(cw.Confirmed); cerr != nil {
-		// The pipeline's reply was lost: the confirmation may have taken. A record it did not
-		// confirm goes; which it was is settled as for any confirmation unanswered.
-		s.abandon(ctx, keys, j.ID)
-		if cw.Waited {
-			s.deliverAdmittedAtOnce(ctx, tc, cw.Admitted)
-		}
-		return "", "", nil, &unknownOutcome{res: Enqueued{JobID: j.ID, Waiting: true}, err: cerr}
 	}
 	state, existing, err := createAnswer(j.ID, cw.State, cw.Existing, err)
 	if err != nil || state != jobstore.Created {
@@ -83,18 +70,59 @@ func (s *Stack) createWaiting(ctx context.Context, keys jobstore.Keys, j jobstor
 		// generated id meets only its own create). Its record goes now, unconfirmed, so an entry
 		// its wait left is freed at its admission's start, not after the claim runs out. What a
 		// wait whose reply came admitted is delivered; one whose reply was lost is the sweep's.
-		s.abandon(ctx, keys, j.ID)
+		var admitted []jobstore.FairEntry
 		if cw.Waited {
-			s.deliverAdmittedAtOnce(ctx, tc, cw.Admitted)
+			admitted = cw.Admitted
+		}
+		if confirm == nil {
+			s.abandon(ctx, keys, j.ID)
+			s.deliverAdmittedAtOnce(ctx, tc, admitted)
+			return state, existing, nil, err
+		}
+		if s.abandonUnlessConfirmed(ctx, keys, j.ID) {
+			// An earlier send of the pipeline confirmed the job (the client sent it again after a
+			// lost reply, and the second confirmation found the deadline past): it stands, and its
+			// confirmation found it waiting.
+			return jobstore.Created, "", &fairWaited{admitted: admitted, confirmed: true}, nil
+		}
+		s.deliverAdmittedAtOnce(ctx, tc, admitted)
+		if cerr := confirmUnanswered(cw.Confirmed); cerr != nil {
+			// The reply was lost and the record could not be read: the confirmation may still
+			// take. Which it was is settled as for any confirmation unanswered.
+			return "", "", nil, &unknownOutcome{res: Enqueued{JobID: j.ID, Waiting: true}, err: cerr}
 		}
 		return state, existing, nil, err
 	}
 	if !cw.Waited {
 		return state, existing, nil, nil // created, not waited: the enqueue waits and confirms on its own
 	}
-	// Waited, not confirmed (the confirmation was not sent, or found no record: sent again after
-	// the create, it ran before it): the enqueue confirms on its own (confirming twice is harmless).
+	// Waited, not confirmed (the confirmation was not sent, or ran before the create or the wait:
+	// they met NOSCRIPT and were sent again after it): the enqueue confirms on its own.
 	return state, existing, &fairWaited{admitted: cw.Admitted}, nil
+}
+
+// confirmWithCreate is the confirmation of job id to send with its create and wait (nil: none,
+// confirmsWithCreate). What it carries after it is fixed now: the batch that sends it may send it
+// again (NOSCRIPT) after the caller has given up and gone on with spec's slices.
+func (s *Stack) confirmWithCreate(ctx context.Context, id string, spec Spec) *jobstore.ConfirmWith {
+	if !s.confirmsWithCreate(spec) {
+		return nil
+	}
+	tenant, tags, now := spec.Tenant, slices.Clone(spec.Tags), s.now()
+	due := s.store.ExpiryDue(now, spec.StartBy)
+	return &jobstore.ConfirmWith{Deadline: s.store.WriteDeadline(ctx), Also: func(ctx context.Context, pipe redis.Pipeliner) {
+		s.store.QueueIndex(ctx, pipe, tenant, id, tags, now)
+		s.store.QueueExpiry(ctx, pipe, id, due)
+	}}
+}
+
+// abandonUnlessConfirmed is abandon, telling whether the record stands confirmed (false also when
+// Redis did not answer).
+func (s *Stack) abandonUnlessConfirmed(ctx context.Context, keys jobstore.Keys, id string) bool {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonWait)
+	defer cancel()
+	removed, err := s.store.AbandonUnconfirmed(cctx, keys, id)
+	return err == nil && !removed
 }
 
 // confirmedWithCreate says whether the confirmation sent with a create (nil: none) took.
@@ -108,14 +136,15 @@ func confirmedWithCreate(c *jobstore.Confirmation) bool {
 
 // confirmUnanswered is the error of a confirmation sent with a create whose answer was lost (it
 // may have run), nil when it was answered (or none was sent). A reply of Redis's own (NOSCRIPT
-// that could not be loaded, an error of the script) says it did not run.
+// that could not be loaded, an error of the script) says it did not run; so does a call its batch
+// never sent (jobstore.ErrNotSent).
 func confirmUnanswered(c *jobstore.Confirmation) error {
 	if c == nil {
 		return nil
 	}
 	_, err := c.Result()
 	var reply redis.Error
-	if err == nil || errors.As(err, &reply) {
+	if err == nil || errors.As(err, &reply) || errors.Is(err, jobstore.ErrNotSent) {
 		return nil
 	}
 	return err

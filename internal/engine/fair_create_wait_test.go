@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -82,7 +83,7 @@ func TestAFairEnqueueWaitsAndIsConfirmedInItsCreatesRoundTrip(t *testing.T) {
 func TestAFairEnqueueSentTwiceLeavesNoAdmissionBehind(t *testing.T) {
 	t.Parallel()
 	twice := &createPipelineFault{}
-	s, client, db, first := warmFairStack(t, twice, "twice", 3)
+	s, client, db, first := warmFairStack(t, twice, "twice", 4)
 	twice.armed.Store(true)
 	stands, err := s.Enqueue(bg, client, Spec{Type: "twice", Tenant: "t1", Resource: "sent-twice"})
 	if err != nil || twice.armed.Load() {
@@ -91,36 +92,52 @@ func TestAFairEnqueueSentTwiceLeavesNoAdmissionBehind(t *testing.T) {
 	if ok, err := s.JobConfirmed(bg, stands.JobID); !ok || err != nil {
 		t.Fatalf("the job whose pipeline ran twice is confirmed: %v (%v)", ok, err)
 	}
+	// Sent again once the first confirmation's deadline has passed: the second finds it past (and
+	// the create its record), yet the job the first confirmed stands.
+	twice.pause = 200 * time.Millisecond
+	twice.armed.Store(true)
+	ctx, cancel := context.WithTimeout(bg, 400*time.Millisecond) // the confirmation's deadline: 150 ms
+	late, err := s.Enqueue(ctx, client, Spec{Type: "twice", Tenant: "t2", Resource: "sent-twice-late"})
+	cancel()
+	twice.pause = 0
+	if err != nil || twice.armed.Load() {
+		t.Fatalf("an enqueue whose pipeline ran again past the deadline: %+v, %v", late, err)
+	}
+	if ok, err := s.JobConfirmed(bg, late.JobID); !ok || err != nil {
+		t.Fatalf("the job confirmed by the first send stands: %v (%v)", ok, err)
+	}
 	twice.armed.Store(true)
 	res, err := s.Enqueue(bg, client, Spec{Type: "twice", Tenant: "t1", Resource: "sent-twice-finally", Finally: func(context.Context, redis.Pipeliner, Enqueued) {}})
 	if err == nil || twice.armed.Load() {
 		t.Fatalf("an enqueue whose create ran twice: %+v, %v (hook armed still: %v)", res, err, twice.armed.Load())
 	}
 	admitted, err := s.store.FairAdmittedJobs(bg, jobstore.FairShard{Type: "twice"})
-	if err != nil || len(admitted) != 3 {
-		t.Fatalf("admitted before the sweep: %+v (%v), want the three jobs", admitted, err)
+	if err != nil || len(admitted) != 4 {
+		t.Fatalf("admitted before the sweep: %+v (%v), want the four jobs", admitted, err)
 	}
 	for _, e := range admitted {
-		if n := db.Client.Exists(bg, keysOr(s, e.JobID).Record).Val(); e.JobID != first.JobID && e.JobID != stands.JobID && n != 0 {
+		if n := db.Client.Exists(bg, keysOr(s, e.JobID).Record).Val(); e.JobID != first.JobID && e.JobID != stands.JobID && e.JobID != late.JobID && n != 0 {
 			t.Errorf("the refused job %s's record is left", e.JobID)
 		}
 	}
 	if _, err := s.SweepFair(bg); err != nil {
 		t.Fatal(err)
 	}
-	// The first two jobs' admissions stay (they wait for a handler); the refused one's is freed.
-	if c, err := s.FairCounts(bg, "twice", 0); err != nil || c.Admitted != 2 {
-		t.Errorf("after a sweep: %+v (%v), want the two jobs that stand admitted (%s, %s)", c, err, first.JobID, stands.JobID)
+	// The admissions of the jobs that stand stay (they wait for a handler); the refused one's is freed.
+	if c, err := s.FairCounts(bg, "twice", 0); err != nil || c.Admitted != 3 {
+		t.Errorf("after a sweep: %+v (%v), want the three jobs that stand admitted (%s, %s, %s)", c, err, first.JobID, stands.JobID, late.JobID)
 	}
 }
 
 // createPipelineFault, once armed, runs the first create-and-wait pipeline (its second call names a
-// fair admission key) and then, when lose is set, loses its reply; otherwise it runs it again, as
-// go-redis does when a pipeline's reply is lost and it retries.
+// fair admission key) and then, when lose is set, loses its reply; otherwise it runs it again after
+// pause, as go-redis does when a pipeline's reply is lost and it retries. With cut it loses the
+// pipeline without running it.
 type createPipelineFault struct {
 	testsupport.PipelinesOnly
-	armed atomic.Bool
-	lose  bool
+	armed     atomic.Bool
+	lose, cut bool
+	pause     time.Duration
 }
 
 func (h *createPipelineFault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -128,8 +145,11 @@ func (h *createPipelineFault) ProcessPipelineHook(next redis.ProcessPipelineHook
 		if len(cmds) < 2 || !strings.Contains(fmt.Sprint(cmds[1].Args()), "fair:ready") || !h.armed.CompareAndSwap(true, false) {
 			return next(ctx, cmds)
 		}
-		_ = next(ctx, cmds)
+		if !h.cut {
+			_ = next(ctx, cmds)
+		}
 		if !h.lose {
+			time.Sleep(h.pause)
 			return next(ctx, cmds)
 		}
 		lost := errors.New("read tcp: i/o timeout")
@@ -140,23 +160,30 @@ func (h *createPipelineFault) ProcessPipelineHook(next redis.ProcessPipelineHook
 	}
 }
 
-// A fair enqueue whose create, wait and confirmation ran and whose reply was lost is answered
-// ErrOutcomeUnknown with the job's id: the confirmation may have taken (here it did), so the
-// enqueue neither fails it nor takes its record back.
-func TestAFairEnqueueWhoseReplyWasLostIsUnknown(t *testing.T) {
+// A fair enqueue whose create-wait-confirm pipeline's reply was lost reads the job's record: a job
+// its confirmation confirmed stands, and the enqueue says so. One whose pipeline never reached
+// Redis is answered ErrOutcomeUnknown (a pipeline stalled on the way could still land), and its
+// record is gone.
+func TestAFairEnqueueWhoseReplyWasLostReadsItsRecord(t *testing.T) {
 	t.Parallel()
 	lost := &createPipelineFault{lose: true}
 	s, client, _, _ := warmFairStack(t, lost, "lost", 1)
 	lost.armed.Store(true)
-	_, err := s.Enqueue(bg, client, Spec{Type: "lost", Tenant: "t1"})
-	job, unknown := UnknownJob(err)
-	if !unknown || !errors.Is(err, ErrOutcomeUnknown) || lost.armed.Load() {
-		t.Fatalf("an enqueue whose reply was lost: %v (hook armed still: %v)", err, lost.armed.Load())
+	res, err := s.Enqueue(bg, client, Spec{Type: "lost", Tenant: "t1"})
+	if err != nil || lost.armed.Load() {
+		t.Fatalf("an enqueue whose reply was lost after it ran: %+v, %v (hook armed still: %v)", res, err, lost.armed.Load())
 	}
-	if ok, err := s.JobConfirmed(bg, job.JobID); !ok || err != nil {
-		t.Fatalf("the job whose confirmation ran stands: %v (%v)", ok, err)
-	}
-	if v, err := s.Get(bg, job.JobID); err != nil || v.Record.Status != jobstore.StatusWaiting {
+	if v, err := s.Get(bg, res.JobID); err != nil || v.Record.Status != jobstore.StatusWaiting {
 		t.Fatalf("the job whose reply was lost: %s (%v), want waiting", v.Record.Status, err)
+	}
+	lost.cut = true
+	lost.armed.Store(true)
+	_, err = s.Enqueue(bg, client, Spec{Type: "lost", Tenant: "t2"})
+	job, unknown := UnknownJob(err)
+	if !unknown || !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("an enqueue whose pipeline never reached Redis: %v, want its outcome unknown", err)
+	}
+	if ok, err := s.JobConfirmed(bg, job.JobID); ok || err != nil {
+		t.Fatalf("the job whose pipeline never ran is confirmed: %v (%v)", ok, err)
 	}
 }

@@ -2,6 +2,7 @@ package jobstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -66,9 +67,14 @@ func (b *batcher) runDurable(ctx context.Context, calls []scriptCall) ([]*redis.
 	return b.send1(ctx, calls, true)
 }
 
+// ErrNotSent marks the error of a batched call that was never sent: its caller's context had ended
+// before its batch left (with the context's error). A call whose caller gave up after its batch
+// left fails with the context's error alone: it may still run.
+var ErrNotSent = errors.New("jobstore: not sent")
+
 func (b *batcher) send1(ctx context.Context, calls []scriptCall, durable bool) ([]*redis.Cmd, error) {
 	if err := ctx.Err(); err != nil {
-		return failedCmds(ctx, calls, err), nil
+		return failedCmds(ctx, calls, notSent(err)), nil
 	}
 	if b.cluster {
 		return runPipelined(ctx, b.rdb, b.durability(durable), calls)
@@ -223,7 +229,7 @@ func dropAbandoned(batch []*batchCall) []*batchCall {
 	live := batch[:0:0]
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil && c.then == nil {
-			c.cmds = failedCmds(c.ctx, c.calls, err)
+			c.cmds = failedCmds(c.ctx, c.calls, notSent(err))
 			close(c.done)
 			continue
 		}
@@ -231,6 +237,9 @@ func dropAbandoned(batch []*batchCall) []*batchCall {
 	}
 	return live
 }
+
+// notSent is err (a context's) marked ErrNotSent.
+func notSent(err error) error { return fmt.Errorf("%w: %w", ErrNotSent, err) }
 
 // failedCmds are the commands of calls that were not sent, each failed with err.
 func failedCmds(ctx context.Context, calls []scriptCall, err error) []*redis.Cmd {

@@ -196,6 +196,9 @@ const (
 	ConfirmExpired ConfirmState = "expired"
 	// ConfirmGone: the record is gone (its claim ran out).
 	ConfirmGone ConfirmState = "gone"
+	// ConfirmUnwaited: a fair job's confirmation sent with its create and wait found the job not
+	// waiting yet (CreateAndWait); nothing written.
+	ConfirmUnwaited ConfirmState = "unwaited"
 )
 
 // Confirmation is a confirmation queued in a pipeline; Result reads it once the pipeline ran.
@@ -216,7 +219,7 @@ func (c Confirmation) Result() (ConfirmState, error) {
 	}
 	st, ok := res.(string)
 	switch ConfirmState(st) {
-	case Confirmed, ConfirmExpired, ConfirmGone:
+	case Confirmed, ConfirmExpired, ConfirmGone, ConfirmUnwaited:
 		if ok {
 			return ConfirmState(st), nil
 		}

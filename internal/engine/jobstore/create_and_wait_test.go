@@ -57,7 +57,8 @@ func TestCreateAndWaitWaitsOnlyForACreatedJob(t *testing.T) {
 
 // A confirmation sent with the create and the wait confirms the job in their round trip, with
 // what it carries after it. When the create and the wait meet NOSCRIPT they are sent again after
-// it: it ran first and found no record, answers gone, and the caller confirms on its own.
+// it: it ran first and found no record, answers gone, and the caller confirms on its own. When the
+// wait alone does, it finds the record but not the job waiting, and answers unwaited.
 func TestCreateAndWaitConfirmsInTheSameRoundTrip(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t) // its own server: the test flushes the script cache
@@ -108,5 +109,18 @@ func TestCreateAndWaitConfirmsInTheSameRoundTrip(t *testing.T) {
 	}
 	if k, _ := s.Keys(id, ""); func() bool { ok, _ := s.Confirmed(bg, k); return ok }() {
 		t.Fatal("a confirmation that ran before its create confirmed the record")
+	}
+	// Only the wait's script missing: the create runs, then the confirmation, before the wait sent
+	// again after them. A job in no list must not be confirmed: it answers unwaited.
+	rdb.ScriptFlush(bg)
+	for _, sc := range []*redis.Script{createScript, confirmScript} {
+		if err := sc.Load(bg, rdb).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, cw, _ = createWaitConfirm("r3")
+	if st, err := cw.Confirmed.Result(); cw.State != Created || !cw.Waited || err != nil || st != ConfirmUnwaited || confirmed(id) {
+		t.Fatalf("confirmation run before its wait: %v, waited %v, confirmation %v %v, confirmed %v; want created, waited, unwaited, not confirmed",
+			cw.State, cw.Waited, st, err, confirmed(id))
 	}
 }

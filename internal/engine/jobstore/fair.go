@@ -236,11 +236,13 @@ type CreatedWaiting struct {
 // confirmation when c is not nil: one round trip for all, on one Redis node only (the caller's
 // check: on a cluster they reach different masters in no order). The wait runs only if it finds
 // j's record: a create that did not run before it (its script was missing, sent again after)
-// leaves Waited false, and the caller waits on its own if the job was created; its confirmation
-// then answers gone, and the caller confirms on its own too. A create that ran but is not
-// answered Created (a client's retry of the pipeline after a lost reply answers Exists) leaves an
-// entry of the wait's: the caller abandons the record unless the confirmation took, and the
-// entry's admission then finds nothing to start and frees it.
+// leaves Waited false, and the caller waits on its own if the job was created. The confirmation
+// confirms only a job that has waited (confirm.lua): one that ran before the create answers gone,
+// one that ran before the wait answers unwaited (either sent again after it), and the caller then
+// confirms on its own. A create that ran but is not answered Created (a client's retry of the
+// pipeline after a lost reply answers Exists) leaves an entry of the wait's: the caller abandons
+// the record unless a confirmation took, and the entry's admission then finds nothing to start
+// and frees it.
 func (s *Store) CreateAndWait(ctx context.Context, k Keys, j NewJob, w FairWaitCall, c *ConfirmWith) (CreatedWaiting, error) {
 	ckeys, cargs := s.createCall(k, j)
 	fk := s.FairKeys(w.Shard)
@@ -259,7 +261,7 @@ func (s *Store) CreateAndWait(ctx context.Context, k Keys, j NewJob, w FairWaitC
 		}},
 	}
 	if c != nil {
-		calls = append(calls, s.confirmCall(k, j.ID, *c))
+		calls = append(calls, s.confirmCall(k, fk, j.ID, *c))
 	}
 	cmds := s.creates.run(ctx, calls)
 	var out CreatedWaiting
@@ -281,9 +283,10 @@ func (s *Store) CreateAndWait(ctx context.Context, k Keys, j NewJob, w FairWaitC
 	return out, err
 }
 
-// confirmCall is c's confirmation of job id as a call of a batch, with what c.Also queues after it.
-func (s *Store) confirmCall(k Keys, id string, c ConfirmWith) scriptCall {
-	keys := []string{k.Marker, k.Pending, k.Record, k.Timeline}
+// confirmCall is c's confirmation of job id as a call of a batch, with what c.Also queues after it;
+// it confirms only a job that waits or is admitted in fk's shard (confirm.lua: KEYS[5], KEYS[6]).
+func (s *Store) confirmCall(k Keys, fk FairKeys, id string, c ConfirmWith) scriptCall {
+	keys := []string{k.Marker, k.Pending, k.Record, k.Timeline, fk.Once, fk.Admitted}
 	args := []any{id, ms(c.MarkerTTL), c.Deadline, ms(s.cfg.Retention)}
 	return scriptCall{confirmScript, func(ctx context.Context, sc redis.Scripter) *redis.Cmd {
 		cmd := confirmScript.EvalSha(ctx, sc, keys, args...)
