@@ -26,7 +26,7 @@ func TestAJobsUnknownOutcomeIsSettledOnACluster(t *testing.T) {
 	cl := redistest.NewCluster(t)
 	lost := &confirmationReplyLost{}
 	r := startAppWith(t, RoleAPI, map[string]string{"REDIS_URL": cl.Cluster.URL(), "REDIS_MODE": "cluster", "KEY_PREFIX": cl.Prefix,
-		"API_TOKENS": twoTenants["API_TOKENS"], "REQUEST_TIMEOUT": "1s"}, func(a Process) { a.Redis().AddHook(lost) })
+		"API_TOKENS": twoTenants["API_TOKENS"], "REQUEST_TIMEOUT": "3s"}, func(a Process) { a.Redis().AddHook(lost) })
 	for _, c := range []struct {
 		ran      bool
 		replayed string

@@ -220,8 +220,11 @@ func TestAJobsAnswerFollowsItsConfirmationNotTheClock(t *testing.T) {
 // a second job (here the resource's dedup caught it: answered as a duplicate, not replayed).
 func TestAJobsUnknownOutcomeIsSettledAfterItsDeadline(t *testing.T) {
 	t.Parallel()
+	// A deadline of 3 s, not 1: on a machine busy compiling (make test from an empty cache) the
+	// first request once took 818 ms and reached Redis past its write deadline (1 s less 250 ms),
+	// before the hook could lose anything.
 	cut := &jobAnswerLost{}
-	r := startAppWith(t, RoleAPI, map[string]string{"API_TOKENS": twoTenants["API_TOKENS"], "REQUEST_TIMEOUT": "1s"},
+	r := startAppWith(t, RoleAPI, map[string]string{"API_TOKENS": twoTenants["API_TOKENS"], "REQUEST_TIMEOUT": "3s"},
 		func(a Process) { a.Redis().AddHook(cut) })
 	for _, c := range []struct {
 		before   bool
